@@ -1,0 +1,1 @@
+"""Command-line room: `sentkit <command>`; each room contributes its own commands."""

@@ -1,0 +1,53 @@
+"""The one interface where training and evaluation meet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Anything with `encode(list[str]) -> float32 array [n, dim]`."""
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+class CallableEncoder:
+    """Wrap a plain callable `list[str] -> array` as an Encoder."""
+
+    def __init__(self, fn: Callable[[list[str]], Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "callable")
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.fn(list(texts)), dtype=np.float32)
+
+
+def as_encoder(obj: Any) -> Encoder:
+    """Accept an Encoder, or a callable `list[str] -> array`."""
+    if hasattr(obj, "encode") and callable(obj.encode):
+        return obj  # type: ignore[no-any-return]
+    if callable(obj):
+        return CallableEncoder(obj)
+    raise TypeError(
+        f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}"
+    )
+
+
+def check_embeddings(emb: Any, n: int, *, what: str = "encoder") -> np.ndarray:
+    """Validate an encoder's output: shape [n, dim], finite; returns float32."""
+    arr = np.asarray(emb)
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise ValueError(f"{what}: expected an array of shape [{n}, dim], got {arr.shape}")
+    arr = arr.astype(np.float32, copy=False)
+    if not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).any(axis=1).sum())
+        raise ValueError(f"{what}: {bad} of {n} embeddings contain NaN or inf")
+    return arr
+
+
+def batched(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

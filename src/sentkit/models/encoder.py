@@ -1,0 +1,251 @@
+"""TransformerEncoder: a transformer + pooling that embeds text and saves in sentence-transformers format."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sentkit.models.hub import load_tokenizer, not_found, quiet_transformers, resolve, special_affixes
+from sentkit.models.pooling import POOLINGS
+
+log = logging.getLogger(__name__)
+
+ST_POOLING_KEYS = {
+    "mean": "pooling_mode_mean_tokens",
+    "cls": "pooling_mode_cls_token",
+}
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class TransformerEncoder:
+    """Encode text with a Hugging Face transformer and a pooling function.
+
+    ``encode`` sorts texts by length so batches carry little padding, and returns float32
+    ``[n, dim]`` in the input order. Texts longer than ``max_length`` are truncated, or, with
+    ``chunk_long=True``, split into windows whose embeddings are averaged."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        pooling: str = "mean",
+        max_length: int | None = None,
+        device: str = "auto",
+        name: str = "transformer",
+        normalize: bool = False,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.pool_fn = POOLINGS.get(pooling)
+        limit = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+        if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # RoBERTa position ids start after the padding index
+        self.max_length = min(max_length or limit, limit)
+        self.device = pick_device(device)
+        self.model.to(self.device).eval()
+        self.name = name
+        self.normalize = normalize
+        self.prefix, self.suffix = special_affixes(tokenizer)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+
+    # ---------------------------------------------------------------- loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        *,
+        pooling: str | None = None,
+        max_length: int | None = None,
+        device: str = "auto",
+    ) -> TransformerEncoder:
+        """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id."""
+        from transformers import AutoModel
+
+        path = resolve(name_or_path)
+        st_pooling, st_max, st_norm = _read_st_settings(Path(path))
+        tok = load_tokenizer(path)
+        try:
+            with quiet_transformers():
+                model = AutoModel.from_pretrained(path)
+        except (OSError, ValueError) as e:
+            raise not_found(name_or_path, e) from None
+        return cls(
+            model,
+            tok,
+            pooling=pooling or st_pooling or "mean",
+            max_length=max_length or st_max,
+            device=device,
+            name=name_or_path,
+            normalize=st_norm,
+        )
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # ---------------------------------------------------------------- encoding
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: list[str],
+        batch_size: int = 32,
+        *,
+        chunk_long: bool = False,
+        show_progress: bool = False,
+        normalize: bool | None = None,
+    ) -> np.ndarray:
+        """Embed `texts` -> float32 [n, dim] (L2-normalised if the model's directory says so)."""
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        n = len(texts)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        body = self.max_length - len(self.prefix) - len(self.suffix)
+        with quiet_transformers():
+            ids = self.tokenizer(texts, add_special_tokens=False, truncation=not chunk_long, max_length=body if not chunk_long else None)["input_ids"]
+        # Split every text into pieces of at most `body` tokens (one piece unless chunk_long).
+        pieces: list[list[int]] = []
+        owner: list[int] = []
+        for i, seq in enumerate(ids):
+            if not seq:
+                pieces.append([])
+                owner.append(i)
+                continue
+            for s in range(0, len(seq), body):
+                pieces.append(seq[s : s + body])
+                owner.append(i)
+        order = np.argsort([-len(p) for p in pieces], kind="stable")
+        out = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pieces), desc="encode", unit="text", disable=not show_progress)
+        for b in range(0, len(order), batch_size):
+            idx = order[b : b + batch_size]
+            batch = pad_batch([self.prefix + pieces[j] + self.suffix for j in idx], self.pad_id, self.device)
+            hidden = self.model(**batch).last_hidden_state  # [b, L, d]
+            emb = self.pool_fn(hidden, batch["attention_mask"])  # [b, d]
+            out[idx] = emb.float().cpu().numpy()
+            bar.update(len(idx))
+        bar.close()
+        if len(pieces) != n:  # average the windows of chunked texts
+            summed = np.zeros((n, self.dim), dtype=np.float64)
+            np.add.at(summed, np.asarray(owner), out)
+            counts = np.bincount(np.asarray(owner), minlength=n)[:, None]
+            out = (summed / counts).astype(np.float32)
+        if self.normalize if normalize is None else normalize:
+            out /= np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+        return out
+
+    __call__ = encode
+
+    # ---------------------------------------------------------------- saving
+    def save(self, out: str | Path, *, extra: dict[str, Any] | None = None, model_card: str | None = None) -> Path:
+        """Write a directory that sentence-transformers and transformers both load unchanged."""
+        save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length, normalize=self.normalize, extra=extra, model_card=model_card)
+        return Path(out)
+
+
+def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Right-pad id lists -> {"input_ids": [n, L], "attention_mask": [n, L]}."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = 1
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+
+
+def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool]:
+    """Pooling mode, max_seq_length and Normalize of a sentence-transformers directory, if it is one."""
+    pooling = max_len = None
+    normalize = False
+    if not path.is_dir():
+        return None, None, False
+    modules = path / "modules.json"
+    if modules.is_file():
+        for m in json.loads(modules.read_text()):
+            normalize = normalize or m.get("type", "").endswith("Normalize")
+            if m.get("type", "").endswith("Pooling"):
+                cfg_file = path / m["path"] / "config.json"
+                if cfg_file.is_file():
+                    cfg = json.loads(cfg_file.read_text())
+                    for mode, key in ST_POOLING_KEYS.items():
+                        if cfg.get(key):
+                            pooling = mode
+    sbc = path / "sentence_bert_config.json"
+    if sbc.is_file():
+        max_len = json.loads(sbc.read_text()).get("max_seq_length")
+    return pooling, max_len, normalize
+
+
+def save_st_directory(
+    model: Any,
+    tokenizer: Any,
+    out: str | Path,
+    *,
+    pooling: str,
+    max_length: int,
+    normalize: bool = False,
+    extra: dict[str, Any] | None = None,
+    model_card: str | None = None,
+) -> None:
+    """Save a base transformer + pooling as a sentence-transformers directory. Files are built in a
+    temporary sibling folder, then each is renamed into place (a crash never leaves a torn file)."""
+    from sentkit import __version__
+    from sentkit.methods import write_marker
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    base = getattr(model, "base_model", model)
+    base.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    dim = int(base.config.hidden_size)
+    (tmp / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+            + ([{"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}] if normalize else []),
+            indent=2,
+        )
+    )
+    (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
+    (tmp / "1_Pooling").mkdir()
+    if normalize:
+        (tmp / "2_Normalize").mkdir()
+    pool_cfg = {"word_embedding_dimension": dim, "include_prompt": True}
+    for mode, key in ST_POOLING_KEYS.items():
+        pool_cfg[key] = mode == pooling
+    pool_cfg.update({"pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False})
+    (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+    (tmp / "config_sentence_transformers.json").write_text(
+        json.dumps({"__version__": {"sentkit": __version__}, "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
+    )
+    write_marker(tmp, "declutr", pooling=pooling, max_length=max_length, **(extra or {}))
+    (tmp / "README.md").write_text(model_card or f"# sentkit encoder\n\nPooling: {pooling}; max length {max_length}.\n")
+    # Move each finished file into place; other files already in `out` (checkpoints, logs) stay.
+    out.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(tmp.iterdir()):
+        dest = out / entry.name
+        if dest.is_dir():
+            shutil.rmtree(dest)
+        os.replace(entry, dest)
+    tmp.rmdir()

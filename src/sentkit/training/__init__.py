@@ -1,0 +1,1 @@
+"""Training room: the DeCLUTR loop, its schedule, checkpoints and distributed helpers."""
