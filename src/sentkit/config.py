@@ -29,9 +29,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in get_args(tp):
-                return None
+        is_none = value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        if is_none and type(None) in get_args(tp):
+            return None
         last: Exception | None = None
         for a in args:
             try:

@@ -9,7 +9,13 @@ import torch
 
 from sentkit.data.store import TokenStore
 from sentkit.models.hub import load_mlm, special_affixes
-from sentkit.training.declutr import DeclutrConfig, DeclutrModel, StepContext, build_step_batch, forward_backward
+from sentkit.training.declutr import (
+    DeclutrConfig,
+    DeclutrModel,
+    StepContext,
+    build_step_batch,
+    forward_backward,
+)
 from sentkit.training.distributed import DistInfo, average_gradients
 
 

@@ -10,9 +10,9 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _helpers import save, small_config, step_gradients  # noqa: E402
+from _helpers import save, small_config, step_gradients
 
-from sentkit.training.distributed import init_from_env  # noqa: E402
+from sentkit.training.distributed import init_from_env
 
 
 def main() -> None:

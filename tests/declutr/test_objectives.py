@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -77,6 +78,6 @@ def test_slanted_triangular_shape() -> None:
     assert vals[0] == pytest.approx(1 / 32)
     assert max(vals) == pytest.approx(1.0)
     assert vals.index(max(vals)) == 10
-    assert all(x <= y for x, y in zip(vals[:10], vals[1:11]))
-    assert all(x >= y for x, y in zip(vals[10:], vals[11:]))
+    assert all(x <= y for x, y in itertools.pairwise(vals))
+    assert all(x >= y for x, y in itertools.pairwise(vals))
     assert vals[-1] == pytest.approx(1 / 32)

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentkit.objectives.spans import SpanSettings, relation, sample_spans, Span
+from sentkit.objectives.spans import Span, SpanSettings, relation, sample_spans
 
 
 @st.composite
@@ -44,7 +46,7 @@ def test_span_properties(setup: tuple[int, SpanSettings, int]) -> None:
                 assert rel == "adjacent"
     # anchors never overlap each other
     ordered = sorted(s.anchors, key=lambda x: x.start)
-    for x, y in zip(ordered, ordered[1:]):
+    for x, y in itertools.pairwise(ordered):
         assert x.end <= y.start
 
 

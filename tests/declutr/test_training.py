@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from _helpers import small_config, step_gradients
+
 from sentkit.data.store import TokenStore, prepare_store
 from sentkit.models.hub import load_tokenizer
 from sentkit.training.declutr import train

@@ -87,6 +87,8 @@ def register(sub: Any) -> None:
     s.add_argument("--width", type=int, default=300, help="characters of each span to print (0 = all)")
     s.set_defaults(func=cmd_spans)
 
+    register_similarity(sub)
+
 
 # ----------------------------------------------------------------------------- prepare
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -286,3 +288,31 @@ def cmd_spans(args: argparse.Namespace) -> int:
                 para("easy negative (other document)", od[start : start + len(a)])
         print()
     return 0
+
+
+# ----------------------------------------------------------------------------- similarity
+def cmd_similarity(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import sentkit
+
+    if len(args.texts) < 2:
+        raise ConfigError("give at least two texts to compare")
+    v = sentkit.load(args.model).encode(list(args.texts))
+    v = v / np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
+    sim = v @ v.T
+    for i, t in enumerate(args.texts):
+        print(f"[{i}] {t}")
+    print("cosine similarity:")
+    print("     " + "".join(f"{j:>8d}" for j in range(len(args.texts))))
+    for i in range(len(args.texts)):
+        print(f"[{i}]  " + "".join(f"{sim[i, j]:8.3f}" for j in range(len(args.texts))))
+    return 0
+
+
+def register_similarity(sub: Any) -> None:
+    s = sub.add_parser("similarity", help="cosine similarity of a few texts under a model (a quick check)",
+                       description="Embed the given texts and print their cosine similarity matrix.")
+    s.add_argument("--model", required=True, help="trained directory, registry name, HF id or local model dir")
+    s.add_argument("texts", nargs="+", help="texts to compare")
+    s.set_defaults(func=cmd_similarity)

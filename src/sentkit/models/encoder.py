@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.models.hub import load_tokenizer, not_found, quiet_transformers, resolve, special_affixes
+from sentkit.models.hub import (
+    load_tokenizer,
+    not_found,
+    quiet_transformers,
+    resolve,
+    special_affixes,
+)
 from sentkit.models.pooling import POOLINGS
 
 log = logging.getLogger(__name__)
@@ -127,15 +133,17 @@ class TransformerEncoder:
             for s in range(0, len(seq), body):
                 pieces.append(seq[s : s + body])
                 owner.append(i)
-        order = np.argsort([-len(p) for p in pieces], kind="stable")
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pieces), desc="encode", unit="text", disable=not show_progress)
-        for b in range(0, len(order), batch_size):
-            idx = order[b : b + batch_size]
-            batch = pad_batch([self.prefix + pieces[j] + self.suffix for j in idx], self.pad_id, self.device)
-            hidden = self.model(**batch).last_hidden_state  # [b, L, d]
+        for idx in length_batches([len(p) for p in pieces], batch_size):
+            seqs = [self.prefix + pieces[j] + self.suffix for j in idx]
+            batch = pad_batch(seqs, self.pad_id, self.device)
+            if len({len(s) for s in seqs}) == 1:  # no padding: skip building an attention mask
+                hidden = self.model(input_ids=batch["input_ids"]).last_hidden_state  # [b, L, d]
+            else:
+                hidden = self.model(**batch).last_hidden_state  # [b, L, d]
             emb = self.pool_fn(hidden, batch["attention_mask"])  # [b, d]
             out[idx] = emb.float().cpu().numpy()
             bar.update(len(idx))
@@ -156,6 +164,24 @@ class TransformerEncoder:
         """Write a directory that sentence-transformers and transformers both load unchanged."""
         save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length, normalize=self.normalize, extra=extra, model_card=model_card)
         return Path(out)
+
+
+def length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Batches of indices, longest first, cut where the length changes when that wastes little.
+
+    Texts of equal length form unpadded batches (no attention mask needed); a length group too
+    small to fill a quarter batch is merged with its neighbours and padded."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) == batch_size or (lengths[i] != lengths[cur[-1]] and len(cur) >= max(1, batch_size // 4))):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:

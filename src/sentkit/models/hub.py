@@ -109,14 +109,17 @@ def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
     raise ValueError("cannot locate the special tokens of this tokenizer")
 
 
-def load_tokenizer(path: str) -> Any:
+def load_tokenizer(name_or_path: str) -> Any:
+    """The fast tokenizer of a registry name, local directory or Hugging Face id."""
     from transformers import AutoTokenizer
+
+    path = resolve(name_or_path)
 
     try:
         with quiet_transformers():
             tok = AutoTokenizer.from_pretrained(path, use_fast=True)
     except (OSError, ValueError) as e:
-        raise not_found(path, e) from None
+        raise not_found(name_or_path, e) from None
     if not getattr(tok, "is_fast", False):
         log.warning("tokenizer of %s is not a fast tokenizer; preparation will be slower", path)
     return tok

@@ -25,7 +25,12 @@ from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.mlm import IGNORE_INDEX, mask_tokens
 from sentkit.objectives.spans import STRATEGIES, SpanSettings, sample_spans
 from sentkit.registry import Registry
-from sentkit.training.distributed import DistInfo, all_reduce_sum, average_gradients, gather_with_grad
+from sentkit.training.distributed import (
+    DistInfo,
+    all_reduce_sum,
+    average_gradients,
+    gather_with_grad,
+)
 from sentkit.training.schedule import slanted_triangular
 
 log = logging.getLogger(__name__)
@@ -92,7 +97,7 @@ class DeclutrConfig:
             raise ConfigError(f"batch_size ({self.batch_size}) must be divisible by grad_accum ({self.grad_accum})")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
-        if not 0 < self.temperature:
+        if not self.temperature > 0:
             raise ConfigError("temperature must be positive")
         if not 0 < self.mlm_probability < 1:
             raise ConfigError("mlm_probability must be in (0, 1)")
@@ -154,6 +159,7 @@ class DeclutrModel(nn.Module):
         sel = labels != IGNORE_INDEX  # [n, L]
         if not bool(sel.any()):
             return emb, hidden.new_zeros(()), 0
+        assert self.head is not None
         logits = self.head(hidden[sel])  # [m, V]
         return emb, F.cross_entropy(logits.float(), labels[sel], reduction="sum"), int(sel.sum())
 
@@ -588,7 +594,7 @@ def train(cfg: DeclutrConfig, *, stop_at: int | None = None) -> Path:
         bar.set_postfix(loss=f"{m['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.2e}")
         if metrics is not None and (step % cfg.log_every == 0 or step == total or step == 1):
             el = time.perf_counter() - t_start
-            metrics.log({"step": step, **m, "lr": sched.get_last_lr()[0], "grad_norm": grad_norm,
+            metrics.log({"step": step, **m, "lr": float(sched.get_last_lr()[0]), "grad_norm": grad_norm,
                          "tokens_per_s": tokens_seen / el, "docs_per_s": docs_seen / el, "elapsed_s": el})
         if info.is_main and (step % cfg.checkpoint_every == 0 or step == total):
             save_checkpoint(ckpt_path, {

