@@ -146,8 +146,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.show_config:
         print(json.dumps(to_dict(cfg), indent=2))
         return 0
+    import os
+
     out = method.train(cfg)
-    print(f"saved {method.name} encoder to {out}")
+    if os.environ.get("RANK", "0") == "0":
+        print(f"saved {method.name} encoder to {out}")
     return 0
 
 

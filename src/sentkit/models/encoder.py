@@ -240,8 +240,9 @@ def save_st_directory(
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     base = getattr(model, "base_model", model)
-    base.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    with quiet_transformers():
+        base.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     dim = int(base.config.hidden_size)
     (tmp / "modules.json").write_text(
         json.dumps(
