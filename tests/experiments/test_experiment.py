@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import sentkit
+from sentkit.config import ConfigError
+from sentkit.experiments import load_experiment, run_experiment
+from sentkit.experiments.report import cronbach_alpha, write_report
+from sentkit.experiments.runner import collect
+from sentkit.methods import METHODS, Method, write_marker
+
+
+@dataclass
+class _Cfg:
+    corpus: str
+    out: str
+    seed: int = 0
+    scale: float = 1.0
+    resume: bool = False
+
+
+class _Enc:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.full((len(texts), 2), self.scale, dtype=np.float32)
+
+
+TRAINED: list[str] = []
+
+
+def _train(cfg: _Cfg) -> Path:
+    TRAINED.append(cfg.out)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(cfg.scale))
+    if cfg.scale < 0:
+        raise RuntimeError("bad scale")
+    write_marker(out, "fake-exp")
+    return out
+
+
+def _load(path: Path) -> _Enc:
+    return _Enc(json.loads((path / "scale.json").read_text()))
+
+
+@pytest.fixture()
+def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "fake-exp" not in METHODS:
+        METHODS.add("fake-exp", Method("fake-exp", _Cfg, _train, _load, "test method"))
+
+    def fake_evaluate(encoder: Any, **kw: Any) -> dict[str, Any]:
+        s = float(encoder.encode(["x"])[0, 0])
+        per = {"MR": 60 + s, "CR": 62 + 2 * s, "STS12": 40 + s}
+        return {"results": {"STS12": {"all": {"spearman": {"mean": (40 + s) / 100}}}},
+                "declutr_average": {"per_task": per, "downstream": float(np.mean(list(per.values())))}}
+
+    monkeypatch.setattr(sentkit, "evaluate", fake_evaluate)
+    TRAINED.clear()
+
+
+def _write(tmp_path: Path, extra: str = "") -> Path:
+    f = tmp_path / "exp.toml"
+    f.write_text(f'''
+name = "t"
+output = "{tmp_path / 'out'}"
+corpus = "unused"
+seeds = [0, 1]
+[[cell]]
+name = "small"
+method = "fake-exp"
+settings = {{ scale = 1.0 }}
+[[cell]]
+name = "big"
+method = "fake-exp"
+seeds = [0]
+settings = {{ scale = 3.0 }}
+{extra}
+''')
+    return f
+
+
+def test_run_is_resumable_and_reports(tmp_path: Path, fake_method: None) -> None:
+    spec = load_experiment(_write(tmp_path))
+    status = run_experiment(spec)
+    assert status == {"small/seed-0": "done", "small/seed-1": "done", "big/seed-0": "done"}
+    assert len(TRAINED) == 3
+    again = run_experiment(spec)
+    assert set(again.values()) == {"skipped (finished)"} and len(TRAINED) == 3
+    # a killed run: results missing but the model exists -> evaluate only, no retraining
+    (tmp_path / "out" / "big" / "seed-0" / "results.json").unlink()
+    assert run_experiment(spec)["big/seed-0"] == "done" and len(TRAINED) == 3
+    results = collect(spec.output)
+    assert len(results) == 3
+    md = write_report(results, tmp_path / "results.md")
+    text = md.read_text()
+    assert "| small |" in text and "| big |" in text
+    assert (tmp_path / "results.png").is_file()
+
+
+def test_failing_cell_does_not_stop_the_grid(tmp_path: Path, fake_method: None) -> None:
+    spec = load_experiment(_write(tmp_path, '[[cell]]\nname = "broken"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { scale = -1.0 }\n'))
+    status = run_experiment(spec)
+    assert status["broken/seed-0"].startswith("failed: RuntimeError")
+    assert status["big/seed-0"] == "done"
+
+
+def test_bad_experiment_files(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text('name = "x"\n[[cell]]\nname = "a"\nmethd = "declutr"\n')
+    with pytest.raises(ConfigError, match="unknown key 'methd'.*'method'"):
+        load_experiment(f)
+    f.write_text('name = "x"\n[[cell]]\nname = "a"\nmethod = "m"\n[[cell]]\nname = "a"\nmethod = "m"\n')
+    with pytest.raises(ConfigError, match="duplicate cell names"):
+        load_experiment(f)
+
+
+def test_cronbach_alpha_against_formula() -> None:
+    # perfectly consistent items -> alpha 1; independent noise -> near 0
+    base = np.arange(10, dtype=float)[:, None]
+    assert cronbach_alpha(np.hstack([base, base + 1, base + 2])) == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    assert abs(cronbach_alpha(rng.normal(size=(2000, 4)))) < 0.1
+    m = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 4.0], [3.0, 5.0, 5.0], [4.0, 4.0, 7.0]])
+    k = 3
+    expected = k / (k - 1) * (1 - m.var(axis=0, ddof=1).sum() / m.sum(axis=1).var(ddof=1))
+    assert cronbach_alpha(m) == pytest.approx(expected)
