@@ -10,12 +10,14 @@ from sentkit.models.encoder import TransformerEncoder, length_batches
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(1, 50), min_size=0, max_size=200), st.integers(1, 40))
-def test_length_batches_cover_every_index_once(lengths: list[int], bs: int) -> None:
-    batches = length_batches(lengths, bs)
+@given(st.lists(st.integers(1, 50), min_size=0, max_size=200), st.integers(1, 40), st.sampled_from([None, 64, 500]))
+def test_length_batches_cover_every_index_once(lengths: list[int], bs: int, budget: int | None) -> None:
+    batches = length_batches(lengths, bs, budget)
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(len(lengths)))
-    assert all(1 <= len(b) <= bs for b in batches)
+    for b in batches:
+        cap = bs if budget is None else max(bs, budget // lengths[b[0]])
+        assert 1 <= len(b) <= cap
     # longest first
     assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
 

@@ -110,11 +110,15 @@ class TransformerEncoder:
         texts: list[str],
         batch_size: int = 32,
         *,
+        token_budget: int | None = 4096,
         chunk_long: bool = False,
         show_progress: bool = False,
         normalize: bool | None = None,
     ) -> np.ndarray:
-        """Embed `texts` -> float32 [n, dim] (L2-normalised if the model's directory says so)."""
+        """Embed `texts` -> float32 [n, dim] (L2-normalised if the model's directory says so).
+
+        A batch holds `batch_size` texts, or up to `token_budget` tokens of shorter texts
+        (`token_budget=None`: exactly `batch_size`)."""
         texts = [t if isinstance(t, str) else str(t) for t in texts]
         n = len(texts)
         if n == 0:
@@ -137,7 +141,8 @@ class TransformerEncoder:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pieces), desc="encode", unit="text", disable=not show_progress)
-        for idx in length_batches([len(p) for p in pieces], batch_size):
+        lengths = [len(p) + len(self.prefix) + len(self.suffix) for p in pieces]
+        for idx in length_batches(lengths, batch_size, token_budget):
             seqs = [self.prefix + pieces[j] + self.suffix for j in idx]
             batch = pad_batch(seqs, self.pad_id, self.device)
             if len({len(s) for s in seqs}) == 1:  # no padding: skip building an attention mask
@@ -166,18 +171,23 @@ class TransformerEncoder:
         return Path(out)
 
 
-def length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+def length_batches(lengths: list[int], batch_size: int, token_budget: int | None = None) -> list[list[int]]:
     """Batches of indices, longest first, cut where the length changes when that wastes little.
 
-    Texts of equal length form unpadded batches (no attention mask needed); a length group too
-    small to fill a quarter batch is merged with its neighbours and padded."""
+    A batch holds `batch_size` texts, or more when they are short: up to `token_budget` tokens
+    (large batches of short texts use the CPU's matrix units much better). Texts of equal length
+    form unpadded batches (no attention mask needed); a length group too small to fill a quarter
+    batch is merged with its neighbours and padded."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     cur: list[int] = []
+    cap = batch_size
     for i in order:
-        if cur and (len(cur) == batch_size or (lengths[i] != lengths[cur[-1]] and len(cur) >= max(1, batch_size // 4))):
+        if cur and (len(cur) >= cap or (lengths[i] != lengths[cur[-1]] and len(cur) >= max(1, cap // 4))):
             batches.append(cur)
             cur = []
+        if not cur:
+            cap = max(batch_size, token_budget // max(1, lengths[i])) if token_budget else batch_size
         cur.append(i)
     if cur:
         batches.append(cur)
