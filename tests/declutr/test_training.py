@@ -125,3 +125,12 @@ def test_store_is_read_without_retokenizing(store: Path, tiny_model_dir: Path, t
     tok = load_tokenizer(str(tiny_model_dir))
     first = sorted(tiny_corpus.glob("*.txt"))[0].read_text()
     assert s.doc(0).tolist() == tok(first, add_special_tokens=False)["input_ids"]
+
+
+def test_tensorboard_logger_and_cpu_bf16(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    out = train(small_config(str(store), str(tmp_path / "tb"), model=str(tiny_model_dir), max_steps=2,
+                             logger="tensorboard", precision="bf16"))
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    rows = (out / "metrics.csv").read_text().strip().splitlines()
+    assert len(rows) == 3 and all(np.isfinite(float(r.split(",")[1])) for r in rows[1:])
