@@ -43,8 +43,11 @@ def main() -> None:
     ap.add_argument("--min-span-len", type=int, default=16)
     ap.add_argument("--max-doc-tokens", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="any other DeclutrConfig setting, e.g. --set mlm=false --set lr=2e-5")
     args = ap.parse_args()
     import sentkit
+    from sentkit.config import from_dict, parse_overrides
     from sentkit.data.store import is_store, prepare_store
     from sentkit.models.hub import load_tokenizer
     from sentkit.training.declutr import DeclutrConfig, train
@@ -56,9 +59,10 @@ def main() -> None:
     if not is_store(store):
         prepare_store(data_dir() / "corpus" / "gutenberg", load_tokenizer(args.model), store,
                       min_doc_tokens=2 * args.max_span_len * 2, max_doc_tokens=args.max_doc_tokens, tokenizer_name=args.model)
-    cfg = DeclutrConfig(corpus=str(store), out=str(out), model=args.model, max_steps=args.steps, seed=args.seed,
-                        max_span_len=args.max_span_len, min_span_len=args.min_span_len, checkpoint_every=50,
-                        resume=(out / "checkpoint" / "state.pt").exists())
+    settings = {"corpus": str(store), "out": str(out), "model": args.model, "max_steps": args.steps, "seed": args.seed,
+                "max_span_len": args.max_span_len, "min_span_len": args.min_span_len, "checkpoint_every": 50,
+                "resume": (out / "checkpoint" / "state.pt").exists(), **parse_overrides(args.overrides)}
+    cfg = from_dict(DeclutrConfig, settings)
     t = time.perf_counter()
     train(cfg)
     minutes = (time.perf_counter() - t) / 60
@@ -74,6 +78,7 @@ def main() -> None:
     result = {
         "machine": machine(), "model": args.model, "steps": args.steps, "train_minutes": round(minutes, 1),
         "spans": f"{args.min_span_len}-{args.max_span_len}", "batch_docs": cfg.batch_size,
+        "overrides": args.overrides,
         "contrastive_first_logged": float(np.mean(c[:2])), "contrastive_last_logged": float(np.mean(c[-2:])),
         "mlm_first": m[0], "mlm_last": m[-1],
         "stsb_dev_spearman_before": round(before, 2), "stsb_dev_spearman_after": round(after, 2),

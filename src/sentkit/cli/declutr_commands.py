@@ -117,7 +117,9 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
     method_name = args.method if args.method != "declutr" or "method" not in data else data["method"]
     data.pop("method", None)
     method = get_method(method_name)
-    fields = {f.name for f in dataclasses.fields(method.config_cls)}
+    all_fields = dataclasses.fields(method.config_cls)
+    fields = {f.name for f in all_fields}
+    required = {f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed}
     if args.resume:
         flags["resume"] = True
@@ -129,7 +131,7 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
         data[k] = v
     data.update(parse_overrides(args.overrides))
     for req in ("corpus", "out"):
-        if req in fields and req not in data:
+        if req in required and req not in data:
             raise ConfigError(f"--{req} is required (or set `{req}` in --config)")
     return method, from_dict(method.config_cls, data, where=f"{method.name} config")
 

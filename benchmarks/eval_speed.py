@@ -1,0 +1,121 @@
+"""Time the SentEval suite (sentkit's re-implementation) against the original SentEval.
+
+Two timings per run:
+- encoding: every unique sentence of the chosen tasks, once (cold cache), with the model;
+- classifiers: the whole protocol on cached embeddings (what the peer figures measure).
+
+Peer figures: original SentEval (facebookresearch/SentEval @ 5d6dc11, patched only to run on
+CPU), one thread pinned to one core, on this machine (2026-11-30), classifier time only.
+
+    python benchmarks/eval_speed.py --model glove-average --preset literature --threads 1 \
+        --json /tmp/speed_glove_lit.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+# (model, preset) -> (seconds, what it covers)
+PEER = {
+    ("glove-50d-average", "prototyping"): (234.0, "16 tasks with data"),
+    ("all-minilm-l6-v2", "prototyping"): (287.0, "16 tasks with data"),
+    ("glove-50d-average", "literature"): (1851.0, "14 tasks (all but SUBJ, MPQA)"),
+    ("all-minilm-l6-v2", "literature"): (2171.0, "14 tasks (all but SUBJ, MPQA); MR alone 1,186 s"),
+}
+PEER_ENCODE_MINILM = 1317.0  # s, SentEval end to end with all-MiniLM-L6-v2: 216k sentences asked
+LIT14 = ["MR", "CR", "SST2", "SST5", "TREC", "MRPC", "SICKE", "SICKR", "STSB",
+         "STS12", "STS13", "STS14", "STS15", "STS16"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="glove-average", help="anything `sentkit evaluate --model` takes")
+    ap.add_argument("--preset", default="literature", choices=["prototyping", "literature"])
+    ap.add_argument("--tasks", default="all")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--cache-dir", default=None, help="embedding cache (default: a fresh temporary folder)")
+    ap.add_argument("--json", default=None, help="write the timings here")
+    ap.add_argument("--results", default=None, help="write the full results JSON of the timed run here")
+    ap.add_argument("--encode-sample", type=int, default=0,
+                    help="also time encoding N random unique sentences without cache (extrapolated to all)")
+    args = ap.parse_args()
+
+    from sentkit.evaluation.cli import set_threads
+
+    set_threads(args.threads)
+    import tempfile
+
+    from sentkit.evaluation import evaluate
+    from sentkit.evaluation.cache import EmbeddingCache
+    from sentkit.evaluation.models import load_model
+    from sentkit.evaluation.runner import EmbeddingStore
+    from sentkit.evaluation.tasks import expand_tasks, load_task
+
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="sentkit-speed-")
+    model = load_model(args.model)
+    names = expand_tasks(args.tasks, args.data_dir)
+
+    # 1) encoding: each unique sentence once (whatever is already in the cache is not re-encoded)
+    cache = EmbeddingCache(cache_dir, model.fingerprint) if model.fingerprint else None
+    store = EmbeddingStore(model.encoder.encode, 128, cache)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for name in names:
+        store.ensure(list(load_task(name, args.data_dir).sentences()), name)
+    enc_wall, enc_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    # 2) classifiers on cached embeddings
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = evaluate(model.encoder, tasks=names, preset=args.preset, data_dir=args.data_dir,
+                   fingerprint=model.fingerprint, model_name=model.name, cache_dir=cache_dir)
+    clf_wall, clf_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    sample = None
+    if args.encode_sample:
+        import numpy as np
+
+        texts = sorted(store.rows)
+        pick = np.random.default_rng(0).choice(len(texts), min(args.encode_sample, len(texts)), replace=False)
+        batch = [texts[i] for i in pick]
+        fresh = EmbeddingStore(model.encoder.encode, 128, None)
+        t0, c0 = time.perf_counter(), time.process_time()
+        fresh.ensure(batch, "sample")
+        w, c = time.perf_counter() - t0, time.process_time() - c0
+        sample = {"n": len(batch), "wall_s": round(w, 1), "cpu_s": round(c, 1),
+                  "all_unique_cpu_s_estimate": round(c / len(batch) * len(store.rows), 1),
+                  "all_requested_cpu_s_estimate": round(c / len(batch) * store.n_requested, 1)}
+
+    per_task = {t: res["timings"]["tasks"][t]["classify_s"] for t in res["timings"]["tasks"]}
+    per_task_cpu = {t: res["timings"]["tasks"][t]["classify_cpu_s"] for t in res["timings"]["tasks"]}
+    lit14 = sum(v for t, v in per_task.items() if t in LIT14)
+    lit14_cpu = sum(v for t, v in per_task_cpu.items() if t in LIT14)
+    peer = PEER.get((model.name, args.preset))
+    out = {
+        "model": model.name, "preset": args.preset, "threads": args.threads, "tasks": names,
+        "sentences": {"requested": store.n_requested, "unique": len(store.rows),
+                      "encoded": store.n_encoded, "from_cache": store.n_cached},
+        "encode": {"wall_s": round(enc_wall, 1), "cpu_s": round(enc_cpu, 1), "sample": sample},
+        "classify": {"wall_s": round(clf_wall, 1), "cpu_s": round(clf_cpu, 1),
+                     "per_task_wall_s": per_task, "per_task_cpu_s": per_task_cpu,
+                     "lit14_wall_s": round(lit14, 1), "lit14_cpu_s": round(lit14_cpu, 1)},
+        "peer": {"seconds": peer[0], "covers": peer[1]} if peer else None,
+        "errors": res["errors"],
+        "scores": res["declutr_average"]["per_task"],
+    }
+    print(json.dumps(out, indent=1))
+    if peer:
+        wall = lit14 if args.preset == "literature" else clf_wall
+        cpu = lit14_cpu if args.preset == "literature" else clf_cpu
+        print(f"\nclassifier time ({peer[1]}): {wall:.1f} s wall, {cpu:.1f} s CPU vs SentEval {peer[0]:.0f} s: "
+              f"{peer[0] / max(wall, 1e-9):.1f}x (wall), {peer[0] / max(cpu, 1e-9):.1f}x (CPU)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    if args.results:
+        Path(args.results).write_text(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

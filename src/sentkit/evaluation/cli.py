@@ -1,0 +1,190 @@
+"""CLI: `sentkit evaluate`, `sentkit report`, `sentkit data check|download`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "evaluate", help="score an encoder on SentEval tasks (SentEval's protocol)",
+        description="Score a sentence encoder on SentEval's downstream and probing tasks with "
+                    "SentEval's own protocol. Writes a results JSON (and optionally Markdown/PNG).",
+    )
+    p.add_argument("--model", "-m", required=True,
+                   help="glove-average | a sentkit output dir | a registry name (all-minilm-l6-v2) | "
+                        "a transformers / sentence-transformers dir or HF id | module:attr or file.py:attr")
+    p.add_argument("--tasks", default="all",
+                   help="comma-separated task names, 'all' (every task whose data is present), "
+                        "'downstream' or 'probing' (default: all)")
+    p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
+                   help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
+                        "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
+    p.add_argument("--output", "-o", default="results.json", help="results JSON path (default: results.json)")
+    p.add_argument("--markdown", help="also write the Markdown table here")
+    p.add_argument("--plot", help="also write a PNG bar chart of the per-task scores here")
+    p.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA or ../shared/data)")
+    p.add_argument("--cache-dir", help="embedding cache folder (default: $SENTKIT_CACHE or ./.sentkit_cache/embeddings)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument("--raw", action="store_true",
+                   help="pair tasks: feed the untokenized originals in raw/ (for subword models)")
+    p.add_argument("--seed", type=int, help="seed (default 1111, as SentEval)")
+    p.add_argument("--batch-size", type=int, dest="encode_batch_size", help="sentences per encoder call (default 128)")
+    p.add_argument("--threads", type=int, help="torch and numpy-BLAS threads (default: library default)")
+    p.add_argument("--fingerprint", help="cache key for a model without one (e.g. a plain callable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50")
+    p.set_defaults(func=_evaluate)
+
+    r = subparsers.add_parser(
+        "report", help="set several results files side by side",
+        description="Print a Markdown table comparing results JSON files (DeCLUTR convention scores).",
+    )
+    r.add_argument("results", nargs="+", help="results JSON files written by `sentkit evaluate`")
+    r.add_argument("--labels", help="comma-separated column labels (default: model and preset)")
+    r.add_argument("--output", "-o", help="also write the table to this Markdown file")
+    r.add_argument("--plot", help="also write a PNG grouped bar chart here")
+    r.add_argument("--detail", action="store_true", help="for one file: print its full per-task table")
+    r.set_defaults(func=_report)
+
+    d = subparsers.add_parser("data", help="check or download SentEval task data",
+                              description="Check which SentEval tasks have their files, or fetch them.")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
+    c = dsub.add_parser("check", help="list each task as present or missing, with the fix",
+                        description="List each task as present or missing, with the command that fixes it.")
+    c.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA or ../shared/data)")
+    c.set_defaults(func=_data_check)
+    dl = dsub.add_parser("download", help="fetch task files from their canonical sources (needs internet)",
+                         description="Fetch task files (sha256-checked where known) into the data folder.")
+    dl.add_argument("tasks", nargs="*", help="task names (default: all)")
+    dl.add_argument("--data-dir", help="target folder (default: $SENTKIT_DATA or ../shared/data)")
+    dl.add_argument("--force", action="store_true", help="download again even if a file is present")
+    dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    dl.set_defaults(func=_data_download)
+    d.set_defaults(func=_data_help(d))
+
+
+def _data_help(parser: argparse.ArgumentParser) -> Any:
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    return show
+
+
+def set_threads(n: int) -> None:
+    """Limit torch and the BLAS behind numpy to `n` threads (for fair timings)."""
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import logging
+
+    from sentkit.config import parse_overrides
+    from sentkit.evaluation import evaluate
+    from sentkit.evaluation.models import load_model
+    from sentkit.evaluation.report import markdown_table, plot_runs
+    from sentkit.io import atomic_write_text
+
+    if args.threads:
+        set_threads(args.threads)
+    overrides: dict[str, Any] = parse_overrides(args.set)
+    for key in ("seed", "encode_batch_size", "cache_dir"):
+        if getattr(args, key) is not None:
+            overrides[key] = getattr(args, key)
+    if args.no_cache:
+        overrides["use_cache"] = False
+    if args.raw:
+        overrides["raw"] = True
+    model = load_model(args.model)
+    results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
+                       fingerprint=args.fingerprint or model.fingerprint, model_name=model.name, **overrides)
+    atomic_write_text(args.output, json.dumps(results, indent=1, sort_keys=False) + "\n")
+    table = markdown_table(results)
+    if args.markdown:
+        atomic_write_text(args.markdown, table)
+    if args.plot and results["results"]:
+        plot_runs([results], args.plot)
+    print(table)
+    print(f"results written to {args.output}")
+    if results["errors"]:
+        for name, err in results["errors"].items():
+            logging.getLogger("sentkit.evaluate").error("task %s failed: %s", name, err)
+        return 1
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from sentkit.evaluation.report import load_run, markdown_table, plot_runs, side_by_side
+    from sentkit.io import atomic_write_text
+
+    runs = []
+    for path in args.results:
+        try:
+            runs.append(load_run(path))
+        except ValueError as e:
+            from sentkit.config import ConfigError
+
+            raise ConfigError(str(e)) from None
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
+    if labels is not None and len(labels) != len(runs):
+        from sentkit.config import ConfigError
+
+        raise ConfigError(f"--labels has {len(labels)} labels for {len(runs)} results files")
+    text = markdown_table(runs[0]) if args.detail and len(runs) == 1 else side_by_side(runs, labels)
+    print(text)
+    if args.output:
+        atomic_write_text(args.output, text)
+    if args.plot:
+        plot_runs(runs, args.plot, labels)
+        print(f"chart written to {args.plot}")
+    return 0
+
+
+def _data_check(args: argparse.Namespace) -> int:
+    from sentkit.evaluation.data import check
+    from sentkit.evaluation.tasks import resolve_data_dir
+
+    statuses = check(args.data_dir)
+    print(f"data folder: {resolve_data_dir(args.data_dir)}")
+    width = max(len(s.task) for s in statuses)
+    for s in statuses:
+        if s.present:
+            print(f"  {s.task:<{width}}  present")
+        else:
+            first = s.missing[0]
+            more = f" (+{len(s.missing) - 1} more)" if len(s.missing) > 1 else ""
+            print(f"  {s.task:<{width}}  MISSING {first}{more} -> fix: {s.fix}")
+    n = sum(s.present for s in statuses)
+    print(f"{n} of {len(statuses)} tasks present")
+    return 0
+
+
+def _data_download(args: argparse.Namespace) -> int:
+    from sentkit.evaluation.data import download
+    from sentkit.evaluation.tasks import get_task
+
+    tasks = [get_task(t).name for t in args.tasks] or None
+    try:
+        fetched = download(tasks, args.data_dir, force=args.force, timeout=args.timeout)
+    except OSError as e:  # network errors, checksum mismatches
+        print(f"sentkit data download: error: {e}", file=sys.stderr)
+        return 1
+    for folder, files in fetched.items():
+        print(f"{folder}: {len(files)} file(s) downloaded")
+    if not fetched:
+        print("nothing to download: every requested file is present")
+    print(f"data folder: {Path(args.data_dir) if args.data_dir else 'default'}")
+    return 0

@@ -1,0 +1,78 @@
+"""`sentkit data check` / `sentkit data download`: which tasks are present, and fetching them."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from sentkit.evaluation.sources import SOURCES
+from sentkit.evaluation.tasks import ALL_TASKS, download_hint, get_task, resolve_data_dir
+from sentkit.io import atomic_path
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    task: str
+    present: bool
+    folder: Path
+    missing: list[Path]
+    fix: str
+
+
+def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) -> list[TaskStatus]:
+    """Present / missing status of each task's files, with the command that fixes it."""
+    d = resolve_data_dir(data_dir)
+    out = []
+    for name in tasks or ALL_TASKS:
+        spec = get_task(name)
+        missing = spec.missing(d)
+        out.append(TaskStatus(spec.name, not missing, d / spec.folder, missing,
+                              "" if not missing else download_hint(spec.name, d)))
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fetch(url: str, target: Path, sha256: str | None, size: int | None, timeout: float) -> None:
+    with atomic_path(target) as tmp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as f:
+            shutil.copyfileobj(resp, f)
+        got_size = tmp.stat().st_size
+        if size is not None and got_size != size:
+            raise OSError(f"{url}: got {got_size} bytes, expected {size}")
+        if sha256 is not None:
+            got = sha256_file(tmp)
+            if got != sha256:
+                raise OSError(f"{url}: sha256 {got} does not match the expected {sha256}")
+
+
+def download(
+    tasks: list[str] | None = None, data_dir: str | Path | None = None, *,
+    force: bool = False, timeout: float = 60.0,
+) -> dict[str, list[str]]:
+    """Fetch the files of `tasks` (default: all) into `data_dir`, verifying sha256 where known.
+    Files already present with the right checksum are kept. Returns folder -> files fetched."""
+    d = resolve_data_dir(data_dir)
+    folders = list(dict.fromkeys(get_task(t).folder for t in (tasks or ALL_TASKS)))
+    fetched: dict[str, list[str]] = {}
+    for folder in folders:
+        for rel, url, sha, size in SOURCES.get(folder, []):
+            target = d / folder / rel
+            if target.is_file() and not force and (sha is None or sha256_file(target) == sha):
+                continue
+            logger.info("downloading %s -> %s", url, target)
+            _fetch(url, target, sha, size, timeout)
+            fetched.setdefault(folder, []).append(rel)
+    return fetched

@@ -1,0 +1,294 @@
+"""`evaluate(encoder, tasks=..., preset=...)`: load tasks, encode each unique sentence once
+(with an on-disk cache), run SentEval's protocol per task, return a results dict."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentkit.config import to_dict
+from sentkit.encoder import as_encoder, check_embeddings
+from sentkit.evaluation import protocols as P
+from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
+from sentkit.evaluation.config import EvalConfig, make_config
+from sentkit.evaluation.tasks import TaskData, expand_tasks, get_task, load_task, resolve_data_dir
+from sentkit.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+
+class EncoderOutputError(ValueError):
+    """The encoder returned the wrong shape, NaN or inf."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding store: every unique sentence encoded once per run
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class EmbeddingStore:
+    encode: Callable[[list[str]], Any]
+    batch_size: int
+    cache: EmbeddingCache | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+    chunks: list[np.ndarray] = field(default_factory=list)
+    n_encoded: int = 0
+    n_cached: int = 0
+    n_requested: int = 0
+    encode_s: float = 0.0
+    dim: int | None = None
+    _matrix: np.ndarray | None = None
+
+    def ensure(self, texts: list[str], what: str) -> None:
+        """Encode the texts not seen yet (cache first); errors name `what` (the task)."""
+        self.n_requested += len(texts)
+        new = list(dict.fromkeys(t for t in texts if t not in self.rows))
+        if not new:
+            return
+        if self.cache is not None:
+            found, emb = self.cache.lookup(new)
+            if emb is not None:
+                self._append([t for t, f in zip(new, found) if f], emb)
+                self.n_cached += int(found.sum())
+            new = [t for t, f in zip(new, found) if not f]
+        if not new:
+            return
+        order = sorted(range(len(new)), key=lambda i: len(new[i]))  # length-sorted batches
+        t0 = time.perf_counter()
+        outs = []
+        for s in range(0, len(order), self.batch_size):
+            batch = [new[i] for i in order[s : s + self.batch_size]]
+            try:
+                arr = check_embeddings(self.encode(batch), len(batch), what=f"task {what}: encoder")
+            except ValueError as e:
+                raise EncoderOutputError(str(e)) from None
+            if self.dim is not None and arr.shape[1] != self.dim:
+                raise EncoderOutputError(
+                    f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
+            self.dim = int(arr.shape[1])
+            outs.append(arr)
+        emb = np.empty((len(new), self.dim or 0), dtype=np.float32)
+        emb[np.array(order)] = np.concatenate(outs)
+        self.encode_s += time.perf_counter() - t0
+        self.n_encoded += len(new)
+        if self.cache is not None:
+            self.cache.add(new, emb)
+        self._append(new, emb)
+
+    def _append(self, texts: list[str], emb: np.ndarray) -> None:
+        if self.dim is not None and emb.shape[1] != self.dim:
+            raise EncoderOutputError(f"cached embeddings have dim {emb.shape[1]}, encoder {self.dim}")
+        self.dim = int(emb.shape[1])
+        base = sum(len(c) for c in self.chunks)
+        self.chunks.append(emb)
+        self._matrix = None
+        for i, t in enumerate(texts):
+            self.rows[t] = base + i
+
+    def get(self, texts: list[str]) -> np.ndarray:
+        """[len(texts), dim] float32."""
+        if self._matrix is None:
+            self._matrix = np.concatenate(self.chunks) if self.chunks else np.zeros((0, 0), np.float32)
+        return self._matrix[np.array([self.rows[t] for t in texts], dtype=np.int64)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-kind task runners
+# ---------------------------------------------------------------------------------------------
+TaskRunner = Callable[[TaskData, EmbeddingStore, EvalConfig], dict[str, Any]]
+RUNNERS: Registry[TaskRunner] = Registry("task kind")
+
+
+def _counts(data: TaskData) -> dict[str, int]:
+    return data.counts()
+
+
+@RUNNERS.register("cv")
+def _run_cv(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    s = data.splits["all"]
+    return P.inner_kfold(emb.get(s.a), s.y, data.nclasses, cfg)
+
+
+def _features(emb: EmbeddingStore, s: Any, kind: str = "absdiff_prod") -> np.ndarray:
+    if s.b is None:
+        return emb.get(s.a)
+    return P.pair_features(emb.get(s.a), emb.get(s.b), kind)
+
+
+@RUNNERS.register("kfold")
+def _run_kfold(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    tr, te = data.splits["train"], data.splits["test"]
+    res = P.kfold_then_test(_features(emb, tr), tr.y, _features(emb, te), te.y, data.nclasses, cfg)
+    pred = res.pop("pred")
+    if data.name == "MRPC":
+        res["f1"] = round(100 * P.f1_binary(te.y, pred), 2)
+        res["acc_f1_mean"] = (res["acc"] + res["f1"]) / 2
+    return res
+
+
+@RUNNERS.register("split")
+def _run_split(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    kind = "snli" if data.name == "SNLI" else "absdiff_prod"
+    tr, dv, te = data.splits["train"], data.splits["dev"], data.splits["test"]
+    nhid = 0 if data.name == "WC" else None  # SentEval forces LR for WordContent
+    return P.split_classifier(_features(emb, tr, kind), tr.y, _features(emb, dv, kind), dv.y,
+                              _features(emb, te, kind), te.y, data.nclasses, cfg,
+                              noreg=data.name == "SNLI", nhid=nhid)
+
+
+@RUNNERS.register("relatedness")
+def _run_relatedness(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    tr, dv, te = data.splits["train"], data.splits["dev"], data.splits["test"]
+    res = P.relatedness(_features(emb, tr), tr.y, _features(emb, dv), dv.y, _features(emb, te), te.y, cfg)
+    assert te.b is not None
+    cos = P.sts_scores({"test": (emb.get(te.a), emb.get(te.b), te.y)})["test"]
+    res["unsupervised"] = {"pearson": cos["pearson"], "spearman": cos["spearman"]}
+    return res
+
+
+@RUNNERS.register("sts")
+def _run_sts(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    subsets = {}
+    for name, s in data.splits.items():
+        assert s.b is not None
+        subsets[name] = (emb.get(s.a), emb.get(s.b), s.y)
+    return P.sts_scores(subsets)
+
+
+@RUNNERS.register("ranking")
+def _run_ranking(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+    feats = data.extra["imgfeat"]
+    parts = tuple((emb.get(data.splits[k].a), feats[k]) for k in ("train", "dev", "test"))
+    return P.image_caption_retrieval(parts[0], parts[1], parts[2], cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+def library_versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("sentkit", "torch", "numpy", "scipy", "scikit-learn", "transformers",
+                "sentence-transformers"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+def encoder_fingerprint(encoder: Any) -> str | None:
+    """`encoder.fingerprint()` / `.fingerprint` when the encoder has one; else None. (The cache
+    is keyed by sentence text too, so options that change the text, like `raw`, need no key.)"""
+    fp = getattr(encoder, "fingerprint", None)
+    if callable(fp):
+        fp = fp()
+    return None if fp is None else str(fp)
+
+
+def evaluate(
+    encoder: Any,
+    tasks: str | list[str] | None = "all",
+    preset: str = "prototyping",
+    data_dir: str | Path | None = None,
+    *,
+    fingerprint: str | None = None,
+    model_name: str | None = None,
+    raise_errors: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Score `encoder` (an object with `encode(list[str]) -> array`, or a callable) on SentEval
+    tasks with SentEval's protocol. `tasks`: 'all' (every task whose data is present), a
+    comma-separated string or a list of names. `overrides`: any `EvalConfig` field.
+
+    A task that fails (missing data, bad encoder output) is reported under `errors` and the
+    others still run; `raise_errors=True` re-raises instead.
+    """
+    cfg = make_config(preset, **overrides)
+    ddir = resolve_data_dir(data_dir)
+    names = expand_tasks(tasks, ddir)
+    if not names:
+        raise FileNotFoundError(
+            f"no SentEval task files found under {ddir}: see `sentkit data check --data-dir {ddir}`, "
+            f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir")
+    enc = as_encoder(encoder)
+    fp = fingerprint or encoder_fingerprint(enc)
+    cache = None
+    if cfg.use_cache and fp is not None:
+        cache = EmbeddingCache(cfg.cache_dir or default_cache_root(), fp)
+    elif cfg.use_cache:
+        logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
+    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache)
+    t_start = time.perf_counter()
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    timings: dict[str, dict[str, float]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for name in names:
+        spec = get_task(name)
+        t0 = time.perf_counter()
+        try:
+            data = load_task(name, ddir, raw=cfg.raw)
+            counts[name] = _counts(data)
+            e0 = store.encode_s
+            store.ensure(list(data.sentences()), name)
+            t1, c1 = time.perf_counter(), time.process_time()
+            res = RUNNERS.get(spec.kind)(data, store, cfg)
+            t2, c2 = time.perf_counter(), time.process_time()
+        except Exception as e:
+            if raise_errors:
+                raise
+            logger.error("task %s failed: %s", name, e)
+            errors[name] = f"{type(e).__name__}: {e}"
+            continue
+        res["kind"] = spec.kind
+        results[name] = res
+        timings[name] = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.encode_s - e0, 3),
+                         "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
+        logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
+    from sentkit.evaluation.report import declutr_average
+
+    out = {
+        "model": {"name": model_name or getattr(enc, "name", type(enc).__name__), "fingerprint": fp,
+                  "dim": store.dim},
+        "config": to_dict(cfg),
+        "seed": cfg.seed,
+        "data_dir": str(ddir),
+        "tasks_requested": names,
+        "results": _jsonable(results),
+        "errors": errors,
+        "counts": counts,
+        "timings": {"tasks": timings, "encode_s": round(store.encode_s, 3),
+                    "total_s": round(time.perf_counter() - t_start, 3),
+                    "sentences_requested": store.n_requested, "sentences_unique": len(store.rows),
+                    "sentences_encoded": store.n_encoded, "sentences_from_cache": store.n_cached},
+        "versions": library_versions(),
+    }
+    out["declutr_average"] = declutr_average(out["results"])
+    return out
+
+
+def _headline(name: str, res: dict[str, Any]) -> str:
+    from sentkit.evaluation.report import main_score
+
+    v = main_score(name, res)
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    return x

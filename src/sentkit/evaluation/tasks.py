@@ -1,0 +1,542 @@
+"""Task registry (metadata for the 18 SentEval downstream and 10 probing tasks) and loaders for
+SentEval's file formats.
+
+Loaders return rows in the order SentEval feeds them to its classifiers: SentEval sorts every
+split by sentence length (then label) before encoding, and its fold splits and minibatch
+permutations index into that order, so we reproduce it to get SentEval's numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from sentkit.registry import Registry
+
+TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking"]
+
+
+# --------------------------------------------------------------------------------------------
+# Data containers
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Split:
+    """One split: sentences `a` (and `b` for pair tasks) and labels / gold scores `y`."""
+
+    a: list[str]
+    y: np.ndarray  # [n] int64 class ids or float64 gold scores
+    b: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.a) != len(self.y) or (self.b is not None and len(self.b) != len(self.a)):
+            raise ValueError(f"split lengths differ: a={len(self.a)} y={len(self.y)}")
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+
+@dataclass
+class TaskData:
+    """A loaded task: named splits (for STS12-16 one per subset) plus task-specific extras."""
+
+    name: str
+    splits: dict[str, Split]
+    nclasses: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def sentences(self) -> Iterator[str]:
+        for s in self.splits.values():
+            yield from s.a
+            if s.b is not None:
+                yield from s.b
+
+    def counts(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.splits.items()}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Metadata of one task and how to load it."""
+
+    name: str
+    kind: TaskKind
+    metric: str  # main metric key in the task's results
+    folder: str  # folder under the data dir
+    files: tuple[str, ...]  # files SentEval reads (relative to folder)
+    splits: str  # human description of the splits / protocol
+    citation: str
+    licence: str
+    loader: Callable[..., TaskData]
+    group: Literal["downstream", "probing"] = "downstream"
+    aliases: tuple[str, ...] = ()
+    pair: bool = False
+    description: str = ""
+
+    def paths(self, data_dir: Path) -> list[Path]:
+        return [data_dir / self.folder / f for f in self.files]
+
+    def missing(self, data_dir: Path) -> list[Path]:
+        return [p for p in self.paths(data_dir) if not p.is_file()]
+
+
+TASKS: Registry[TaskSpec] = Registry("task")
+_ALIASES: dict[str, str] = {}
+
+
+def _norm(name: str) -> str:
+    return name.replace("-", "").replace("_", "").replace(" ", "").lower()
+
+
+def add_task(spec: TaskSpec) -> TaskSpec:
+    TASKS.add(spec.name, spec)
+    for alias in (spec.name, *spec.aliases):
+        _ALIASES[_norm(alias)] = spec.name
+    return spec
+
+
+def get_task(name: str) -> TaskSpec:
+    """Look a task up by name or alias (case, '-' and '_' ignored)."""
+    canonical = _ALIASES.get(_norm(name), name)
+    return TASKS.get(canonical)
+
+
+def default_data_dir() -> Path:
+    """`$SENTKIT_DATA`, else `<repo>/../shared/data`."""
+    env = os.environ.get("SENTKIT_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path:
+    return Path(data_dir) if data_dir is not None else default_data_dir()
+
+
+def download_hint(task: str, data_dir: Path) -> str:
+    return f"sentkit data download {task} --data-dir {data_dir}"
+
+
+def require_files(task: str, paths: list[Path], data_dir: Path) -> None:
+    """Raise FileNotFoundError naming the task, the first missing path and the fix."""
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"task {task}: missing file {p}. Fetch it with `{download_hint(task, data_dir)}` "
+                f"(or point --data-dir / SENTKIT_DATA at a folder that has it)."
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Low-level readers
+# --------------------------------------------------------------------------------------------
+def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
+    with open(path, encoding=encoding) as f:
+        return f.read().splitlines()
+
+
+def _join(tokens: list[str]) -> str:
+    return " ".join(tokens)
+
+
+def _sorted_rows(rows: list[tuple[Any, ...]], key: Callable[[tuple[Any, ...]], Any]) -> list[tuple[Any, ...]]:
+    return sorted(rows, key=key)
+
+
+def _single(rows: list[tuple[list[str], Any, str]]) -> Split:
+    """rows: (tokens, label, text) -> Split, sorted like SentEval: (len(tokens), label)."""
+    rows = sorted(rows, key=lambda z: (len(z[0]), z[1]))
+    return Split(a=[r[2] for r in rows], y=np.array([r[1] for r in rows]))
+
+
+def _pair(rows: list[tuple[list[str], list[str], Any, str, str]], y_dtype: Any = None) -> Split:
+    """rows: (tokA, tokB, label, textA, textB) sorted like SentEval: (len A, len B, label)."""
+    rows = sorted(rows, key=lambda z: (len(z[0]), len(z[1]), z[2]))
+    y = np.array([r[2] for r in rows], dtype=y_dtype)
+    return Split(a=[r[3] for r in rows], b=[r[4] for r in rows], y=y)
+
+
+def _raw_texts(raw: list[str] | None, tokens: list[list[str]], what: Path) -> list[str]:
+    if raw is None:
+        return [_join(t) for t in tokens]
+    if len(raw) != len(tokens):
+        raise ValueError(f"{what}: raw file has {len(raw)} rows, processed file {len(tokens)}")
+    return raw
+
+
+# --------------------------------------------------------------------------------------------
+# Loaders (one per file format)
+# --------------------------------------------------------------------------------------------
+def load_binary(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """MR/CR/SUBJ/MPQA: one sentence per line (latin-1, as SentEval); first file = label 1."""
+    paths = spec.paths(data_dir)
+    require_files(spec.name, paths, data_dir)
+    pos, neg = ([ln.split() for ln in _lines(p, "latin-1")] for p in paths)
+    rows = [(t, 1, _join(t)) for t in pos] + [(t, 0, _join(t)) for t in neg]
+    return TaskData(spec.name, {"all": _single(rows)}, nclasses=2)
+
+
+TREC_LABELS = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
+
+
+def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """TREC: `COARSE:fine question` lines, ISO-8859-1."""
+    paths = spec.paths(data_dir)
+    require_files(spec.name, paths, data_dir)
+    splits = {}
+    for key, p in zip(("train", "test"), paths):
+        rows = []
+        for i, line in enumerate(_lines(p, "latin-1")):
+            if not line.strip():
+                continue
+            target, sample = line.strip().split(":", 1)
+            if target not in TREC_LABELS:
+                raise ValueError(f"{p}:{i + 1}: unknown TREC class {target!r}")
+            toks = sample.split(" ", 1)[1].split()
+            rows.append((toks, TREC_LABELS[target], _join(toks)))
+        splits[key] = _single(rows)
+    return TaskData(spec.name, splits, nclasses=6)
+
+
+def load_sst(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """SST2: `sentence<TAB>label`; SST5: `label sentence`."""
+    paths = spec.paths(data_dir)
+    require_files(spec.name, paths, data_dir)
+    nclasses = 2 if spec.name == "SST2" else 5
+    splits = {}
+    for key, p in zip(("train", "dev", "test"), paths):
+        rows = []
+        for line in _lines(p):
+            if not line.strip():
+                continue
+            if nclasses == 2:
+                sent, lab = line.strip().split("\t")
+            else:
+                lab, sent = line.strip().split(" ", 1)
+            toks = sent.split()
+            rows.append((toks, int(lab), _join(toks)))
+        splits[key] = _single(rows)
+    return TaskData(spec.name, splits, nclasses=nclasses)
+
+
+SICK_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
+
+
+def _read_sick(p: Path, col: int) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    a, b, y = [], [], []
+    for line in _lines(p)[1:]:
+        if not line.strip():
+            continue
+        t = line.strip().split("\t")
+        a.append(t[1].split())
+        b.append(t[2].split())
+        y.append(t[col])
+    return a, b, y
+
+
+def _read_raw_pairs(p: Path, ca: int, cb: int, header: bool) -> tuple[list[str], list[str]]:
+    ra, rb = [], []
+    lines = _lines(p, "utf-8-sig")
+    for line in lines[1 if header else 0 :]:
+        if not line.strip():
+            continue
+        t = line.rstrip("\r\n").split("\t")
+        ra.append(t[ca].strip())
+        rb.append(t[cb].strip())
+    return ra, rb
+
+
+def _pair_task(
+    spec: TaskSpec,
+    data_dir: Path,
+    reader: Callable[[Path], tuple[list[list[str]], list[list[str]], list[Any]]],
+    raw_reader: Callable[[Path], tuple[list[str], list[str]]] | None,
+    keys: tuple[str, ...],
+    raw: bool,
+    y_dtype: Any,
+) -> dict[str, Split]:
+    paths = spec.paths(data_dir)
+    require_files(spec.name, paths, data_dir)
+    splits = {}
+    for key, p in zip(keys, paths):
+        a, b, y = reader(p)
+        ra: list[str] | None = None
+        rb: list[str] | None = None
+        if raw and raw_reader is not None:
+            rp = p.parent / "raw" / p.name
+            require_files(spec.name, [rp], data_dir)
+            ra, rb = raw_reader(rp)
+        ta, tb = _raw_texts(ra, a, p), _raw_texts(rb, b, p)
+        splits[key] = _pair(list(zip(a, b, y, ta, tb)), y_dtype)
+    return splits
+
+
+def load_sick_e(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
+        a, b, y = _read_sick(p, 4)
+        return a, b, [SICK_LABELS[v] for v in y]
+
+    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
+                        ("train", "dev", "test"), raw, np.int64)
+    return TaskData(spec.name, splits, nclasses=3)
+
+
+def load_sick_r(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
+        a, b, y = _read_sick(p, 3)
+        return a, b, [float(v) for v in y]
+
+    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
+                        ("train", "dev", "test"), raw, np.float64)
+    return TaskData(spec.name, splits, nclasses=5)
+
+
+def load_stsb(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """STS-B: `genre file year id score sent1 sent2`."""
+
+    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
+        a, b, y = [], [], []
+        for line in _lines(p):
+            if not line.strip():
+                continue
+            t = line.strip().split("\t")
+            a.append(t[5].split())
+            b.append(t[6].split())
+            y.append(float(t[4]))
+        return a, b, y
+
+    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 5, 6, False),
+                        ("train", "dev", "test"), raw, np.float64)
+    return TaskData(spec.name, splits, nclasses=5)
+
+
+def load_mrpc(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """MRPC: TSV with a header, `Quality #1ID #2ID #1String #2String` (UTF-8 with BOM)."""
+
+    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
+        a, b, y = [], [], []
+        for line in _lines(p, "utf-8-sig")[1:]:
+            if not line.strip():
+                continue
+            t = line.strip().split("\t")
+            a.append(t[3].split())
+            b.append(t[4].split())
+            y.append(int(t[0]))
+        return a, b, y
+
+    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 3, 4, True),
+                        ("train", "test"), raw, np.int64)
+    return TaskData(spec.name, splits, nclasses=2)
+
+
+STS_SUBSETS: dict[str, tuple[str, ...]] = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+
+
+def load_sts(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """STS12-16: `STS.input.X.txt` (sent1<TAB>sent2) + `STS.gs.X.txt` (score or empty)."""
+    require_files(spec.name, spec.paths(data_dir), data_dir)
+    folder = data_dir / spec.folder
+    splits = {}
+    for subset in STS_SUBSETS[spec.name]:
+        inp, gs = folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt"
+        pairs = [ln.split("\t") for ln in _lines(inp)]
+        scores = _lines(gs)
+        if len(scores) != len(pairs):
+            raise ValueError(f"{gs}: {len(scores)} scores for {len(pairs)} pairs in {inp}")
+        keep = [i for i, s in enumerate(scores) if s != ""]
+        a = [pairs[i][0].split() for i in keep]
+        b = [pairs[i][1].split() for i in keep]
+        y = [float(scores[i]) for i in keep]
+        ta, tb = [_join(t) for t in a], [_join(t) for t in b]
+        if raw:
+            rdir = folder / "raw"
+            cands = [rdir / f"STS.input.{subset}.txt", rdir / f"STS2016.input.{subset}.txt"]
+            rp = next((c for c in cands if c.is_file()), cands[0])
+            require_files(spec.name, [rp], data_dir)
+            rpairs = [ln.split("\t") for ln in _lines(rp, "utf-8-sig")]
+            if len(rpairs) != len(pairs):
+                raise ValueError(f"{rp}: {len(rpairs)} rows, processed file {len(pairs)}")
+            ta = [rpairs[i][0].strip() for i in keep]
+            tb = [rpairs[i][1].strip() for i in keep]
+        splits[subset] = _pair(list(zip(a, b, y, ta, tb)), np.float64)
+    return TaskData(spec.name, splits)
+
+
+SNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+
+
+def load_snli(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """SNLI: s1.* premises, s2.* hypotheses, labels.* (train, dev, test); sorted by s2 first."""
+    folder = data_dir / spec.folder
+    require_files(spec.name, spec.paths(data_dir), data_dir)
+    splits = {}
+    for key, suffix in (("train", "train"), ("dev", "dev"), ("test", "test")):
+        s1 = [ln.split() for ln in _lines(folder / f"s1.{suffix}", "latin-1")]
+        s2 = [ln.split() for ln in _lines(folder / f"s2.{suffix}", "latin-1")]
+        lab = _lines(folder / f"labels.{suffix}")
+        if not (len(s1) == len(s2) == len(lab)):
+            raise ValueError(f"{folder}: s1/s2/labels .{suffix} have different lengths")
+        rows = sorted(zip(s2, s1, lab), key=lambda z: (len(z[0]), len(z[1]), z[2]))
+        splits[key] = Split(a=[_join(r[1]) for r in rows], b=[_join(r[0]) for r in rows],
+                            y=np.array([SNLI_LABELS[r[2]] for r in rows], dtype=np.int64))
+    return TaskData(spec.name, splits, nclasses=3)
+
+
+PROBING_FILES = {
+    "SentLen": "sentence_length.txt", "WC": "word_content.txt", "TreeDepth": "tree_depth.txt",
+    "TopConst": "top_constituents.txt", "BShift": "bigram_shift.txt", "Tense": "past_present.txt",
+    "SubjNum": "subj_number.txt", "ObjNum": "obj_number.txt", "SOMO": "odd_man_out.txt",
+    "CoordInv": "coordination_inversion.txt",
+}
+PROBING_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
+
+
+def load_probing(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """Probing: `split<TAB>label<TAB>sentence` lines, split in {tr, va, te}."""
+    (path,) = spec.paths(data_dir)
+    require_files(spec.name, [path], data_dir)
+    data: dict[str, list[tuple[list[str], str]]] = {"train": [], "dev": [], "test": []}
+    for i, line in enumerate(_lines(path)):
+        if not line.strip():
+            continue
+        t = line.rstrip().split("\t")
+        if len(t) < 3 or t[0] not in PROBING_SPLITS:
+            raise ValueError(f"{path}:{i + 1}: expected `tr|va|te<TAB>label<TAB>sentence`")
+        data[PROBING_SPLITS[t[0]]].append((t[-1].split(), t[1]))
+    labels = sorted({lab for _, lab in data["train"]})
+    tok2label = {lab: i for i, lab in enumerate(labels)}
+    splits = {}
+    for key, rows in data.items():
+        unknown = {lab for _, lab in rows} - set(tok2label)
+        if unknown:
+            raise ValueError(f"{path}: {key} labels {sorted(unknown)[:5]} absent from train")
+        splits[key] = _single([(t, tok2label[lab], _join(t)) for t, lab in rows])
+    return TaskData(spec.name, splits, nclasses=len(labels), extra={"labels": labels})
+
+
+def load_coco(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """COCO: `{train,valid,test}.pkl` with `features` [n_img, dim], `image_to_caption_ids`,
+    `captions[id]['cleaned_caption']`; 5 captions per image, ' .' appended (as SentEval)."""
+    paths = spec.paths(data_dir)
+    require_files(spec.name, paths, data_dir)
+    splits: dict[str, Split] = {}
+    feats: dict[str, np.ndarray] = {}
+    for key, p in zip(("train", "dev", "test"), paths):
+        with open(p, "rb") as f:
+            coco = pickle.load(f)  # trusted local data file in SentEval's format
+        sents, img_rows = [], []
+        for imgkey in range(len(coco["features"])):
+            ids = coco["image_to_caption_ids"][imgkey]
+            if len(ids) < 5:
+                raise ValueError(f"{p}: image {imgkey} has {len(ids)} captions (< 5)")
+            for cid in ids[:5]:
+                sents.append(_join((coco["captions"][cid]["cleaned_caption"] + " .").split()))
+                img_rows.append(imgkey)
+        splits[key] = Split(a=sents, y=np.array(img_rows, dtype=np.int64))
+        feats[key] = np.asarray(coco["features"], dtype=np.float32)[np.array(img_rows)]
+    return TaskData(spec.name, splits, extra={"imgfeat": feats})
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+_CIT_SENTEVAL = "Conneau & Kiela (2018), SentEval, LREC"
+_CIT_PROBING = "Conneau et al. (2018), What you can cram into a single vector, ACL"
+
+for _name, _folder, _files, _cit, _desc in (
+    ("MR", "MR", ("rt-polarity.pos", "rt-polarity.neg"), "Pang & Lee (2005), ACL", "movie review sentiment"),
+    ("CR", "CR", ("custrev.pos", "custrev.neg"), "Hu & Liu (2004), KDD", "product review sentiment"),
+    ("SUBJ", "SUBJ", ("subj.objective", "subj.subjective"), "Pang & Lee (2004), ACL", "subjectivity (objective=1)"),
+    ("MPQA", "MPQA", ("mpqa.pos", "mpqa.neg"), "Wiebe et al. (2005), LRE", "opinion polarity"),
+):
+    add_task(TaskSpec(_name, "cv", "acc", _folder, _files, "k-fold CV with inner k-fold for L2",
+                      _cit, "research use; no explicit licence", load_binary, description=_desc))
+
+add_task(TaskSpec("TREC", "kfold", "acc", "TREC", ("train_5500.label", "TREC_10.label"),
+                  "train (k-fold for L2) / test", "Li & Roth (2002), COLING",
+                  "research use; no explicit licence", load_trec, description="question type, 6 classes"))
+add_task(TaskSpec("SST2", "split", "acc", "SST2", ("sentiment-train", "sentiment-dev", "sentiment-test"),
+                  "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
+                  load_sst, aliases=("SST-2", "SSTBinary"), description="binary sentiment"))
+add_task(TaskSpec("SST5", "split", "acc", "SST5", ("sentiment-train", "sentiment-dev", "sentiment-test"),
+                  "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
+                  load_sst, aliases=("SST-5", "SSTFine"), description="fine-grained sentiment, 5 classes"))
+add_task(TaskSpec("SNLI", "split", "acc", "SNLI",
+                  ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev",
+                   "s1.test", "s2.test", "labels.test"),
+                  "train / dev / test", "Bowman et al. (2015), EMNLP", "CC BY-SA 4.0",
+                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]"))
+add_task(TaskSpec("SICKE", "split", "acc", "SICK", ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+                  "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
+                  load_sick_e, aliases=("SICK-E", "SICKEntailment"), pair=True, description="entailment, 3 classes"))
+add_task(TaskSpec("SICKR", "relatedness", "spearman", "SICK",
+                  ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+                  "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
+                  load_sick_r, aliases=("SICK-R", "SICKRelatedness"), pair=True, description="relatedness 1-5"))
+add_task(TaskSpec("STSB", "relatedness", "spearman", "STSB", ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
+                  "train / dev / test", "Cer et al. (2017), SemEval", "CC BY-SA 4.0 (scores)",
+                  load_stsb, aliases=("STS-B", "STSBenchmark"), pair=True, description="similarity 0-5"))
+add_task(TaskSpec("MRPC", "kfold", "acc", "MRPC", ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
+                  "train (k-fold for L2) / test", "Dolan et al. (2004), COLING",
+                  "Microsoft Research licence", load_mrpc, pair=True, description="paraphrase, acc and F1"))
+for _name, _cit in (("STS12", "Agirre et al. (2012)"), ("STS13", "Agirre et al. (2013)"),
+                    ("STS14", "Agirre et al. (2014)"), ("STS15", "Agirre et al. (2015)"),
+                    ("STS16", "Agirre et al. (2016)")):
+    _sts_files = tuple(f"STS.{kind}.{s}.txt" for s in STS_SUBSETS[_name] for kind in ("input", "gs"))
+    add_task(TaskSpec(_name, "sts", "spearman", _name, _sts_files, "test only (unsupervised cosine)",
+                      f"{_cit}, SemEval", "per-source terms", load_sts, pair=True,
+                      description="cosine similarity per subset"))
+add_task(TaskSpec("COCO", "ranking", "mean_recall", "COCO", ("train.pkl", "valid.pkl", "test.pkl"),
+                  "train / valid / test (5 x 1k-image test folds)", "Lin et al. (2014), ECCV",
+                  "CC BY 4.0 (annotations)", load_coco, aliases=("ImageCaptionRetrieval",),
+                  description="image-caption retrieval, recall@1/5/10 and median rank"))
+
+for _name, _alias in (("SentLen", "Length"), ("WC", "WordContent"), ("TreeDepth", "Depth"),
+                      ("TopConst", "TopConstituents"), ("BShift", "BigramShift"), ("Tense", "PastPresent"),
+                      ("SubjNum", "SubjNumber"), ("ObjNum", "ObjNumber"), ("SOMO", "OddManOut"),
+                      ("CoordInv", "CoordinationInversion")):
+    add_task(TaskSpec(_name, "split", "acc", "PROBING", (PROBING_FILES[_name],), "tr / va / te",
+                      _CIT_PROBING, "BSD (SentEval)", load_probing, group="probing", aliases=(_alias,),
+                      description="probing task"))
+
+DOWNSTREAM = ["MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICKE", "SICKR", "STSB",
+              "SNLI", "COCO", "STS12", "STS13", "STS14", "STS15", "STS16"]
+PROBING = list(PROBING_FILES)
+ALL_TASKS = DOWNSTREAM + PROBING
+
+
+def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:
+    """Load task `name` from `data_dir` (raw=True: untokenized originals for pair tasks)."""
+    spec = get_task(name)
+    return spec.loader(resolve_data_dir(data_dir), spec, raw=raw and spec.pair)
+
+
+def available_tasks(data_dir: str | Path | None = None) -> list[str]:
+    d = resolve_data_dir(data_dir)
+    return [t for t in ALL_TASKS if not TASKS.get(t).missing(d)]
+
+
+def expand_tasks(tasks: str | list[str] | None, data_dir: str | Path | None = None) -> list[str]:
+    """'all' -> every task with data; 'downstream'/'probing' -> that group; else names."""
+    if tasks is None or tasks == "all" or tasks == ["all"]:
+        return available_tasks(data_dir)
+    items = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t.strip()]
+    out: list[str] = []
+    for t in items:
+        if _norm(t) in ("downstream", "probing"):
+            group = DOWNSTREAM if _norm(t) == "downstream" else PROBING
+            out += [g for g in group if g in available_tasks(data_dir)]
+        else:
+            out.append(get_task(t).name)
+    return list(dict.fromkeys(out))
