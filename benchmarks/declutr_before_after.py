@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--min-span-len", type=int, default=16)
     ap.add_argument("--max-doc-tokens", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--store", default=None, help="prepared store to reuse (default: <out>.store)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="any other DeclutrConfig setting, e.g. --set mlm=false --set lr=2e-5")
     args = ap.parse_args()
@@ -55,7 +56,7 @@ def main() -> None:
     out = Path(args.out)
     a, b, gold = stsb_dev()
     before = spearman(sentkit.load(args.model), a, b, gold)
-    store = out.with_name(out.name + ".store")
+    store = Path(args.store) if args.store else out.with_name(out.name + ".store")
     if not is_store(store):
         prepare_store(data_dir() / "corpus" / "gutenberg", load_tokenizer(args.model), store,
                       min_doc_tokens=2 * args.max_span_len * 2, max_doc_tokens=args.max_doc_tokens, tokenizer_name=args.model)

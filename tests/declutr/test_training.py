@@ -134,3 +134,11 @@ def test_tensorboard_logger_and_cpu_bf16(store: Path, tiny_model_dir: Path, tmp_
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     rows = (out / "metrics.csv").read_text().strip().splitlines()
     assert len(rows) == 3 and all(np.isfinite(float(r.split(",")[1])) for r in rows[1:])
+
+
+def test_corpus_fraction_subsets_are_nested() -> None:
+    from sentkit.training.declutr import corpus_subset
+
+    small, mid, full = corpus_subset(1000, 0.1), corpus_subset(1000, 0.3), corpus_subset(1000, 1.0)
+    assert len(small) == 100 and len(mid) == 300 and len(full) == 1000
+    assert set(small) <= set(mid) <= set(full)

@@ -24,6 +24,7 @@ class DeclutrConfig:
     model: str = DEFAULT_MODEL  # registry name, local directory or Hugging Face id
     from_scratch: bool = False  # random initialisation from the model's config
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
+    corpus_fraction: float = 1.0  # train on this share of the usable documents (data-size studies)
     max_doc_tokens: int | None = None  # split longer documents (books) into pieces of this size
     # spans
     num_anchors: int = 2

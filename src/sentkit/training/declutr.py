@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from sentkit.config import ConfigError, save_json, to_dict
@@ -65,6 +66,12 @@ def open_or_prepare_store(cfg: DeclutrConfig, tokenizer: Any, spans: SpanSetting
         store = TokenStore(target)
     store.check_tokenizer(tokenizer, spans.min_doc_tokens)
     return store
+
+
+def corpus_subset(num_docs: int, fraction: float) -> np.ndarray:
+    """A fixed share of the documents; nested across fractions (10 % is inside 30 %), independent of the seed."""
+    order = np.random.default_rng(0x5EB5E7).permutation(num_docs)
+    return np.sort(order[: max(1, round(num_docs * fraction))]) if fraction < 1 else np.arange(num_docs)
 
 
 def _autocast_factory(device: torch.device, precision: str) -> tuple[Callable[[], Any], str]:
@@ -123,7 +130,10 @@ def train(cfg: DeclutrConfig, *, stop_at: int | None = None) -> Path:
 
     # --- data
     store = open_or_prepare_store(cfg, tokenizer, spans, out, info)
-    num_docs = len(store)
+    pool = corpus_subset(len(store), cfg.corpus_fraction)  # store indices this run may use
+    num_docs = len(pool)
+    if cfg.corpus_fraction < 1:
+        log.info("using %d of %d documents (corpus_fraction=%g)", num_docs, len(store), cfg.corpus_fraction)
     if num_docs < cfg.batch_size:
         raise ConfigError(
             f"the corpus has {num_docs} usable documents, fewer than batch_size={cfg.batch_size}; lower batch_size "
@@ -163,7 +173,7 @@ def train(cfg: DeclutrConfig, *, stop_at: int | None = None) -> Path:
     t_start = time.perf_counter()
     tokens_seen = docs_seen = 0
     while step < total:
-        doc_ids = docs_for_step(step, num_docs, cfg.batch_size, cfg.seed)
+        doc_ids = [int(pool[i]) for i in docs_for_step(step, num_docs, cfg.batch_size, cfg.seed)]
         mine = doc_ids[info.rank * local_docs : (info.rank + 1) * local_docs]
         batch = build_step_batch(store, mine, step, cfg, spans, affixes, mlm_info)
         opt.zero_grad(set_to_none=True)
