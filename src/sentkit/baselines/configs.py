@@ -59,7 +59,7 @@ class FastSentConfig(BaselineConfig):
     min_count: int = 10
     # Sums are dominated by "." (in almost every sentence, its vector grows ~100x the
     # median norm); without punctuation, full-Gutenberg STS14 rose from 0.14 to 0.25
-    # (TREC 54 -> 60, SUBJ 78 -> 73): see docs/benchmarks_hill.md.
+    # (TREC 54 -> 60, SUBJ 78 -> 73): see docs/benchmarks.md (Hill models).
     punctuation: bool = False
     autoencode: bool = False  # FastSent+AE also predicts the sentence's own words
     negative: int = 5  # negative samples per target word

@@ -49,7 +49,7 @@ class DeclutrConfig:
     max_grad_norm: float = 1.0
     epochs: int = 1
     max_steps: int | None = None  # overrides epochs
-    token_budget: int = 16384  # padded tokens per forward chunk (length bucketing)
+    token_budget: int | None = None  # padded tokens per forward chunk; None: 1024 on CPU, 16384 on GPU
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: str = "auto"
     seed: int = 0
@@ -67,13 +67,15 @@ class DeclutrConfig:
             raise ConfigError(f"pooling must be one of {POOLINGS.names()}, got {self.pooling!r}")
         if not (self.contrastive or self.mlm):
             raise ConfigError("at least one of contrastive and mlm must be on")
-        for name in ("num_anchors", "num_positives", "min_span_len", "batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every", "token_budget"):
+        for name in ("num_anchors", "num_positives", "min_span_len", "batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.min_span_len > self.max_span_len:
             raise ConfigError(f"min_span_len ({self.min_span_len}) exceeds max_span_len ({self.max_span_len})")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size ({self.batch_size}) must be divisible by grad_accum ({self.grad_accum})")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise ConfigError("token_budget must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         if not self.temperature > 0:

@@ -33,14 +33,14 @@ from sentkit.training.distributed import (
 )
 from sentkit.training.metrics import MetricsLogger
 from sentkit.training.schedule import slanted_triangular
-from sentkit.training.step import StepContext, forward_backward, param_groups
+from sentkit.training.step import StepContext, forward_backward, make_optimizer, param_groups
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "CHECKPOINT", "MLM_HEADS", "DeclutrConfig", "DeclutrModel", "MetricsLogger", "StepBatch", "StepContext",
     "build_step_batch", "doc_order", "docs_for_step", "forward_backward", "length_chunks", "load_trained",
-    "param_groups", "save_checkpoint", "train",
+    "make_optimizer", "param_groups", "save_checkpoint", "train",
 ]
 
 
@@ -143,7 +143,7 @@ def train(cfg: DeclutrConfig, *, stop_at: int | None = None) -> Path:
     total = cfg.max_steps or cfg.epochs * steps_per_epoch
 
     # --- optimizer and schedule
-    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: slanted_triangular(s, total, cut_frac=cfg.cut_frac, ratio=cfg.lr_ratio))
     params = [p for p in model.parameters() if p.requires_grad]
 

@@ -41,7 +41,8 @@ def _embed_chunks(ctx: StepContext, batch: StepBatch, idx: list[int], seed: int)
     order: list[int] = []
     mlm_sum: torch.Tensor = torch.zeros((), device=ctx.device)
     count = 0
-    for c, chunk in enumerate(length_chunks(lengths, ctx.cfg.token_budget)):
+    budget = ctx.cfg.token_budget or (16384 if ctx.device.type == "cuda" else 1024)
+    for c, chunk in enumerate(length_chunks(lengths, budget)):
         members = [idx[j] for j in chunk]
         ids, mask, lab = pad_with_labels([batch.seqs[i] for i in members], [batch.labels[i] for i in members], ctx.pad_id, ctx.device)
         with torch.random.fork_rng(devices=[ctx.device] if ctx.device.type == "cuda" else []):
@@ -139,6 +140,15 @@ def _micro_indices_static(group: list[int], n_anchor: int, p: int) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- optimiser
+def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW with the paper's groups; the fused kernel where this torch build has it (CPU and GPU)."""
+    groups = param_groups(model, weight_decay)
+    try:
+        return torch.optim.AdamW(groups, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, lr=lr)
+
+
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """AdamW groups: no weight decay on biases and LayerNorm weights (as the paper)."""
     decay, no_decay = [], []
