@@ -67,10 +67,9 @@ def _contrastive(ctx: StepContext, emb: torch.Tensor, n_anchor: int, p: int) -> 
     return info_nce(anchors, pos, ctx.cfg.temperature)
 
 
-def _micro_indices(batch: StepBatch, group: list[int]) -> list[int]:
-    """Sequence indices of the anchors in `group` (anchor numbers) and their positives."""
-    p = batch.num_positives
-    return group + [batch.num_anchors + a * p + j for a in group for j in range(p)]
+def _micro_indices(group: list[int], n_anchor: int, p: int) -> list[int]:
+    """Sequence indices of the anchors in `group` (anchor numbers) and their P positives each."""
+    return group + [n_anchor + a * p + j for a in group for j in range(p)]
 
 
 def forward_backward(ctx: StepContext, batch: StepBatch, step: int) -> dict[str, float]:
@@ -94,14 +93,14 @@ def forward_backward(ctx: StepContext, batch: StepBatch, step: int) -> dict[str,
 
     if cfg.grad_cache and len(groups) > 1 and cfg.contrastive:
         with torch.no_grad():
-            embs = [_embed_chunks(ctx, batch, _micro_indices(batch, g), step * 100 + k)[0] for k, g in enumerate(groups)]
+            embs = [_embed_chunks(ctx, batch, _micro_indices(g, n_anchor, p), step * 100 + k)[0] for k, g in enumerate(groups)]
         full = _assemble(embs, groups, n_anchor, p).requires_grad_(True)
         closs = _contrastive(ctx, full, n_anchor, p)
         closs.backward()  # the gather's backward already sums over ranks
         gfull = full.grad
         assert gfull is not None
         for k, g in enumerate(groups):
-            idx = _micro_indices(batch, g)
+            idx = _micro_indices(g, n_anchor, p)
             emb, msum, _ = _embed_chunks(ctx, batch, idx, step * 100 + k)
             surrogate = (emb * gfull[idx]).sum()
             if cfg.mlm:
@@ -110,7 +109,7 @@ def forward_backward(ctx: StepContext, batch: StepBatch, step: int) -> dict[str,
             surrogate.backward()
     else:
         for k, g in enumerate(groups):
-            idx = _micro_indices(batch, g)
+            idx = _micro_indices(g, n_anchor, p)
             emb, msum, _ = _embed_chunks(ctx, batch, idx, step * 100 + k)
             loss = emb.new_zeros(())
             if cfg.contrastive:
@@ -131,12 +130,8 @@ def _assemble(embs: list[torch.Tensor], groups: list[list[int]], n_anchor: int, 
     d = embs[0].shape[-1]
     full = embs[0].new_zeros((n_anchor * (1 + p), d))
     for e, g in zip(embs, groups):
-        full[_micro_indices_static(g, n_anchor, p)] = e
+        full[_micro_indices(g, n_anchor, p)] = e
     return full
-
-
-def _micro_indices_static(group: list[int], n_anchor: int, p: int) -> list[int]:
-    return group + [n_anchor + a * p + j for a in group for j in range(p)]
 
 
 # ----------------------------------------------------------------------------- optimiser
