@@ -172,10 +172,12 @@ def save_array(path: Path, arr: np.ndarray) -> None:
         np.save(f, arr)
 
 
-def sum_rows(ids: list[list[int]], table: np.ndarray, *, average: bool = False) -> np.ndarray:
+def sum_rows(
+    ids: list[list[int]], table: np.ndarray, *, average: bool = False, accumulate: type = np.float32
+) -> np.ndarray:
     """Sum (or mean) of ``table`` rows per list of ids; zeros for an empty list.
 
-    ids: n lists; table: [V, d] -> float32 [n, d].
+    ids: n lists; table: [V, d] -> float32 [n, d]. ``accumulate`` is the dtype the sums are taken in.
     """
     n, d = len(ids), int(table.shape[1])
     out = np.zeros((n, d), dtype=np.float32)
@@ -185,7 +187,7 @@ def sum_rows(ids: list[list[int]], table: np.ndarray, *, average: bool = False) 
         return out
     flat = np.fromiter((i for t in ids for i in t), dtype=np.int64, count=int(lengths.sum()))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
-    sums = np.add.reduceat(table[flat].astype(np.float32), starts, axis=0)  # [k, d]
+    sums = np.add.reduceat(table[flat].astype(accumulate), starts, axis=0)  # [k, d]
     if average:
         sums = sums / lengths[nonempty, None]
     out[nonempty] = sums

@@ -73,19 +73,12 @@ def average_word_vectors(
 
     token_ids: n lists of row indices; vectors: [vocab, dim] -> returns float32 [n, dim].
     """
-    d = int(vectors.shape[1]) if dim is None else dim
-    n = len(token_ids)
-    out = np.zeros((n, d), dtype=np.float32)
-    lengths = np.fromiter((len(t) for t in token_ids), dtype=np.int64, count=n)
-    nonempty = np.flatnonzero(lengths)
-    if nonempty.size == 0:
-        return out
-    flat = np.fromiter((i for t in token_ids for i in t), dtype=np.int64, count=int(lengths.sum()))
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
-    # float64 accumulation, like SentEval's np.mean over float32 rows would be close to
-    sums = np.add.reduceat(vectors[flat].astype(np.float64), starts, axis=0)  # [k, dim]
-    out[nonempty] = (sums / lengths[nonempty, None]).astype(np.float32)
-    return out
+    from sentkit.baselines.common import sum_rows
+
+    if dim is not None and dim != vectors.shape[1]:
+        raise ValueError(f"vectors have {vectors.shape[1]} columns, expected {dim}")
+    # float64 accumulation, close to SentEval's np.mean over float32 rows
+    return sum_rows(token_ids, vectors, average=True, accumulate=np.float64)
 
 
 class GloveAverage:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sentkit.models.encoder import pad_batch
 from sentkit.objectives.mlm import IGNORE_INDEX, mask_tokens
 from sentkit.objectives.spans import SpanSettings, sample_spans
 from sentkit.training.config import DeclutrConfig
@@ -97,15 +98,13 @@ def length_chunks(lengths: list[int], token_budget: int) -> list[list[int]]:
 
 
 def pad_with_labels(seqs: list[list[int]], labels: list[list[int] | None], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    lab = torch.full((len(seqs), width), IGNORE_INDEX, dtype=torch.long)
-    any_lab = False
-    for i, (s, lb) in enumerate(zip(seqs, labels)):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
+    """Right-pad ids and MLM labels -> (ids [n, L], mask [n, L], labels [n, L] or None if no labels)."""
+    batch = pad_batch(seqs, pad_id, device)
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    if all(lb is None for lb in labels):
+        return ids, mask, None
+    lab = torch.full_like(ids, IGNORE_INDEX)
+    for i, lb in enumerate(labels):
         if lb is not None:
-            lab[i, : len(lb)] = torch.tensor(lb)
-            any_lab = True
-    return ids.to(device), mask.to(device), (lab.to(device) if any_lab else None)
+            lab[i, : len(lb)] = torch.as_tensor(lb, dtype=torch.long, device=lab.device)
+    return ids, mask, lab
