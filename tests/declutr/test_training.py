@@ -142,3 +142,17 @@ def test_corpus_fraction_subsets_are_nested() -> None:
     small, mid, full = corpus_subset(1000, 0.1), corpus_subset(1000, 0.3), corpus_subset(1000, 1.0)
     assert len(small) == 100 and len(mid) == 300 and len(full) == 1000
     assert set(small) <= set(mid) <= set(full)
+
+
+def test_runs_share_a_prepared_dir(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The first run prepares the raw corpus into prepared_dir; a second run reuses it unchanged; a run
+    with other document-length settings prepares it again."""
+    shared = tmp_path / "shared-store"
+    kw = dict(model=str(tiny_model_dir), max_steps=1, prepared_dir=str(shared))
+    train(small_config(str(tiny_corpus), str(tmp_path / "a"), **kw))
+    stamp = (shared / "meta.json").stat().st_mtime_ns
+    assert not (tmp_path / "a" / "prepared").exists()
+    train(small_config(str(tiny_corpus), str(tmp_path / "b"), **kw))
+    assert (shared / "meta.json").stat().st_mtime_ns == stamp  # reused, not rewritten
+    train(small_config(str(tiny_corpus), str(tmp_path / "c"), max_doc_tokens=300, **kw))
+    assert json.loads((shared / "meta.json").read_text())["max_doc_tokens"] == 300

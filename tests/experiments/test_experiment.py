@@ -132,3 +132,67 @@ def test_cronbach_alpha_against_formula() -> None:
     k = 3
     expected = k / (k - 1) * (1 - m.var(axis=0, ddof=1).sum() / m.sum(axis=1).var(ddof=1))
     assert cronbach_alpha(m) == pytest.approx(expected)
+
+
+# ----------------------------------------------------------------------------- claims
+def _summary(**cells: tuple[float, float, int]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    return {c: {"avg:downstream": v} for c, v in cells.items()}
+
+
+def test_claim_verdicts_follow_the_rule() -> None:
+    from sentkit.experiments.claims import ClaimSpec, judge
+
+    def better(summary: dict[str, Any], **kw: Any) -> str:
+        spec = ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b"], metric="avg:downstream", **kw)
+        return judge(spec, summary).verdict
+
+    # 3 seeds with std 0.3 each: s.e. of the difference = hypot(0.3/sqrt3, 0.3/sqrt3) = 0.245 -> bar 0.49 (margin 0.5)
+    assert better(_summary(a=(70.0, 0.3, 3), b=(69.0, 0.3, 3))) == "held"
+    assert better(_summary(a=(69.0, 0.3, 3), b=(70.0, 0.3, 3))) == "did not hold"
+    assert better(_summary(a=(69.6, 0.3, 3), b=(69.2, 0.3, 3))) == "unclear"  # 0.4 < 0.5 margin
+    # a noisy cell widens the bar: d = 1.0, s.e. = 1.5/sqrt(3) = 0.87 -> 2 s.e. = 1.73
+    assert better(_summary(a=(70.0, 1.5, 3), b=(69.0, 0.0, 1))) == "unclear"
+    assert better(_summary(a=(70.0, 0.3, 3))) == "not run"
+    # each=True: must beat every baseline cell
+    s = {**_summary(a=(70.0, 0.1, 3), b=(68.0, 0.1, 3)), "c": {"avg:downstream": (71.0, 0.1, 3)}}
+    assert judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"], each=True,
+                           metric="avg:downstream"), s).verdict == "did not hold"
+    # ... whereas a group mean (68 and 70.5 -> 69.25) is beaten by 0.75
+    s["c"] = {"avg:downstream": (70.5, 0.1, 3)}
+    assert judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"],
+                           metric="avg:downstream"), s).verdict == "held"
+
+
+def test_similar_increasing_and_top_claims() -> None:
+    from sentkit.experiments.claims import ClaimSpec, judge
+
+    s = _summary(a=(70.0, 0.2, 3), b=(69.5, 0.2, 3), c=(65.0, 0.2, 3))
+    sim = ClaimSpec(paper="p", claim="c", kind="similar", cells=["a"], baseline=["b"], metric="avg:downstream")
+    assert judge(sim, s).verdict == "held"
+    sim.baseline = ["c"]
+    assert judge(sim, s).verdict == "did not hold"
+    inc = ClaimSpec(paper="p", claim="c", kind="increasing", cells=["c", "b", "a"], metric="avg:downstream")
+    assert judge(inc, s).verdict == "held"
+    inc.cells = ["a", "b", "c"]
+    assert judge(inc, s).verdict == "did not hold"
+    inc.cells = ["b", "c", "a"]  # ends 0.5 higher but dips: inside the margin and not monotone
+    assert judge(inc, s).verdict == "unclear"
+    top = ClaimSpec(paper="p", claim="c", kind="top", k=1, cells=["b"], baseline=["a", "c"], metric="avg:downstream")
+    assert judge(top, s).verdict == "did not hold"
+    top.k = 2
+    assert judge(top, s).verdict == "held"
+
+
+def test_claims_in_the_experiment_file_are_checked_and_reported(tmp_path: Path, fake_method: None) -> None:
+    claim = ('[[claim]]\npaper = "X"\nclaim = "big beats small"\ncells = ["big"]\nbaseline = ["small"]\n'
+             'metric = "avg:downstream"\nnote = "kept note"\n')
+    spec = load_experiment(_write(tmp_path, claim))
+    run_experiment(spec)
+    text = write_report(collect(spec.output), tmp_path / "r.md", spec=spec).read_text()
+    # big: scale 3 -> mean(63, 68, 43) = 58; small: scale 1 -> mean(61, 64, 41) = 55.33 (two identical seeds)
+    assert "### X: big beats small — **held**" in text and "kept note" in text
+    assert "+2.67" in text
+    with pytest.raises(ConfigError, match="unknown cell 'smal'.*'small'"):
+        load_experiment(_write(tmp_path, claim.replace('["small"]', '["smal"]')))
+    with pytest.raises(ConfigError, match="claim 1: kind: 'worse' is not one of"):
+        load_experiment(_write(tmp_path, claim + 'kind = "worse"\n'))

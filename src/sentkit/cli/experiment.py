@@ -41,6 +41,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sentkit.experiments.runner import collect
 
     spec = load_experiment(args.experiment)
-    path = write_report(collect(spec.output), args.output, title=f"Results: {spec.name}")
+    path = write_report(collect(spec.output), args.output, title=f"Results: {spec.name}", spec=spec)
     print(f"wrote {path}")
     return 0

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError, from_dict, load_toml
+from sentkit.experiments.claims import ClaimSpec
+from sentkit.registry import suggest
 
 
 @dataclass
@@ -52,6 +54,7 @@ class ExperimentSpec:
     data_dir: str | None = None
     seeds: list[int] = field(default_factory=lambda: [0])
     eval_settings: dict[str, Any] = field(default_factory=dict)
+    claims: list[ClaimSpec] = field(default_factory=list)  # [[claim]] tables, judged by the report
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
@@ -60,6 +63,11 @@ class ExperimentSpec:
             raise ConfigError(f"experiment {self.name!r}: duplicate cell names {sorted(dup)}")
         if not self.cells:
             raise ConfigError(f"experiment {self.name!r} declares no [[cell]]")
+        for claim in self.claims:
+            for c in claim.all_cells():
+                if c not in names:
+                    raise ConfigError(f"experiment {self.name!r}: claim {claim.claim!r} names unknown cell {c!r}"
+                                      f"{suggest(c, names)}")
 
     def cell_seeds(self, cell: CellSpec) -> list[int]:
         return list(cell.seeds if cell.seeds is not None else self.seeds)
@@ -72,7 +80,11 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     cells_raw = raw.pop("cell", [])
     if not isinstance(cells_raw, list):
         raise ConfigError(f"{p}: `cell` must be an array of tables ([[cell]])")
+    claims_raw = raw.pop("claim", [])
+    if not isinstance(claims_raw, list):
+        raise ConfigError(f"{p}: `claim` must be an array of tables ([[claim]])")
     cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
+    claims = [from_dict(ClaimSpec, c, where=f"{p}: claim {i + 1}") for i, c in enumerate(claims_raw)]
     raw.setdefault("name", p.stem)
     raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
-    return from_dict(ExperimentSpec, {**raw, "cells": cells}, where=str(p))
+    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims}, where=str(p))

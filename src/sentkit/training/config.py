@@ -26,6 +26,7 @@ class DeclutrConfig:
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
     corpus_fraction: float = 1.0  # train on this share of the usable documents (data-size studies)
     max_doc_tokens: int | None = None  # split longer documents (books) into pieces of this size
+    prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
     # spans
     num_anchors: int = 2
     num_positives: int = 2

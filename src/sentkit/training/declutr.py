@@ -46,7 +46,8 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- the loop
 def open_or_prepare_store(cfg: DeclutrConfig, tokenizer: Any, spans: SpanSettings, out: Path, info: DistInfo) -> Any:
-    """Use cfg.corpus if it is a prepared store, else prepare it once into <out>/prepared."""
+    """Use cfg.corpus if it is a prepared store, else prepare it once into cfg.prepared_dir (default
+    <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match."""
     import torch.distributed as dist
 
     from sentkit.data.store import TokenStore, is_store, prepare_store
@@ -54,8 +55,8 @@ def open_or_prepare_store(cfg: DeclutrConfig, tokenizer: Any, spans: SpanSetting
     if is_store(cfg.corpus):
         store = TokenStore(cfg.corpus)
     else:
-        target = out / "prepared"
-        if info.is_main and not (is_store(target) and TokenStore(target).meta.get("min_doc_tokens") == spans.min_doc_tokens):
+        target = Path(cfg.prepared_dir) if cfg.prepared_dir else out / "prepared"
+        if info.is_main and not _store_matches(target, cfg, spans):
             rep = prepare_store(
                 cfg.corpus, tokenizer, target, min_doc_tokens=spans.min_doc_tokens, max_doc_tokens=cfg.max_doc_tokens,
                 text_field=cfg.text_field, tokenizer_name=cfg.model, show_progress=cfg.progress,
@@ -66,6 +67,16 @@ def open_or_prepare_store(cfg: DeclutrConfig, tokenizer: Any, spans: SpanSetting
         store = TokenStore(target)
     store.check_tokenizer(tokenizer, spans.min_doc_tokens)
     return store
+
+
+def _store_matches(target: Path, cfg: DeclutrConfig, spans: SpanSettings) -> bool:
+    """An existing store at target was prepared with this run's document-length settings."""
+    from sentkit.data.store import TokenStore, is_store
+
+    if not is_store(target):
+        return False
+    meta = TokenStore(target).meta
+    return bool(meta.get("min_doc_tokens") == spans.min_doc_tokens and meta.get("max_doc_tokens") == cfg.max_doc_tokens)
 
 
 def corpus_subset(num_docs: int, fraction: float) -> np.ndarray:

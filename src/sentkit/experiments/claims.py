@@ -1,0 +1,191 @@
+"""Paper claims declared in an experiment file, judged from the results alone.
+
+    [[claim]]
+    paper = "DeCLUTR"
+    claim = "continued pretraining beats the base model"
+    kind = "better"                # better | similar | increasing | top
+    cells = ["declutr-tiny"]       # the side the claim favours (a group: mean of the cells' means)
+    baseline = ["tiny-base-mean"]  # the other side
+    metric = "avg:downstream"      # the score the verdict uses; `also` adds context rows
+    note = "what the numbers mean"  # kept in the file, so a regenerated report keeps it
+
+Verdicts: **held**, **did not hold**, **unclear** (the difference is inside the seed-to-seed noise
+or the margin), or **not run** (a cell has no results). A difference counts only when it exceeds
+both ``margin`` points and twice its standard error over seeds (cells with one seed add no error).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sentkit.config import ConfigError
+
+Summary = dict[str, dict[str, tuple[float, float, int]]]  # {cell: {score: (mean, std, n seeds)}}
+KINDS = ("better", "similar", "increasing", "top")
+
+
+@dataclass
+class ClaimSpec:
+    paper: str
+    claim: str
+    cells: list[str]
+    metric: str
+    kind: Literal["better", "similar", "increasing", "top"] = "better"
+    baseline: list[str] = field(default_factory=list)
+    each: bool = False  # better: the cells must beat every baseline cell, not the baseline group's mean
+    also: list[str] = field(default_factory=list)  # more scores shown (not judged)
+    margin: float = 0.5  # points a difference must exceed (better, increasing)
+    tolerance: float = 1.0  # points within which two sides count as equal (similar)
+    k: int = 3  # top: the cells must rank within the first k of `cells + baseline`
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"claim {self.claim!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if not self.cells:
+            raise ConfigError(f"claim {self.claim!r}: `cells` is empty")
+        if self.kind in ("better", "similar", "top") and not self.baseline:
+            raise ConfigError(f"claim {self.claim!r}: kind {self.kind!r} needs `baseline` cells")
+        if self.kind == "increasing" and len(self.cells) < 2:
+            raise ConfigError(f"claim {self.claim!r}: kind 'increasing' needs at least two cells in order")
+        if self.margin < 0 or self.tolerance < 0 or self.k < 1:
+            raise ConfigError(f"claim {self.claim!r}: margin and tolerance must be >= 0 and k >= 1")
+
+    def all_cells(self) -> list[str]:
+        return [*self.cells, *[c for c in self.baseline if c not in self.cells]]
+
+
+@dataclass
+class Side:
+    """A group of cells on one score: mean of the cells' means and its standard error."""
+
+    cells: list[str]
+    mean: float
+    se: float
+    seeds: list[int]
+
+    def label(self) -> str:
+        n = "/".join(str(s) for s in self.seeds)
+        return f"{self.mean:.2f} (± {self.se:.2f} s.e., seeds {n})" if max(self.seeds) > 1 else f"{self.mean:.2f} (1 seed)"
+
+
+@dataclass
+class Verdict:
+    verdict: str  # held | did not hold | unclear | not run
+    reason: str
+    rows: list[tuple[str, str, str, str]]  # (score, cells side, baseline side, difference)
+
+
+def side(summary: Summary, cells: list[str], metric: str) -> Side | None:
+    """Group mean; None when a cell has no value for the metric."""
+    vals = [summary.get(c, {}).get(metric) for c in cells]
+    if any(v is None for v in vals):
+        return None
+    means = [v[0] for v in vals if v is not None]
+    ses = [v[1] / math.sqrt(v[2]) if v[2] > 1 else 0.0 for v in vals if v is not None]
+    n = len(means)
+    return Side(cells, sum(means) / n, math.sqrt(sum(s * s for s in ses)) / n, [v[2] for v in vals if v is not None])
+
+
+def _diff(a: Side, b: Side) -> tuple[float, float]:
+    return a.mean - b.mean, math.hypot(a.se, b.se)
+
+
+def _sign(d: float, se: float, margin: float) -> int:
+    """+1 / -1 when |d| exceeds both the margin and 2 standard errors, else 0."""
+    bar = max(margin, 2 * se)
+    return 1 if d > bar else -1 if d < -bar else 0
+
+
+def judge(spec: ClaimSpec, summary: Summary) -> Verdict:
+    """The claim's verdict on its metric, with rows for the metric and `also` scores."""
+    missing = [c for c in spec.all_cells() if c not in summary]
+    if missing:
+        return Verdict("not run", f"no results for {', '.join(missing)}", [])
+    rows = [r for m in (spec.metric, *spec.also) for r in _rows(spec, summary, m)]
+    if spec.kind == "top":
+        return _judge_top(spec, summary, rows)
+    if spec.kind == "increasing":
+        sides = [side(summary, [c], spec.metric) for c in spec.cells]
+        if any(s is None for s in sides):
+            return Verdict("not run", f"a cell lacks {spec.metric}", rows)
+        ok = [s for s in sides if s is not None]
+        steps = [_diff(b, a) for a, b in itertools.pairwise(ok)]
+        total = _diff(ok[-1], ok[0])
+        mono = all(d > 0 for d, _ in steps)
+        s = _sign(*total, spec.margin)
+        if s > 0 and mono:
+            return Verdict("held", f"rises at every step, {total[0]:+.2f} from first to last", rows)
+        if s < 0:
+            return Verdict("did not hold", f"falls {total[0]:+.2f} from first to last", rows)
+        return Verdict("unclear", f"{total[0]:+.2f} from first to last ({'monotone' if mono else 'not monotone'}), "
+                       f"inside max(margin {spec.margin}, 2 s.e. {2 * total[1]:.2f})", rows)
+    a = side(summary, spec.cells, spec.metric)
+    baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
+    bs = [side(summary, b, spec.metric) for b in baselines]
+    if a is None or any(b is None for b in bs):
+        return Verdict("not run", f"a cell lacks {spec.metric}", rows)
+    diffs = [_diff(a, b) for b in bs if b is not None]
+    if spec.kind == "similar":
+        worst = max(diffs, key=lambda x: abs(x[0]))
+        if abs(worst[0]) <= spec.tolerance:
+            return Verdict("held", f"difference {worst[0]:+.2f} is within the tolerance of {spec.tolerance} points", rows)
+        if abs(worst[0]) > spec.tolerance + 2 * worst[1]:
+            return Verdict("did not hold", f"difference {worst[0]:+.2f} exceeds the tolerance of {spec.tolerance} "
+                           f"points by more than 2 s.e.", rows)
+        return Verdict("unclear", f"difference {worst[0]:+.2f} is near the tolerance given the seed noise", rows)
+    signs = [_sign(d, se, spec.margin) for d, se in diffs]
+    text = ", ".join(f"{d:+.2f} (2 s.e. {2 * se:.2f})" for d, se in diffs)
+    if all(s > 0 for s in signs):
+        return Verdict("held", f"difference {text} exceeds max(margin {spec.margin}, 2 s.e.)", rows)
+    if any(s < 0 for s in signs):
+        return Verdict("did not hold", f"difference {text}: the baseline is ahead beyond the noise", rows)
+    return Verdict("unclear", f"difference {text} is inside max(margin {spec.margin}, 2 s.e.)", rows)
+
+
+def _judge_top(spec: ClaimSpec, summary: Summary, rows: list[tuple[str, str, str, str]]) -> Verdict:
+    pool = spec.all_cells()
+    have = {c: summary[c][spec.metric][0] for c in pool if spec.metric in summary[c]}
+    ranking = sorted(have, key=lambda c: -have[c])
+    ranks = {c: ranking.index(c) + 1 for c in spec.cells if c in have}
+    if len(ranks) < len(spec.cells):
+        return Verdict("not run", f"a cell lacks {spec.metric}", rows)
+    text = ", ".join(f"{c} ranks {r} of {len(ranking)}" for c, r in ranks.items())
+    top = ", ".join(f"{c} {have[c]:.2f}" for c in ranking[: spec.k + 1])
+    if all(r <= spec.k for r in ranks.values()):
+        return Verdict("held", f"{text} (top: {top})", rows)
+    return Verdict("did not hold", f"{text}; the claim needs the first {spec.k} (top: {top})", rows)
+
+
+def _rows(spec: ClaimSpec, summary: Summary, metric: str) -> list[tuple[str, str, str, str]]:
+    a = side(summary, spec.cells, metric)
+    if spec.kind in ("increasing", "top"):
+        cells = spec.cells if spec.kind == "increasing" else spec.all_cells()
+        vals = [side(summary, [c], metric) for c in cells]
+        return [(metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(cells, vals)), "", "")]
+    baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
+    out = []
+    for b in baselines:
+        bs = side(summary, b, metric)
+        d = f"{_diff(a, bs)[0]:+.2f} ± {_diff(a, bs)[1]:.2f}" if a and bs else "—"
+        out.append((metric, f"{', '.join(spec.cells)}: {a.label() if a else '—'}",
+                    f"{', '.join(b)}: {bs.label() if bs else '—'}", d))
+    return out
+
+
+def render(claims: list[ClaimSpec], summary: Summary) -> list[str]:
+    """Markdown lines: one section per claim, its verdict, the numbers and the note."""
+    lines: list[str] = []
+    for spec in claims:
+        v = judge(spec, summary)
+        lines += [f"### {spec.paper}: {spec.claim} — **{v.verdict}**", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}.", ""]
+        if v.rows:
+            lines += ["| score | claim side | other side | difference ± s.e. |", "|---|---|---|---|"]
+            lines += [f"| {m} | {a} | {b} | {d} |" for m, a, b, d in v.rows]
+            lines.append("")
+        if spec.note:
+            lines += [spec.note.strip(), ""]
+    return lines
