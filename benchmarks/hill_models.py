@@ -7,7 +7,11 @@
 Each method trains on the first ``--books`` books (neural models stop after ``--steps``
 optimiser steps at their CPU default sizes), then encodes ``--encode`` corpus sentences.
 ``--neighbours`` prints each model's 3 nearest neighbours of a few queries among the
-encoded sentences, to check by eye that they are sensible. NMT and CaptionRep have no data
+encoded sentences, to check by eye that they are sensible. ``--trained DIR`` skips training and
+loads each method's model from an experiment folder (``DIR/<method>/seed-0/model``, as
+``sentkit experiment run`` writes it), then prints a Markdown table of the top neighbours:
+
+    python benchmarks/hill_models.py --trained runs/experiments/laptop --books 209 --encode 20000 NMT and CaptionRep have no data
 in the shared folder: they are timed on synthetic parallel text / features built from the
 corpus (speed only).
 """
@@ -116,6 +120,27 @@ def show_neighbours(name: str, model: Any, texts: list[str]) -> list[dict[str, A
     return out
 
 
+def neighbours_of_trained(root: Path, methods: list[str], texts: list[str]) -> int:
+    """Top neighbours of QUERIES among `texts` for every trained model under an experiment folder."""
+    import sentkit
+
+    table: dict[str, list[str]] = {}
+    for name in methods:
+        path = root / name / "seed-0" / "model"
+        if not path.is_dir():
+            print(f"{name}: no trained model at {path}, skipped")
+            continue
+        found = show_neighbours(name, sentkit.load(str(path)), texts)
+        table[name] = [f"{r['neighbours'][0][1][:90]} ({r['neighbours'][0][0]:.2f})" for r in found]
+    print(f"\nTop neighbour (cosine) among {len(texts):,} Gutenberg sentences:\n")
+    for qi, q in enumerate(QUERIES):
+        print(f"| method | {q} |\n|---|---|")
+        for name, tops in table.items():
+            print(f"| {name} | {tops[qi].replace('|', '/')} |")
+        print()
+    return 0
+
+
 def index_speed(n: int, dims: list[int], k: int = 10, repeats: int = 20) -> list[dict[str, Any]]:
     """Query time of a NeighbourIndex of ``n`` random unit vectors (median of ``repeats``)."""
     from sentkit.baselines.neighbours import NeighbourIndex, normalise_rows
@@ -149,6 +174,8 @@ def main() -> int:
     p.add_argument("--neighbours", action="store_true", help="print nearest neighbours of queries")
     p.add_argument("--json", default=None, help="write results here")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for neural models")
+    p.add_argument("--trained", default=None,
+                   help="experiment output folder: load <method>/seed-0/model instead of training")
     p.add_argument("--index-speed", action="store_true",
                    help="only time neighbour queries over 500,000 random sentence vectors")
     args = p.parse_args()
@@ -172,6 +199,8 @@ def main() -> int:
     rng = np.random.default_rng(0)
     texts = [texts[i] for i in sorted(rng.choice(len(texts), size=min(args.encode, len(texts)),
                                                  replace=False))]
+    if args.trained:
+        return neighbours_of_trained(Path(args.trained), [m for m in args.methods.split(",") if m], texts)
     import torch
 
     if args.threads:

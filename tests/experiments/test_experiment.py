@@ -99,6 +99,10 @@ def test_run_is_resumable_and_reports(tmp_path: Path, fake_method: None) -> None
     assert run_experiment(spec)["big/seed-0"] == "done" and len(TRAINED) == 3
     results = collect(spec.output)
     assert len(results) == 3
+    # two processes can share a grid by seed
+    (tmp_path / "out" / "small" / "seed-1" / "results.json").unlink()
+    assert run_experiment(spec, seeds=[0]) == {"small/seed-0": "skipped (finished)", "big/seed-0": "skipped (finished)"}
+    assert run_experiment(spec, seeds=[1])["small/seed-1"] == "done"
     md = write_report(results, tmp_path / "results.md")
     text = md.read_text()
     assert "| small |" in text and "| big |" in text

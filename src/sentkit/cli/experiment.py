@@ -15,6 +15,7 @@ def register(sub: Any) -> None:
                         "DeCLUTR cell resumes from its checkpoint. One failing cell does not stop the others.")
     r.add_argument("experiment", help="experiment TOML file")
     r.add_argument("--only", default=None, help="comma-separated cell names to run")
+    r.add_argument("--seeds", default=None, help="comma-separated seeds to run (default: every cell's seeds)")
     r.add_argument("--stop-on-error", action="store_true", help="stop at the first failing cell")
     r.set_defaults(func=cmd_run)
     rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files")
@@ -29,7 +30,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = load_experiment(args.experiment)
     only = [s for s in args.only.split(",") if s] if args.only else None
-    status = run_experiment(spec, only=only, keep_going=not args.stop_on_error)
+    seeds = [int(s) for s in args.seeds.split(",") if s] if args.seeds else None
+    status = run_experiment(spec, only=only, seeds=seeds, keep_going=not args.stop_on_error)
     for key, st in status.items():
         print(f"{key:40s} {st}")
     return 1 if any(st.startswith("failed") for st in status.values()) else 0

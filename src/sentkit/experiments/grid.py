@@ -55,6 +55,7 @@ class ExperimentSpec:
     seeds: list[int] = field(default_factory=lambda: [0])
     eval_settings: dict[str, Any] = field(default_factory=dict)
     claims: list[ClaimSpec] = field(default_factory=list)  # [[claim]] tables, judged by the report
+    summary: str = ""  # Markdown the report puts under its title (what the results mean)
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]

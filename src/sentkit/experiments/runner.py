@@ -78,10 +78,12 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     return res
 
 
-def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, keep_going: bool = True) -> dict[str, str]:
-    """Run every unfinished (cell, seed); returns {cell/seed: "done" | "skipped" | "failed: ..."}."""
+def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,
+                   keep_going: bool = True) -> dict[str, str]:
+    """Run every unfinished (cell, seed), optionally only some cells or seeds (to share a grid between
+    processes or machines); returns {cell/seed: "done" | "skipped" | "failed: ..."}."""
     status: dict[str, str] = {}
-    runs = [r for r in plan(spec) if not only or r.cell.name in only]
+    runs = [r for r in plan(spec) if (not only or r.cell.name in only) and (seeds is None or r.seed in seeds)]
     for i, run in enumerate(runs, 1):
         key = f"{run.cell.name}/seed-{run.seed}"
         if run.done:
