@@ -38,3 +38,22 @@ def atomic_open(path: str | Path, mode: str = "w", **kw: object) -> Iterator[IO]
 def atomic_write_text(path: str | Path, text: str) -> None:
     with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on `path` (created if needed) for the block.
+    POSIX (fcntl); elsewhere a no-op, so concurrent writers must be avoided by hand."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -200,3 +200,25 @@ def test_claims_in_the_experiment_file_are_checked_and_reported(tmp_path: Path, 
         load_experiment(_write(tmp_path, claim.replace('["small"]', '["smal"]')))
     with pytest.raises(ConfigError, match="claim 1: kind: 'worse' is not one of"):
         load_experiment(_write(tmp_path, claim + 'kind = "worse"\n'))
+
+
+def test_file_lock_serialises_holders(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from sentkit.io import file_lock
+
+    events: list[str] = []
+
+    def hold(name: str, pause: float) -> None:
+        with file_lock(tmp_path / "x.lock"):
+            events.append(f"{name} in")
+            time.sleep(pause)
+            events.append(f"{name} out")
+
+    a = threading.Thread(target=hold, args=("a", 0.3))
+    a.start()
+    time.sleep(0.05)
+    hold("b", 0.0)  # must wait for a to leave
+    a.join()
+    assert events == ["a in", "a out", "b in", "b out"]

@@ -51,17 +51,22 @@ def open_or_prepare_store(cfg: DeclutrConfig, tokenizer: Any, spans: SpanSetting
     import torch.distributed as dist
 
     from sentkit.data.store import TokenStore, is_store, prepare_store
+    from sentkit.io import file_lock
 
     if is_store(cfg.corpus):
         store = TokenStore(cfg.corpus)
     else:
         target = Path(cfg.prepared_dir) if cfg.prepared_dir else out / "prepared"
-        if info.is_main and not _store_matches(target, cfg, spans):
-            rep = prepare_store(
-                cfg.corpus, tokenizer, target, min_doc_tokens=spans.min_doc_tokens, max_doc_tokens=cfg.max_doc_tokens,
-                text_field=cfg.text_field, tokenizer_name=cfg.model, show_progress=cfg.progress,
-            )
-            log.info("prepared corpus:\n%s", rep.summary(spans.min_doc_tokens))
+        if info.is_main:
+            # runs sharing prepared_dir (several processes of an experiment grid) prepare it once
+            with file_lock(target.with_name(f".{target.name}.lock")):
+                if not _store_matches(target, cfg, spans):
+                    rep = prepare_store(
+                        cfg.corpus, tokenizer, target, min_doc_tokens=spans.min_doc_tokens,
+                        max_doc_tokens=cfg.max_doc_tokens, text_field=cfg.text_field, tokenizer_name=cfg.model,
+                        show_progress=cfg.progress,
+                    )
+                    log.info("prepared corpus:\n%s", rep.summary(spans.min_doc_tokens))
         if info.active:
             dist.barrier()
         store = TokenStore(target)
