@@ -178,3 +178,16 @@ def test_side_by_side_marks_the_best(senteval_dir):
 def test_empty_data_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="sentkit data check"):
         evaluate(HashEncoder(), tasks="all", data_dir=tmp_path / "nothing")
+
+
+def test_embeddings_that_cannot_fit_are_refused_with_the_fix(senteval_dir, monkeypatch):
+    import sentkit.evaluation.runner as runner
+
+    monkeypatch.setattr(runner, "available_memory", lambda: 10_000)  # bytes: far below 2 x n x 64 x 4
+    res = evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC", data_dir=senteval_dir,
+                   use_cache=False)
+    assert "TREC" not in res["results"]
+    assert "GiB" in res["errors"]["TREC"] and "max_features" in res["errors"]["TREC"]
+    monkeypatch.setattr(runner, "available_memory", lambda: None)  # unknown: no check
+    assert "TREC" in evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC",
+                              data_dir=senteval_dir, use_cache=False)["results"]

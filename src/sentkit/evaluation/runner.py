@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -71,6 +72,8 @@ class EmbeddingStore:
             if self.dim is not None and arr.shape[1] != self.dim:
                 raise EncoderOutputError(
                     f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
+            if self.dim is None:
+                _check_memory(len(self.rows) + len(new), int(arr.shape[1]), what)
             self.dim = int(arr.shape[1])
             outs.append(arr)
         emb = np.empty((len(new), self.dim or 0), dtype=np.float32)
@@ -96,6 +99,25 @@ class EmbeddingStore:
         if self._matrix is None:
             self._matrix = np.concatenate(self.chunks) if self.chunks else np.zeros((0, 0), np.float32)
         return self._matrix[np.array([self.rows[t] for t in texts], dtype=np.int64)]
+
+
+def available_memory() -> int | None:
+    """Bytes of physical memory available now (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_memory(n_rows: int, dim: int, what: str) -> None:
+    """Refuse early, with the fix, when the embeddings would not fit (held twice: chunks + matrix)."""
+    need = 2 * 4 * n_rows * dim
+    have = available_memory()
+    if have is not None and need > have:
+        raise EncoderOutputError(
+            f"task {what}: {n_rows:,} sentences x {dim:,} dims of float32 need ~{need / 2**30:.1f} GiB, more than "
+            f"the {have / 2**30:.1f} GiB available; use an encoder with fewer dimensions (e.g. TF-IDF: "
+            f"--set max_features=10000) or evaluate fewer tasks at a time (--tasks)")
 
 
 # ---------------------------------------------------------------------------------------------
