@@ -162,10 +162,13 @@ def _judge_top(spec: ClaimSpec, summary: Summary, rows: list[tuple[str, str, str
 
 def _rows(spec: ClaimSpec, summary: Summary, metric: str) -> list[tuple[str, str, str, str]]:
     a = side(summary, spec.cells, metric)
-    if spec.kind in ("increasing", "top"):
-        cells = spec.cells if spec.kind == "increasing" else spec.all_cells()
-        vals = [side(summary, [c], metric) for c in cells]
-        return [(metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(cells, vals)), "", "")]
+    if spec.kind == "increasing":
+        vals = [side(summary, [c], metric) for c in spec.cells]
+        return [(metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(spec.cells, vals)), "", "")]
+    if spec.kind == "top":  # the ranking, best first
+        ranked = sorted(((c, side(summary, [c], metric)) for c in spec.all_cells()),
+                        key=lambda cv: -cv[1].mean if cv[1] else float("inf"))
+        return [(metric, ", ".join(f"{c} {v.mean:.2f}" if v else f"{c} —" for c, v in ranked), "", "")]
     baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
     out = []
     for b in baselines:
