@@ -68,8 +68,8 @@ class Side:
     seeds: list[int]
 
     def label(self) -> str:
-        n = "/".join(str(s) for s in self.seeds)
-        return f"{self.mean:.2f} (± {self.se:.2f} s.e., seeds {n})" if max(self.seeds) > 1 else f"{self.mean:.2f} (1 seed)"
+        n = f"{self.seeds[0]} seeds" if len(set(self.seeds)) == 1 else "seeds " + "/".join(str(s) for s in self.seeds)
+        return f"{self.mean:.2f} (± {self.se:.2f} s.e., {n})" if max(self.seeds) > 1 else f"{self.mean:.2f} (1 seed)"
 
 
 @dataclass
