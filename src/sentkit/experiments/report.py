@@ -180,7 +180,7 @@ def hill_comparison(all_results: list[dict[str, Any]], summary: dict[str, dict[s
     t3 = ("MRPC:acc", "MRPC:f1", "MR", "CR", "SUBJ", "MPQA", "TREC")
     out = ["## Hill et al. (2016) models next to the paper", "",
            "Each cell: this run / the paper. The paper trained on the Toronto Books Corpus (0.9B words, days on a "
-           "GPU for the recurrent models); these runs train on 209 Gutenberg books (~17M words) within an hour "
+           "GPU for the recurrent models); these runs train on 209 Gutenberg books (~21M tokens) within an hour "
            "of one CPU core, so the recurrent models especially are far from converged. Paper figures: "
            "`sentkit/experiments/paper.py`, which states their provenance (transcribed offline; six cross-checked). "
            "Table 4's SICK is train + test; ours is SICK-R test. STS14 `all` is the mean over its six subsets.", "",
@@ -211,7 +211,7 @@ def _chart(summary: dict[str, dict[str, tuple[float, float, int]]], avgs: list[s
     import matplotlib.pyplot as plt
 
     cells = list(summary)
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(cells) * max(1, len(avgs))), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.5 * len(cells)), 5.5))
     width = 0.8 / max(1, len(avgs))
     for i, a in enumerate(avgs):
         xs = np.arange(len(cells)) + i * width
