@@ -222,3 +222,20 @@ def test_file_lock_serialises_holders(tmp_path: Path) -> None:
     hold("b", 0.0)  # must wait for a to leave
     a.join()
     assert events == ["a in", "a out", "b in", "b out"]
+
+
+def test_hill_rows_sit_next_to_the_paper_figures() -> None:
+    from sentkit.experiments import paper
+    from sentkit.experiments.report import hill_comparison, summarise
+
+    per = {"MRPC": 70.0, "MR": 60.0, "CR": 61.0, "SUBJ": 62.0, "MPQA": 63.0, "TREC": 64.0}
+    res = {"experiment": {"cell": "fs", "method": "fastsent", "group": "hill", "seed": 0},
+           "declutr_average": {"per_task": per},
+           "results": {"MRPC": {"acc": 66.0, "f1": 74.0}, "STS14": {"all": {"spearman": {"mean": 0.5}}}}}
+    other = {**res, "experiment": {**res["experiment"], "cell": "x", "method": "declutr"}}
+    lines = hill_comparison([res, other], summarise([res, other]))
+    rows = [ln for ln in lines if ln.startswith("| fs |")]
+    p = paper.HILL_TABLE3["fastsent"]
+    assert rows == [f"| fs | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
+                    f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 50.0 / 63.0 | — / 61.0 |"]
+    assert not any(ln.startswith("| x |") for ln in lines)  # methods without paper figures are left out
