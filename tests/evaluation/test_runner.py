@@ -191,3 +191,20 @@ def test_embeddings_that_cannot_fit_are_refused_with_the_fix(senteval_dir, monke
     monkeypatch.setattr(runner, "available_memory", lambda: None)  # unknown: no check
     assert "TREC" in evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC",
                               data_dir=senteval_dir, use_cache=False)["results"]
+
+
+def test_memory_is_checked_again_for_every_later_task(senteval_dir, monkeypatch):
+    import sentkit.evaluation.runner as runner
+
+    calls = []
+
+    def shrinking() -> int:  # plenty for the first task, too little once a later task adds rows
+        calls.append(1)
+        return 10**12 if len(calls) == 1 else 10_000
+
+    monkeypatch.setattr(runner, "available_memory", shrinking)
+    res = evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="MR,TREC", data_dir=senteval_dir,
+                   use_cache=False)
+    assert len(calls) == 2
+    assert len(res["results"]) == 1 and len(res["errors"]) == 1
+    assert "GiB" in next(iter(res["errors"].values()))

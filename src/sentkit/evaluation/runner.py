@@ -62,7 +62,7 @@ class EmbeddingStore:
             return
         order = sorted(range(len(new)), key=lambda i: len(new[i]))  # length-sorted batches
         t0 = time.perf_counter()
-        outs = []
+        outs: list[np.ndarray] = []
         for s in range(0, len(order), self.batch_size):
             batch = [new[i] for i in order[s : s + self.batch_size]]
             try:
@@ -72,7 +72,7 @@ class EmbeddingStore:
             if self.dim is not None and arr.shape[1] != self.dim:
                 raise EncoderOutputError(
                     f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
-            if self.dim is None:
+            if not outs:  # every task that adds rows: all embeddings so far plus these must fit
                 _check_memory(len(self.rows) + len(new), int(arr.shape[1]), what)
             self.dim = int(arr.shape[1])
             outs.append(arr)

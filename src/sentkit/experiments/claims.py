@@ -173,7 +173,7 @@ def _rows(spec: ClaimSpec, summary: Summary, metric: str) -> list[tuple[str, str
     out = []
     for b in baselines:
         bs = side(summary, b, metric)
-        d = f"{_diff(a, bs)[0]:+.2f} ± {_diff(a, bs)[1]:.2f}" if a and bs else "—"
+        d = "{:+.2f} ± {:.2f}".format(*_diff(a, bs)) if a and bs else "—"
         out.append((metric, f"{', '.join(spec.cells)}: {a.label() if a else '—'}",
                     f"{', '.join(b)}: {bs.label() if bs else '—'}", d))
     return out
