@@ -73,7 +73,8 @@ def test_autoencode_variant(corpus: TokenizedCorpus) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered")  # the LCG wraps on purpose
-def test_compiled_kernel_matches_python_loop(corpus: TokenizedCorpus) -> None:
+@pytest.mark.parametrize(("mean", "stable"), [(False, True), (False, False), (True, True)])
+def test_compiled_kernel_matches_python_loop(corpus: TokenizedCorpus, mean: bool, stable: bool) -> None:
     """numba's compiled kernel and the same code run as plain Python agree."""
     py = getattr(_train_fastsent, "py_func", None)
     if py is None:
@@ -87,8 +88,8 @@ def test_compiled_kernel_matches_python_loop(corpus: TokenizedCorpus) -> None:
     outs = []
     for fn in (_train_fastsent, py):
         w_in, w_out = w0.copy(), np.zeros_like(w0)
-        r, n = fn(tok, off, corpus.doc_ids, w_in, w_out, table, keep, 0, 40, True, False, 3,
-                  0.05, 0.0001, 0, int(off[40]), np.uint64(12345))
+        r, n = fn(tok, off, corpus.doc_ids, w_in, w_out, table, keep, 0, 40, True, mean, 3,
+                  0.05, 0.0001, 0, int(off[40]), np.uint64(12345), stable)
         outs.append((w_in, w_out, int(r), int(n)))
     np.testing.assert_allclose(outs[0][0], outs[1][0], atol=1e-5)
     np.testing.assert_allclose(outs[0][1], outs[1][1], atol=1e-5)
@@ -120,3 +121,36 @@ def test_config_validation() -> None:
 def test_not_fitted_error() -> None:
     with pytest.raises(RuntimeError, match="fit"):
         FastSent().encode(["x"])
+
+
+def _zipf_corpus_with_long_run(seed: int = 0) -> TokenizedCorpus:
+    """3,000 ordinary sentences around a run of eight 3,000-word ones, as Molly Bloom's soliloquy
+    in Gutenberg's Ulysses, which made Hill et al.'s update diverge on the full corpus."""
+    from sentkit.data.sentences import read_corpus
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(1000)]
+    p = 1.0 / np.arange(1, 1001)
+    p /= p.sum()
+
+    def sentence(n: int) -> str:
+        return " ".join(words[j] for j in rng.choice(1000, size=n, p=p)).capitalize() + "."
+
+    docs = [" ".join(sentence(int(rng.integers(10, 20))) for _ in range(30)) for _ in range(100)]
+    docs.insert(50, " ".join(sentence(3000) for _ in range(8)))
+    return read_corpus(docs, progress=False)
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_stable_update_keeps_norms_bounded(average: bool) -> None:
+    corpus = _zipf_corpus_with_long_run()
+    kw = dict(min_count=1, dim=32, epochs=3, alpha=0.025, average=average, progress=False)
+    hill = FastSent(**kw, stable=False).fit(corpus)  # type: ignore[arg-type]
+    stable = FastSent(**kw).fit(corpus)  # type: ignore[arg-type]
+    assert stable.config.stable  # the default
+    # Hill et al.'s exact update explodes on long consecutive sentences...
+    assert np.linalg.norm(hill.source_, axis=1).max() > 1e3
+    # ...the size-scaled one does not (start norms ~0.1; word2vec-like vectors stay within ~10)
+    assert np.linalg.norm(stable.source_, axis=1).max() < 20
+    assert np.linalg.norm(stable.target_, axis=1).max() < 20
+    assert np.isfinite(stable.encode(corpus.texts()[:100])).all()

@@ -34,6 +34,7 @@ class _Enc:
 
 
 TRAINED: list[str] = []
+KEYS: list[str] = []  # embedding-cache keys the runner passed to evaluate
 
 
 def _train(cfg: _Cfg) -> Path:
@@ -57,6 +58,7 @@ def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
         METHODS.add("fake-exp", Method("fake-exp", _Cfg, _train, _load, "test method"))
 
     def fake_evaluate(encoder: Any, **kw: Any) -> dict[str, Any]:
+        KEYS.append(kw["fingerprint"])
         s = float(encoder.encode(["x"])[0, 0])
         per = {"MR": 60 + s, "CR": 62 + 2 * s, "STS12": 40 + s}
         return {"results": {"STS12": {"all": {"spearman": {"mean": (40 + s) / 100}}}},
@@ -64,6 +66,7 @@ def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(sentkit, "evaluate", fake_evaluate)
     TRAINED.clear()
+    KEYS.clear()
 
 
 def _write(tmp_path: Path, extra: str = "") -> Path:
@@ -239,3 +242,40 @@ def test_hill_rows_sit_next_to_the_paper_figures() -> None:
     assert rows == [f"| fs | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
                     f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 50.0 / 63.0 | — / 61.0 |"]
     assert not any(ln.startswith("| x |") for ln in lines)  # methods without paper figures are left out
+
+
+def test_cache_key_follows_the_model_not_the_cell_name(tmp_path: Path, fake_method: None) -> None:
+    """A retrained or re-configured cell must not read the embeddings of the model it replaced
+    (the first grid keyed the cache on experiment/cell/seed alone, and a retrained FastSent was
+    scored on its predecessor's embeddings)."""
+    from sentkit.experiments.runner import cache_key, plan
+
+    f = _write(tmp_path)
+    run_experiment(load_experiment(f), only=["big"])
+    first = KEYS[-1]
+    assert first.startswith("t/big/seed-0/")
+    # same settings, re-evaluated: same key (the cache is reused)
+    (tmp_path / "out" / "big" / "seed-0" / "results.json").unlink()
+    run_experiment(load_experiment(f), only=["big"])
+    assert KEYS[-1] == first
+    # new settings, retrained: a new key
+    import shutil
+
+    shutil.rmtree(tmp_path / "out" / "big")
+    f.write_text(f.read_text().replace("scale = 3.0", "scale = 4.0"))
+    run_experiment(load_experiment(f), only=["big"])
+    assert KEYS[-1] != first and KEYS[-1].startswith("t/big/seed-0/")
+
+    class _Saved(_Enc):
+        def __init__(self, digest: str) -> None:
+            super().__init__(1.0)
+            self.digest = digest
+
+        def fingerprint(self) -> str:
+            return self.digest
+
+    spec = load_experiment(f)
+    run = plan(spec)[0]
+    # a model with a content digest is keyed on it, whatever the settings say
+    assert cache_key(spec, run, _Saved("aaaa")) == f"t/{run.cell.name}/seed-{run.seed}/aaaa"
+    assert cache_key(spec, run, _Saved("aaaa")) != cache_key(spec, run, _Saved("bbbb"))

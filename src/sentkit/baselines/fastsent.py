@@ -87,8 +87,12 @@ def _train_fastsent(
     words_before: int,
     total_words: int,
     rng_state: np.uint64,
+    stable: bool,
 ) -> tuple[np.uint64, int]:
-    """Train on sentences [start, stop); returns (rng state, words processed)."""
+    """Train on sentences [start, stop); returns (rng state, words processed).
+
+    ``stable`` scales the updates by the sentence's size (see ``FastSentConfig.stable``);
+    without it the updates are Hill et al.'s, which diverge at alpha 0.025 on long runs."""
     d = w_in.shape[1]
     n_sent = offsets.shape[0] - 1
     tsize = np.uint64(table.shape[0])
@@ -128,6 +132,10 @@ def _train_fastsent(
             h += w_in[src[j]]
         if mean:
             h /= ns
+        # stable, sum: target vectors move by g * h / ns (the mean of the source vectors), so
+        # a step's change of s_i . v_c no longer grows with the square of the sentence's length
+        out_scale = np.float32(1.0 / ns) if stable and not mean else np.float32(1.0)
+        n_targets = 0
         grad[:] = 0.0
         for rel in range(-1, 2):
             k = i + rel
@@ -141,6 +149,7 @@ def _train_fastsent(
                     r = r * mul + inc
                     if keep[t] < ((r >> sh) & np.uint64(0xFFFF)) / 65536.0:
                         continue
+                n_targets += 1
                 for neg in range(negative + 1):
                     if neg == 0:
                         c = t
@@ -163,11 +172,14 @@ def _train_fastsent(
                     g = np.float32((label - sig) * alpha)
                     for x in range(d):
                         grad[x] += g * w_out[c, x]
-                        w_out[c, x] += g * h[x]
+                        w_out[c, x] += g * out_scale * h[x]
         # As in Hill et al.'s code, s_i stays fixed over the sentence's targets and, for the
         # sum, each source word gets the error divided by the number of source words.
         if not mean:
             grad /= ns
+        elif stable and n_targets > 0:
+            # stable, mean: the error is averaged over the targets (a mini-batch mean)
+            grad /= n_targets
         for j in range(ns):
             w_in[src[j]] += grad
     return r, words_done
@@ -214,6 +226,7 @@ class FastSent(BaselineModel[FastSentConfig]):
                     state, words = _train_fastsent(
                         tokens, offsets, data.doc_ids, w_in, w_out, table, keep, s, e,
                         cfg.autoencode, cfg.average, cfg.negative, cfg.alpha, cfg.min_alpha, done, total, state,
+                        cfg.stable,
                     )
                     state = np.uint64(state)
                     done += int(words)

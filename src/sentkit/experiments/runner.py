@@ -64,12 +64,26 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     return sentkit.load(str(path)), time.perf_counter() - t
 
 
+def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
+    """Embedding-cache key of a run: readable (experiment/cell/seed) and tied to the model itself
+    (its content digest when it has one, else a digest of the cell's settings), so a retrained
+    or re-configured cell never reads the embeddings of an earlier model."""
+    import hashlib
+
+    from sentkit.evaluation.runner import encoder_fingerprint
+
+    fp = encoder_fingerprint(encoder)
+    if fp is None:
+        fp = hashlib.sha256(json.dumps(run.cell.settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{spec.name}/{run.cell.name}/seed-{run.seed}/{fp}"
+
+
 def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     import sentkit
 
     run.folder.mkdir(parents=True, exist_ok=True)
     encoder, train_s = _train(run, spec)
-    fingerprint = f"{spec.name}/{run.cell.name}/seed-{run.seed}"
+    fingerprint = cache_key(spec, run, encoder)
     res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
