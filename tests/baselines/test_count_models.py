@@ -46,6 +46,26 @@ def test_paragraph_vectors(name: str, corpus: TokenizedCorpus, tmp_path) -> None
     assert neighbour_beats_random(np.asarray(m.model_.dv.vectors), corpus) > 0.9
 
 
+def test_paragraph_vectors_encode_the_same_in_every_process(corpus: TokenizedCorpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """gensim seeds infer_vector's start vector with Python's hash, which PYTHONHASHSEED changes;
+    the cached embeddings of one process must match a fresh encoding in another."""
+    import os
+    import subprocess
+    import sys
+
+    m = model_class("paragraph-vector-dm")(**PV).fit(corpus)
+    m.save(tmp_path / "m")
+    code = ("import sys, numpy as np, sentkit; "
+            "np.save(sys.argv[2], sentkit.load(sys.argv[1]).encode(['Ship waves ocean storm sail.', 'Cow barn.']))")
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"e{seed}.npy"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / "m"), str(out)], check=True, env=env)
+        outs.append(np.load(out))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_tfidf_matches_sklearn(corpus: TokenizedCorpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from sklearn.feature_extraction.text import TfidfVectorizer
 

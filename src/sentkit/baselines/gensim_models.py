@@ -6,12 +6,14 @@
   sentences are embedded by gensim's ``infer_vector`` (gradient steps, hence slow).
 
 gensim seeds its vectors with ``hash(word + str(seed))``; Python's ``hash`` changes between
-processes, so a deterministic hash is passed and ``workers=1`` (default) makes runs
-reproducible bit for bit.
+processes, so a deterministic hash is passed (also to ``infer_vector``'s start vector) and
+``workers=1`` (default) makes runs reproducible bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import zlib
 from collections.abc import Iterator
@@ -30,6 +32,19 @@ log = logging.getLogger(__name__)
 def stable_hash(text: str) -> int:
     """A hash that is the same in every process (gensim's ``hashfxn``)."""
     return zlib.crc32(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def _stable_start_vectors() -> Iterator[None]:
+    """Within the block, ``Doc2Vec.infer_vector`` seeds its start vector with ``stable_hash``."""
+    import gensim.models.doc2vec as d2v
+
+    original = d2v.pseudorandom_weak_vector
+    d2v.pseudorandom_weak_vector = functools.partial(original, hashfxn=stable_hash)
+    try:
+        yield
+    finally:
+        d2v.pseudorandom_weak_vector = original
 
 
 def _gensim() -> Any:
@@ -154,19 +169,20 @@ class ParagraphVector(BaselineModel[ParagraphVectorConfig]):
         return self
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """float32 [n, dim] by ``infer_vector`` (zeros for a sentence without words). The
-        model's RNG is reseeded per sentence from its text, so within a process a sentence
-        always gets the same vector (gensim seeds the start vector with Python's ``hash``,
-        which varies between processes unless PYTHONHASHSEED is set)."""
+        """float32 [n, dim] by ``infer_vector`` (zeros for a sentence without words). A sentence
+        always gets the same vector, in any order and any process: the model's RNG is reseeded
+        per sentence from its text, and gensim's start vector (seeded with Python's ``hash``,
+        which changes between processes) is seeded with a stable hash instead."""
         self._check_fitted("model_")
         epochs = self.config.infer_epochs or self.config.epochs
         out = np.zeros((len(texts), self.dim_), dtype=np.float32)
-        for i, t in enumerate(texts):
-            toks = self.tokenize(t)
-            if not toks:  # gensim would seed the start vector from global state
-                continue
-            self.model_.random = np.random.RandomState(stable_hash(t) + self.config.seed)
-            out[i] = self.model_.infer_vector(toks, epochs=epochs)
+        with _stable_start_vectors():
+            for i, t in enumerate(texts):
+                toks = self.tokenize(t)
+                if not toks:  # gensim would seed the start vector from global state
+                    continue
+                self.model_.random = np.random.RandomState(stable_hash(t) + self.config.seed)
+                out[i] = self.model_.infer_vector(toks, epochs=epochs)
         return out
 
     def _save_state(self, d: Path) -> dict[str, Any]:
