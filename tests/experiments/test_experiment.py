@@ -28,6 +28,7 @@ class _Cfg:
 class _Enc:
     def __init__(self, scale: float) -> None:
         self.scale = scale
+        self.train_stats_ = {"seconds": 12.5}  # as a trained baseline logs it
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return np.full((len(texts), 2), self.scale, dtype=np.float32)
@@ -100,6 +101,9 @@ def test_run_is_resumable_and_reports(tmp_path: Path, fake_method: None) -> None
     # a killed run: results missing but the model exists -> evaluate only, no retraining
     (tmp_path / "out" / "big" / "seed-0" / "results.json").unlink()
     assert run_experiment(spec)["big/seed-0"] == "done" and len(TRAINED) == 3
+    # ... and its cost row keeps the training time the model logged, not 0
+    res = json.loads((tmp_path / "out" / "big" / "seed-0" / "results.json").read_text())
+    assert res["experiment"]["train_seconds"] == 12.5
     results = collect(spec.output)
     assert len(results) == 3
     # two processes can share a grid by seed

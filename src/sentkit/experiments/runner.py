@@ -52,7 +52,9 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     out = run.folder / "model"
     if out.is_dir() and read_marker(out) is not None:  # methods write sentkit.json last
         log.info("%s seed %d: model already trained", run.cell.name, run.seed)
-        return sentkit.load(str(out)), 0.0
+        model = sentkit.load(str(out))
+        # re-evaluated only: keep the training time the model logged (0 when it logged none)
+        return model, float(getattr(model, "train_stats_", {}).get("seconds", 0.0))
     data: dict[str, Any] = {"seed": run.seed, "out": str(out), **settings}
     if spec.corpus is not None:
         data.setdefault("corpus", spec.corpus)
