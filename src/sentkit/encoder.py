@@ -37,6 +37,26 @@ def as_encoder(obj: Any) -> Encoder:
     )
 
 
+def as_text_list(texts: Any) -> tuple[list[str], bool]:
+    """The texts of an ``encode`` call as a list, and whether a single string was given.
+
+    Follows sentence-transformers: ``encode("one text")`` embeds one text (the caller returns a
+    vector ``[dim]``), ``encode(["a", "b"])`` a matrix ``[2, dim]``. Items that are not strings raise
+    TypeError naming their index (``str(None)`` would silently embed the text "None")."""
+    if isinstance(texts, str):
+        return [texts], True
+    if isinstance(texts, (bytes, bytearray)):
+        raise TypeError("encode() takes str or a list of str, got bytes; decode it first")
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"encode() takes str or a list of str, got {type(texts).__name__}") from None
+    for i, t in enumerate(items):
+        if not isinstance(t, str):
+            raise TypeError(f"encode(): item {i} is {type(t).__name__} ({t!r:.60}), not str")
+    return items, False
+
+
 def check_embeddings(emb: Any, n: int, *, what: str = "encoder") -> np.ndarray:
     """Validate an encoder's output: shape [n, dim], finite; returns float32."""
     arr = np.asarray(emb)

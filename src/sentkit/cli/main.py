@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 # Modules that add sub-commands. A module that does not exist yet is skipped.
 COMMAND_MODULES = (
-    "sentkit.cli.declutr_commands",   # prepare, train, embed, spans
+    "sentkit.cli.data_commands",      # prepare, spans
+    "sentkit.cli.train_commands",     # train
+    "sentkit.cli.embed_commands",     # embed, similarity
     "sentkit.evaluation.cli",         # evaluate, report, data
     "sentkit.baselines.cli",          # neighbours
     "sentkit.cli.experiment",         # experiment

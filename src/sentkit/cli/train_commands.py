@@ -1,0 +1,87 @@
+"""`sentkit train`: any registered method, one config convention."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from sentkit.config import ConfigError, from_dict, load_toml, parse_overrides
+
+
+def register(sub: Any) -> None:
+    # ---- train
+    t = sub.add_parser(
+        "train",
+        help="train a sentence encoder (DeCLUTR by default, or any registered method)",
+        description="Train with --method on --corpus and save an encoder at --out. Settings come from the "
+        "method's defaults, then --config run.toml, then flags, then --set key=value (last wins). The resolved "
+        "config is saved next to the model.",
+    )
+    t.add_argument("--method", default="declutr", help="training method (default: declutr); see --list-methods")
+    t.add_argument("--list-methods", action="store_true", help="print the registered methods and exit")
+    t.add_argument("--model", default=None, help="base model: registry name, local dir or HF id (declutr)")
+    t.add_argument("--corpus", default=None, help="corpus path or a store made by `sentkit prepare`")
+    t.add_argument("--out", default=None, help="output directory (model, checkpoint, metrics.csv, config)")
+    t.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    t.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint after a stop")
+    t.add_argument("--config", default=None, help="TOML file of settings (flat keys, or a [train] table)")
+    t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)")
+    t.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+    t.set_defaults(func=cmd_train)
+
+
+# ----------------------------------------------------------------------------- train
+def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(method, config) from defaults < TOML < flags < --set."""
+    from sentkit.methods import get_method
+
+    data: dict[str, Any] = {}
+    if args.config:
+        raw = load_toml(args.config)
+        data.update(raw.get("train", raw))
+    method_name = args.method if args.method != "declutr" or "method" not in data else data["method"]
+    data.pop("method", None)
+    method = get_method(method_name)
+    all_fields = dataclasses.fields(method.config_cls)
+    fields = {f.name for f in all_fields}
+    required = {f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed}
+    if args.resume:
+        flags["resume"] = True
+    for k, v in flags.items():
+        if v is None:
+            continue
+        if k not in fields:
+            raise ConfigError(f"method {method.name!r} does not take --{k.replace('_', '-')}")
+        data[k] = v
+    data.update(parse_overrides(args.overrides))
+    for req in ("corpus", "out"):
+        if req in required and req not in data:
+            raise ConfigError(f"--{req} is required (or set `{req}` in --config)")
+    return method, from_dict(method.config_cls, data, where=f"{method.name} config")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from sentkit.config import to_dict
+    from sentkit.methods import get_method, method_names
+
+    if args.list_methods:
+        for name in method_names():
+            print(f"{name:24s} {get_method(name).description}")
+        return 0
+    method, cfg = resolve_train_config(args)
+    if args.show_config:
+        print(json.dumps(to_dict(cfg), indent=2))
+        return 0
+    import os
+
+    out = method.train(cfg)
+    if os.environ.get("RANK", "0") == "0":
+        print(f"saved {method.name} encoder to {out}")
+    return 0
+
+
