@@ -10,20 +10,38 @@ import numpy as np
 
 @runtime_checkable
 class Encoder(Protocol):
-    """Anything with `encode(list[str]) -> float32 array [n, dim]`."""
+    """What every sentkit encoder (transformer, Hill models, wrapped callables) implements::
 
-    def encode(self, texts: list[str]) -> np.ndarray: ...
+        encode(texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False)
+
+    A list gives float32 ``[n, dim]`` (``[0, dim]`` for an empty list), one ``str`` a vector
+    ``[dim]`` (sentence-transformers' convention); an item that is not ``str`` raises TypeError
+    naming its index. Encoders may take more keyword arguments of their own."""
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray: ...
 
 
 class CallableEncoder:
-    """Wrap a plain callable `list[str] -> array` as an Encoder."""
+    """Wrap a plain callable `list[str] -> array [n, dim]` as an Encoder (same arguments as any)."""
 
     def __init__(self, fn: Callable[[list[str]], Any], name: str | None = None) -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "callable")
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.fn(list(texts)), dtype=np.float32)
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
+        """Call `fn` on batches of `batch_size` texts; checks the shape and returns float32."""
+        items, single = as_text_list(texts)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        parts = [check_embeddings(self.fn(list(b)), len(b), what=f"encoder {self.name}") for b in batched(items, batch_size)]
+        if not parts:
+            out = np.zeros((0, 0), dtype=np.float32)
+        else:
+            dims = {p.shape[1] for p in parts}
+            if len(dims) != 1:
+                raise ValueError(f"encoder {self.name}: batches gave different dimensions {sorted(dims)}")
+            out = np.concatenate(parts)
+        return out[0] if single else out
 
 
 def as_encoder(obj: Any) -> Encoder:

@@ -47,13 +47,14 @@ class PathError(OSError):
         return f"{self.what} {self.filename}: {self.strerror}"
 
 
-def _host_tag() -> str:
+def host_tag() -> str:
+    """A short hash of this host's name, part of every temporary name."""
     return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
 def temp_prefix(name: str) -> str:
     """The prefix of this process's temporary siblings of ``name``: ``.NAME.<host>-<pid>.``."""
-    return f".{name}.{_host_tag()}-{os.getpid()}."
+    return f".{name}.{host_tag()}-{os.getpid()}."
 
 
 def _pid_alive(pid: int) -> bool:
@@ -74,7 +75,7 @@ def is_stale_temp(p: Path, *, now: float | None = None, untagged: bool = False) 
     m = _TAG.search(p.name)
     if m is None:
         return untagged
-    if m["host"] == _host_tag():
+    if m["host"] == host_tag():
         return not _pid_alive(int(m["pid"]))
     try:
         age = (now or time.time()) - p.lstat().st_mtime
@@ -228,8 +229,21 @@ def check_writable(path: str | Path, *, what: str = "output") -> None:
     if not os.access(base, os.W_OK | os.X_OK):
         why = "is on a read-only file system" if _read_only_fs(base) else f"folder {base} is not writable"
         raise PathError(errno.EACCES, why, what, p)
-    if p.exists() and not os.access(p, os.W_OK) and not os.access(base, os.W_OK):
-        raise PathError(errno.EACCES, "exists and is not writable", what, p)
+    if base == p.parent:
+        _probe(base, p, what)
+
+
+def _probe(folder: Path, p: Path, what: str) -> None:
+    """Create and remove a temporary file in `folder`: the one sure test (permission bits do not
+    bind root, and some file systems refuse files whatever the bits say)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(p.name), suffix=TMP_SUFFIX, dir=folder)
+    except OSError as e:
+        why = "is on a read-only file system" if e.errno == errno.EROFS else f"cannot create files in {folder} ({e.strerror})"
+        raise PathError(e.errno or errno.EACCES, why, what, p) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
 
 
 def check_output_dir(path: str | Path, *, what: str = "output folder") -> None:

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sentkit.data.corpus import CorpusError, CorpusStats, iter_documents
-from sentkit.data.store import TokenStore, prepare_store
+from sentkit.data.store import LengthRule, TokenStore, is_store, prepare_store
+from sentkit.io import host_tag
 from sentkit.models.hub import load_tokenizer
 
 
@@ -32,8 +33,9 @@ def test_jsonl_field_option_and_bad_lines(tmp_path: Path) -> None:
     stats = CorpusStats()
     assert [d.text for d in iter_documents(f, field="body", stats=stats)] == ["one", "two"]
     assert stats.bad_json == 1 and stats.empty == 1
-    with pytest.raises(CorpusError, match=r"c.jsonl, line 1: no field 'text'.*--text-field"):
+    with pytest.raises(CorpusError, match=r"c.jsonl: no record has the text field 'text'.*keys found: \['body'\]") as e:
         list(iter_documents(f))
+    assert [fix.settings for fix in e.value.fixes] == [{"text_field": "body"}]
 
 
 def test_parquet_and_hf_dataset(tmp_path: Path) -> None:
@@ -88,3 +90,135 @@ def test_store_rejects_other_tokenizer(tmp_path: Path, tiny_model_dir: Path) -> 
             store.check_tokenizer(other, 10)
     with pytest.raises(CorpusError, match="too short"):
         store.check_tokenizer(tok, 100)
+
+
+def test_jsonl_record_without_the_field_is_skipped_and_counted(tmp_path: Path) -> None:
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"text": "one"}\n{"title": "no text here"}\n[1, 2]\n{"text": "two"}\n', encoding="utf-8")
+    stats = CorpusStats()
+    assert [d.text for d in iter_documents(f, stats=stats)] == ["one", "two"]
+    assert stats.no_field == 2 and stats.skipped == 2
+    assert "2 without the text field" in stats.skipped_text()
+
+
+def test_no_json_object_at_all_names_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "c.jsonl"
+    f.write_text('"a string"\n[1]\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"c.jsonl: no record has the text field 'text'.*no JSON objects") as e:
+        list(iter_documents(f))
+    assert e.value.fixes == ()
+
+
+def test_parquet_missing_column_suggests_a_string_column(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"n": [1, 2], "body": ["alpha", "beta"]}), tmp_path / "c.parquet")
+    with pytest.raises(CorpusError, match=r"no column 'text' \(columns: \['n', 'body'\]\)") as e:
+        list(iter_documents(tmp_path / "c.parquet"))
+    assert [fix.settings for fix in e.value.fixes] == [{"text_field": "body"}]
+
+
+def test_utf16_with_bom_is_decoded_and_nul_text_is_binary(tmp_path: Path) -> None:
+    (tmp_path / "u16.txt").write_bytes("caf\u00e9 in UTF-16".encode("utf-16"))
+    (tmp_path / "u8bom.txt").write_bytes(b"\xef\xbb\xbfwith a mark")
+    (tmp_path / "nul.txt").write_bytes("text\x00more".encode("utf-16"))
+    stats = CorpusStats()
+    texts = sorted(d.text for d in iter_documents(tmp_path, stats=stats))
+    assert texts == ["caf\u00e9 in UTF-16", "with a mark"]
+    assert stats.binary == 1
+
+
+def test_an_unreadable_file_of_a_folder_is_skipped_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.txt").write_text("readable")
+    (tmp_path / "b.txt").write_text("locked")
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "b.txt":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    stats = CorpusStats()
+    assert [d.text for d in iter_documents(tmp_path, stats=stats)] == ["readable"]
+    assert stats.unreadable == 1 and "1 unreadable" in stats.skipped_text()
+
+
+# ----------------------------------------------------------------------------- the store never deletes a user's folder
+def _long_corpus(tmp_path: Path) -> Path:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "long.txt").write_text(" ".join(["word"] * 300))
+    return corpus
+
+
+def test_store_refuses_a_folder_it_did_not_write(tmp_path: Path, tiny_model_dir: Path) -> None:
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(OSError, match=r"mine: exists and is not a sentkit store \(it holds thesis.tex\)"):
+        prepare_store(corpus, tok, mine, min_doc_tokens=10, show_progress=False)
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    # a folder with a look-alike meta.json (not a JSON object, or without the marker) is not a store either
+    for fake in (b"[1, 2]", b'{"format": "other"}', b"\x00\xff"):
+        (mine / "meta.json").write_bytes(fake)
+        assert not is_store(mine)
+        with pytest.raises(OSError, match="not a sentkit store"):
+            prepare_store(corpus, tok, mine, min_doc_tokens=10, show_progress=False)
+    assert (mine / "thesis.tex").exists()
+
+
+def test_store_refuses_a_file_and_a_store_holding_other_files(tmp_path: Path, tiny_model_dir: Path) -> None:
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)
+    (tmp_path / "afile").write_text("keep")
+    with pytest.raises(OSError, match="afile: is a file, not a folder"):
+        prepare_store(corpus, tok, tmp_path / "afile", min_doc_tokens=10, show_progress=False)
+    assert (tmp_path / "afile").read_text() == "keep"
+    store = tmp_path / "store"
+    prepare_store(corpus, tok, store, min_doc_tokens=10, show_progress=False)
+    (store / "notes.txt").write_text("mine")
+    with pytest.raises(OSError, match=r"also holds other files \(notes.txt\)"):
+        prepare_store(corpus, tok, store, min_doc_tokens=10, show_progress=False)
+    assert (store / "notes.txt").exists() and is_store(store)
+
+
+def test_store_replaces_its_own_store_and_an_empty_folder_and_cleans_leftovers(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    import os
+    import stat
+
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()  # an empty folder may be used
+    prepare_store(corpus, tok, store, min_doc_tokens=10, show_progress=False)
+    first = TokenStore(store).meta["min_doc_tokens"]
+    # leftovers of a killed earlier write: the old fixed name and a tagged one of a dead process
+    (tmp_path / ".store.tmp").mkdir()
+    (tmp_path / ".store.tmp" / "tokens.bin").write_bytes(b"torn")
+    (tmp_path / f".store.{host_tag()}-999999999.xyz.tmp").mkdir()  # pid 999999999 is not running
+    (tmp_path / ".store.ffffff-1.xyz.tmp").mkdir()  # another host's write may still be running: kept
+    prepare_store(corpus, tok, store, min_doc_tokens=20, show_progress=False)
+    assert (first, TokenStore(store).meta["min_doc_tokens"]) == (10, 20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".store.ffffff-1.xyz.tmp", "corpus", "store"]
+    old = os.umask(0o022)
+    try:
+        prepare_store(corpus, tok, store, min_doc_tokens=20, show_progress=False)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((store / "tokens.bin").stat().st_mode) == 0o644
+    assert stat.S_IMODE(store.stat().st_mode) == 0o755
+
+
+def test_no_usable_document_suggests_settings_that_keep_documents(tmp_path: Path, tiny_model_dir: Path) -> None:
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)  # 300 tokens
+    with pytest.raises(CorpusError) as e:
+        prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=2048, show_progress=False,
+                      rule=LengthRule(num_anchors=2, min_span_len=None))
+    (fix,) = e.value.fixes
+    assert fix.settings == {"max_span_len": 64} and fix.note == "keeps 1 of 1 documents"
+    prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=2 * 64 * 2, show_progress=False)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".s.")]

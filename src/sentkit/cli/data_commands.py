@@ -48,17 +48,30 @@ def register(sub: Any) -> None:
 
 
 
-
 # ----------------------------------------------------------------------------- prepare
+def check_positive(args: argparse.Namespace, *names: str) -> None:
+    """Refuse a zero or negative value of the integer options `names` (attribute names of `args`)."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+
+
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from sentkit.data.store import prepare_store
+    from sentkit.data.store import LengthRule, check_store_target, prepare_store
+    from sentkit.io import file_lock
     from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, resolve
 
+    check_positive(args, "num_anchors", "max_span_len", "max_doc_tokens")
+    out = check_store_target(args.out, what="--out")  # before loading anything
     model = args.model or DEFAULT_MODEL
     tok = load_tokenizer(resolve(model))
     min_tokens = args.num_anchors * args.max_span_len * 2
-    rep = prepare_store(args.corpus, tok, args.out, min_doc_tokens=min_tokens, max_doc_tokens=args.max_doc_tokens,
-                        text_field=args.text_field, tokenizer_name=model)
+    # the lock `train` takes on a prepared_dir: a prepare and a training never write one store at once
+    with file_lock(out.with_name(f".{out.name}.lock")):
+        rep = prepare_store(args.corpus, tok, out, min_doc_tokens=min_tokens, max_doc_tokens=args.max_doc_tokens,
+                            text_field=args.text_field, tokenizer_name=model,
+                            rule=LengthRule(args.num_anchors, None), what="--out")
     print(rep.summary(min_tokens))
     print(f"store written to {args.out}")
     return 0
@@ -68,24 +81,37 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def cmd_spans(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from sentkit.data.corpus import iter_documents
+    from sentkit.data.corpus import CorpusError, iter_documents
+    from sentkit.data.store import LengthRule, relax_fixes
     from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, quiet_transformers, resolve
     from sentkit.objectives.spans import SpanSettings, relation, sample_spans
 
+    check_positive(args, "num", "num_anchors", "num_positives", "min_span_len", "max_span_len")
+    if args.width < 0:
+        raise ConfigError(f"--width must be 0 (all) or more, got {args.width}")
+    try:
+        cfg = SpanSettings(args.num_anchors, args.num_positives, args.min_span_len, args.max_span_len, args.strategy)
+    except ValueError as e:
+        raise ConfigError(str(e).replace("min_span_len", "--min-span-len").replace("max_span_len", "--max-span-len")) from None
     tok = load_tokenizer(resolve(args.model or DEFAULT_MODEL))
-    cfg = SpanSettings(args.num_anchors, args.num_positives, args.min_span_len, args.max_span_len, args.strategy)
     rng = np.random.default_rng(args.seed)
     docs: list[list[int]] = []
+    lengths: list[int] = []
     for d in iter_documents(args.corpus, field=args.text_field):
         with quiet_transformers():
             ids = tok(d.text, add_special_tokens=False)["input_ids"]
+        lengths.append(len(ids))
         if len(ids) >= cfg.min_doc_tokens:
             docs.append(ids)
         if len(docs) > args.num:
             break
     if not docs:
-        raise ConfigError(f"no document in {args.corpus} has the {cfg.min_doc_tokens} tokens the spans need "
-                          "(num_anchors * max_span_len * 2); lower --max-span-len")
+        raise CorpusError(
+            f"no document in {args.corpus} has the {cfg.min_doc_tokens} tokens the spans need "
+            f"(num_anchors * max_span_len * 2; the longest of {len(lengths)} has {max(lengths, default=0)})",
+            fixes=relax_fixes(np.asarray(lengths), LengthRule(cfg.num_anchors, cfg.min_span_len),
+                              min_doc_tokens=cfg.min_doc_tokens, want=1),
+        )
 
     def show(ids: list[int]) -> str:
         text = " ".join(tok.decode(ids).split())

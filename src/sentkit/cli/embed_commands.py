@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import errno
+import io
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentkit.config import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(sub: Any) -> None:
@@ -31,91 +39,189 @@ def register(sub: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- embed
-def _read_texts(path: Path, field: str) -> Any:
-    """Yield texts of a .txt (one per line) or .jsonl file; errors name the file and line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"input {path} does not exist")
-    jsonl = path.suffix.lower() in (".jsonl", ".ndjson", ".json")
-    with path.open("r", encoding="utf-8", errors="strict") as f:
-        for i, line in enumerate(f, 1):
-            if jsonl:
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ConfigError(f"{path}, line {i}: not valid JSON ({err.msg})") from None
-                if not isinstance(obj, dict) or field not in obj:
-                    raise ConfigError(f"{path}, line {i}: no field {field!r}; pass --text-field")
-                yield str(obj[field])
-            else:
-                yield line.rstrip("\r\n")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+OUTPUT_SUFFIXES = (".npy", ".parquet")
+
+
+def _strip_eol(line: str) -> str:
+    """A line without its ``\n`` and one ``\r`` before it (a lone ``\r`` inside is kept)."""
+    line = line[:-1] if line.endswith("\n") else line
+    return line[:-1] if line.endswith("\r") else line
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of a text file, split on ``\n`` only (never on a lone ``\r``,
+    form feed or Unicode line separator inside a line). UTF-8, with or without a byte-order mark;
+    UTF-16/32 with a byte-order mark. Binary, NUL bytes or invalid UTF-8 raise ConfigError naming
+    the file and line."""
+    from sentkit.data.corpus import bom_encoding
+
+    with path.open("rb") as f:
+        wide = bom_encoding(f.read(4))
+        f.seek(0)
+        if wide is not None:
+            text = io.TextIOWrapper(f, encoding=wide, newline="\n")
+            i = 0
+            try:
+                for i, line in enumerate(text, 1):
+                    if "\x00" in line:
+                        raise ConfigError(f"{path}, line {i}: contains a NUL character; give text, not binary data")
+                    yield i, _strip_eol(line)
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"{path}, after line {i}: not valid {wide.upper()} text ({e.reason})") from None
+            return
+        for i, raw in enumerate(f, 1):
+            if i == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            if b"\x00" in raw:
+                raise ConfigError(
+                    f"{path}, line {i}: contains a NUL byte (a binary file, or UTF-16 without a byte-order mark); "
+                    "give UTF-8 text"
+                )
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ConfigError(
+                    f"{path}, line {i}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                    "convert the file to UTF-8"
+                ) from None
+            yield i, _strip_eol(line)
+
+
+def _read_texts(path: Path, field: str) -> Iterator[str]:
+    """Texts of a .txt (one per line, every line counts, empty ones too) or .jsonl file (one per
+    non-blank line, the string under `field`); errors name the file and line."""
+    from sentkit.data.corpus import CorpusError, Fix
+
+    jsonl = path.suffix.lower() in JSONL_SUFFIXES
+    for i, line in iter_lines(path):
+        if not jsonl:
+            yield line
+            continue
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            hint = " (a .json input must hold one JSON object per line)" if i == 1 and line.lstrip().startswith("[") else ""
+            raise ConfigError(f"{path}, line {i}: not valid JSON ({err.msg}){hint}") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{path}, line {i}: expected a JSON object with a {field!r} field, got {type(obj).__name__}")
+        if field not in obj:
+            strings = [k for k, v in obj.items() if isinstance(v, str)]
+            raise CorpusError(f"{path}, line {i}: no field {field!r} (keys: {sorted(obj)})",
+                              fixes=[Fix({"text_field": strings[0]})] if strings else [])
+        value = obj[field]
+        if not isinstance(value, str):
+            shown = json.dumps(value)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise ConfigError(f"{path}, line {i}: field {field!r} is {shown}, not a string")
+        yield value
+
+
+def _check_embed_paths(src: Path, dst: Path) -> None:
+    from sentkit.io import PathError, check_writable
+
+    if dst.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise ConfigError(f"--output must end in .npy or .parquet, got {dst}")
+    if not src.exists():
+        raise PathError(errno.ENOENT, "does not exist", "--input", src)
+    if src.is_dir():
+        raise PathError(errno.EISDIR, "is a directory; give a .txt (one text per line) or .jsonl file", "--input", src)
+    if not os.access(src, os.R_OK):
+        raise PathError(errno.EACCES, "is not readable (permission denied)", "--input", src)
+    check_writable(dst, what="--output")
+    if dst.exists() and os.path.samefile(src, dst):
+        raise PathError(errno.EEXIST, "is the --input file; writing it would destroy the input", "--output", dst)
+
+
+def _dim_of(enc: Any) -> int:
+    """The encoder's dimension: its `dim`, else the width of one encoded text."""
+    dim = getattr(enc, "dim", None)
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    from sentkit.encoder import check_embeddings
+
+    return int(check_embeddings(enc.encode([""]), 1, what="encoder").shape[1])
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    import numpy as np
     from tqdm.auto import tqdm
 
     import sentkit
+    from sentkit.cli.data_commands import check_positive
     from sentkit.encoder import check_embeddings
-    from sentkit.io import atomic_path
+    from sentkit.io import atomic_path, remove_stale_temps
 
     src, dst = Path(args.input), Path(args.output)
-    if dst.suffix not in (".npy", ".parquet"):
-        raise ConfigError(f"--output must end in .npy or .parquet, got {dst}")
-    try:
-        n = sum(1 for _ in _read_texts(src, args.text_field))
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{src}: not UTF-8 text ({err})") from None
+    check_positive(args, "batch_size", "block")
+    _check_embed_paths(src, dst)
+    n = sum(1 for _ in _read_texts(src, args.text_field))  # reads and checks every line before loading the model
     enc = sentkit.load(args.model)
     kw: dict[str, Any] = {"batch_size": args.batch_size}
     if args.chunk_long:
         kw["chunk_long"] = True
 
-    def blocks() -> Any:
+    def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
         buf: list[str] = []
         for t in _read_texts(src, args.text_field):
             buf.append(t)
             if len(buf) == args.block:
-                yield buf
+                yield buf, check_embeddings(enc.encode(buf, **kw), len(buf), what=f"model {args.model}")
                 buf = []
         if buf:
-            yield buf
+            yield buf, check_embeddings(enc.encode(buf, **kw), len(buf), what=f"model {args.model}")
 
-    bar = tqdm(total=n, desc="embed", unit="text", file=sys.stderr)
-    with atomic_path(dst) as tmp:
-        if dst.suffix == ".npy":
-            arr = None
-            row = 0
-            for texts in blocks():
-                v = check_embeddings(enc.encode(texts, **kw), len(texts), what=f"model {args.model}")
-                if arr is None:
-                    arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, v.shape[1]))
-                arr[row : row + len(texts)] = v
-                row += len(texts)
-                bar.update(len(texts))
-            if arr is None:
-                np.save(tmp, np.zeros((0, 0), dtype=np.float32))
-            else:
-                arr.flush()
-                del arr
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            writer = None
-            for texts in blocks():
-                v = check_embeddings(enc.encode(texts, **kw), len(texts), what=f"model {args.model}")
-                table = pa.table({"text": texts, "embedding": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), v.shape[1])})
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-                bar.update(len(texts))
-            if writer is not None:
-                writer.close()
-    bar.close()
+    remove_stale_temps(dst.parent, dst.name)
+    writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
+    with tqdm(total=n, desc="embed", unit="text", file=sys.stderr) as bar, atomic_path(dst) as tmp:
+        written = writer(tmp, n, _dim_of(enc), blocks(), bar.update)
+        if written != n:
+            raise ConfigError(f"{src} changed while it was being embedded ({n} texts, then {written}); run again")
     print(f"wrote {n} embeddings to {dst}")
     return 0
+
+
+def _write_npy(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any) -> int:
+    """Stream float32 [n, dim] into a .npy file (plain writes, so a full disk is an OSError, not a
+    SIGBUS of a memory map). Returns the rows written; stops at `n`."""
+    import numpy as np
+
+    row = 0
+    with open(tmp, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, dim)}
+        )
+        for texts, v in blocks:
+            _check_block(v, dim, row, n)
+            f.write(np.ascontiguousarray(v, dtype="<f4").tobytes())
+            row += len(v)
+            done(len(texts))
+    return row
+
+
+def _check_block(v: np.ndarray, dim: int, row: int, n: int) -> None:
+    if v.shape[1] != dim:
+        raise ConfigError(f"the model returned {v.shape[1]}-dimensional embeddings after announcing {dim}")
+    if row + len(v) > n:
+        raise ConfigError(f"the input grew while it was being embedded (more than {n} texts); run again")
+
+
+def _write_parquet(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any) -> int:
+    """Stream (text, embedding) rows into a Parquet file; an empty input gives a valid empty table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(pa.float32(), dim))])
+    row = 0
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for texts, v in blocks:
+            _check_block(v, dim, row, n)
+            emb = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1), type=pa.float32()), dim)
+            writer.write_table(pa.table({"text": pa.array(texts, type=pa.string()), "embedding": emb}, schema=schema))
+            row += len(texts)
+            done(len(texts))
+    return row
 
 
 # ----------------------------------------------------------------------------- similarity

@@ -7,10 +7,15 @@ Command modules keep heavy imports (torch, transformers) inside their handlers s
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
+import os
+import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 # Modules that add sub-commands. A module that does not exist yet is skipped.
 COMMAND_MODULES = (
@@ -20,6 +25,7 @@ COMMAND_MODULES = (
     "sentkit.evaluation.cli",         # evaluate, report, data
     "sentkit.baselines.cli",          # neighbours
     "sentkit.cli.experiment",         # experiment
+    "sentkit.explore.cli",
 )
 
 
@@ -52,6 +58,121 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+def debug_enabled(verbose: int = 0) -> bool:
+    """Tracebacks are shown with ``SENTKIT_DEBUG=1`` or ``-vv``; otherwise errors are one line."""
+    return os.environ.get("SENTKIT_DEBUG", "").strip().lower() not in ("", "0", "false", "no") or verbose > 1
+
+
+def _raised_in_sentkit(e: BaseException) -> bool:
+    """Whether the innermost frame of `e`'s traceback is sentkit's own code (a deliberate check)."""
+    import sentkit
+
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    pkg = Path(sentkit.__file__).resolve().parent
+    try:
+        return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(pkg)
+    except (OSError, ValueError):
+        return False
+
+
+def one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    """The sub-parser of `command` (``prepare``, ``train``, ...)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(command or "")  # type: ignore[no-any-return]
+    return None
+
+
+def render_fix(fix: Any, sub: argparse.ArgumentParser | None) -> str | None:
+    """A Fix's settings as flags of `sub`: its own option for a key when it has one (``--text-field
+    body``), else ``--set key=value`` when it takes ``--set``; None when the command cannot take it."""
+    if sub is None:
+        return None
+    by_dest = {a.dest: a for a in sub._actions if a.option_strings}
+    parts: list[str] = []
+    for key, value in fix.settings.items():
+        action = by_dest.get(key)
+        if action is not None:
+            flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+            if action.nargs == 0:  # store_true / store_false
+                if bool(value) != bool(action.const):
+                    return None
+                parts.append(flag)
+            else:
+                parts.append(f"{flag} {shlex.quote(str(value))}")
+        elif "overrides" in by_dest:
+            parts.append(f"--set {shlex.quote(f'{key}={value}')}")
+        else:
+            return None
+    return " ".join(parts)
+
+
+def _with_fixes(e: BaseException, sub: argparse.ArgumentParser | None) -> str | None:
+    """``<message>; rerun with `--flag v` (note) or `...` `` when every fix renders for the command."""
+    fixes = getattr(e, "fixes", None)
+    message = getattr(e, "message", None)
+    if not fixes or not isinstance(message, str):
+        return None
+    rendered = []
+    for fix in fixes:
+        flags = render_fix(fix, sub)
+        if flags is None:
+            return None
+        rendered.append(f"`{flags}`" + (f" ({fix.note})" if fix.note else ""))
+    return f"{message}; rerun with {' or '.join(rendered)}"
+
+
+def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None) -> tuple[str, int]:
+    """The one-line ``<what>: <why>`` and exit status for an error that ends a command.
+
+    Exit 2: the input or the command line is wrong (config, corpus, a missing file, a check of
+    sentkit's own). Exit 1: the environment failed (permissions, disk full, read-only folder,
+    memory) or an internal error (reported as such, with the way to see the traceback)."""
+    from sentkit.config import ConfigError
+    from sentkit.data.corpus import CorpusError
+    from sentkit.io import PathError, describe_os_error
+    from sentkit.registry import UnknownNameError
+
+    if isinstance(e, (ConfigError, CorpusError, UnknownNameError)):
+        return one_line(_with_fixes(e, sub) or str(e)), 2
+    if isinstance(e, PathError):
+        usage = e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST)
+        return one_line(str(e)), 2 if usage else 1
+    if isinstance(e, FileNotFoundError) and e.errno is None:
+        return one_line(str(e)), 2  # sentkit's own "input X does not exist"
+    if isinstance(e, OSError):
+        return one_line(describe_os_error(e)), 2 if isinstance(e, FileNotFoundError) else 1
+    if isinstance(e, MemoryError):
+        return "out of memory; use smaller batches (--batch-size, --block) or a machine with more memory", 1
+    if isinstance(e, UnicodeDecodeError):
+        return one_line(f"not UTF-8 text ({e.reason} at byte {e.start})"), 2
+    if isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e):
+        return one_line(str(e)) or type(e).__name__, 2
+    return (
+        one_line(f"internal error: {type(e).__name__}: {e}")
+        + " (rerun with SENTKIT_DEBUG=1 to see the traceback, and please report it)",
+        1,
+    )
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe (``sentkit ... | head``), point stdout at /dev/null so the interpreter's
+    final flush does not print another error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -59,18 +180,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     _setup_logging(args.verbose, args.quiet)
-    from sentkit.config import ConfigError
-    from sentkit.data.corpus import CorpusError
-    from sentkit.registry import UnknownNameError
-
     try:
         rc = args.func(args)
-    except (ConfigError, CorpusError, UnknownNameError, FileNotFoundError) as e:
-        print(f"sentkit {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"sentkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except Exception as e:
+        if debug_enabled(args.verbose):
+            raise
+        msg, code = describe_error(e, command_parser(parser, args.command))
+        print(f"sentkit {args.command}: error: {msg}", file=sys.stderr)
+        return code
     return int(rc or 0)
 
 

@@ -7,26 +7,54 @@ Accepted corpora:
 - ``.parquet``: one document per row, text in column ``field``;
 - a folder written by ``datasets.Dataset.save_to_disk``: text in column ``field``.
 
-Documents that are empty, binary or not UTF-8 are skipped and counted in ``CorpusStats``,
-never a crash. Memory stays bounded by the largest single document.
+Text is UTF-8 (a byte-order mark is dropped); UTF-16 and UTF-32 files that start with a byte-order
+mark are decoded too. Documents that are empty, binary (a NUL byte), not UTF-8, unreadable, bad
+JSON lines or JSON records without the text field are skipped and counted in ``CorpusStats``, never
+a crash; a corpus where *no* record has the text field is an error naming the keys found. Memory
+stays bounded by the largest single document.
 """
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".text")
 
 
+@dataclass(frozen=True)
+class Fix:
+    """A change of settings that would fix an error: config keys and values, and what it gives.
+
+    The CLI shows it as flags of the command the user ran (``--text-field body`` for ``prepare``,
+    ``--set text_field=body`` for ``train``), so the suggestion works as printed."""
+
+    settings: Mapping[str, Any]
+    note: str = ""
+
+    def plain(self) -> str:
+        text = " ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"{text} ({self.note})" if self.note else text
+
+
 class CorpusError(ValueError):
-    """The corpus cannot be read; the message names the path and the fix."""
+    """The corpus cannot be read; the message names the path and the fix.
+
+    `fixes` are alternative settings that would work; ``str()`` lists them as ``key=value``."""
+
+    def __init__(self, message: str, *, fixes: Iterable[Fix] = ()) -> None:
+        self.message = message
+        self.fixes = tuple(fixes)
+        super().__init__(message + (f"; set {' or '.join(f.plain() for f in self.fixes)}" if self.fixes else ""))
 
 
 @dataclass
@@ -44,6 +72,8 @@ class CorpusStats:
     binary: int = 0
     not_utf8: int = 0
     bad_json: int = 0
+    no_field: int = 0
+    unreadable: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     def skip(self, reason: str, doc_id: str) -> None:
@@ -54,7 +84,15 @@ class CorpusStats:
 
     @property
     def skipped(self) -> int:
-        return self.empty + self.binary + self.not_utf8 + self.bad_json
+        return self.empty + self.binary + self.not_utf8 + self.bad_json + self.no_field + self.unreadable
+
+    def skipped_text(self) -> str:
+        """``3 empty, 1 binary, ...`` for a summary line (reasons with a count of zero left out,
+        except the first four, which are always shown)."""
+        names = {"empty": "empty", "binary": "binary", "not_utf8": "not UTF-8", "bad_json": "bad JSON lines",
+                 "no_field": "without the text field", "unreadable": "unreadable"}
+        always = ("empty", "binary", "not_utf8", "bad_json")
+        return ", ".join(f"{getattr(self, k)} {v}" for k, v in names.items() if k in always or getattr(self, k))
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -66,14 +104,33 @@ def _is_hf_dataset_dir(p: Path) -> bool:
     )
 
 
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def bom_encoding(head: bytes) -> str | None:
+    """``"utf-16"`` / ``"utf-32"`` when `head` starts with that byte-order mark, else None."""
+    for bom, enc in _BOMS:  # UTF-32 LE first: its mark starts with UTF-16 LE's
+        if head.startswith(bom):
+            return enc
+    return None
+
+
 def _decode(raw: bytes, doc_id: str, stats: CorpusStats) -> str | None:
-    if b"\x00" in raw[:8192]:
-        stats.skip("binary", doc_id)
-        return None
+    wide = bom_encoding(raw[:4])
     try:
-        text = raw.decode("utf-8-sig")
+        if wide is not None:
+            text = raw.decode(wide)
+        elif b"\x00" in raw[:8192]:
+            stats.skip("binary", doc_id)
+            return None
+        else:
+            text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         stats.skip("not_utf8", doc_id)
+        return None
+    if "\x00" in text:
+        stats.skip("binary", doc_id)
         return None
     if not text.strip():
         stats.skip("empty", doc_id)
@@ -108,7 +165,17 @@ def iter_documents(
         if not files:
             raise CorpusError(f"corpus folder {p} holds no .txt files; put one document per .txt file there, or pass a .jsonl/.parquet file")
         for f in files:
-            yield from _iter_txt(f, "file", st)
+            try:
+                raw = f.read_bytes()
+            except OSError as e:  # one unreadable file does not stop a folder corpus
+                st.skip("unreadable", str(f))
+                if st.unreadable <= 3:
+                    log.warning("%s: cannot read (%s); skipped", f, e.strerror or e)
+                continue
+            text = _decode(raw, str(f), st)
+            if text is not None:
+                st.read += 1
+                yield Document(str(f), text)
     elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         yield from _iter_jsonl(p, field, st)
     elif p.suffix.lower() == ".parquet":
@@ -136,7 +203,21 @@ def _iter_txt(p: Path, mode: str, st: CorpusStats) -> Iterator[Document]:
                 yield Document(f"{p}:{i}", text)
 
 
+def guess_text_field(keys: Counter[str]) -> str | None:
+    """The key whose values were most often non-empty strings (the likely text field)."""
+    return keys.most_common(1)[0][0] if keys else None
+
+
+def _field_fixes(string_keys: Counter[str]) -> list[Fix]:
+    guess = guess_text_field(string_keys)
+    return [Fix({"text_field": guess})] if guess else []
+
+
 def _iter_jsonl(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
+    kept = missing = 0
+    keys_seen: set[str] = set()
+    string_keys: Counter[str] = Counter()
+    first_missing = 0
     with p.open("rb") as f:
         for i, raw in enumerate(f, 1):
             doc_id = f"{p}:{i}"
@@ -150,16 +231,44 @@ def _iter_jsonl(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
                     log.warning("%s: line %d is not valid JSON; skipped", p, i)
                 continue
             if not isinstance(obj, dict) or fld not in obj:
-                keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-                raise CorpusError(
-                    f"{p}, line {i}: no field {fld!r} (found {keys}); pass the text field's name with --text-field"
-                )
+                missing += 1
+                first_missing = first_missing or i
+                if isinstance(obj, dict) and len(keys_seen) < 50:
+                    keys_seen.update(obj)
+                    string_keys.update(k for k, v in obj.items() if isinstance(v, str) and v.strip())
+                st.skip("no_field", doc_id)
+                if st.no_field <= 3 and kept:
+                    log.warning("%s, line %d: no field %r; skipped", p, i, fld)
+                continue
             text = obj[fld]
             if not isinstance(text, str) or not text.strip():
                 st.skip("empty", doc_id)
                 continue
+            kept += 1
             st.read += 1
             yield Document(doc_id, text)
+    if missing and not kept:
+        found = sorted(keys_seen) if keys_seen else "no JSON objects"
+        raise CorpusError(
+            f"{p}: no record has the text field {fld!r} ({missing} records, the first on line {first_missing}; "
+            f"keys found: {found})",
+            fixes=_field_fixes(string_keys),
+        )
+    if missing:
+        log.warning("%s: %d of %d records have no field %r; they were skipped", p, missing, missing + kept, fld)
+
+
+def _is_string_type(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _no_column(p: Path, fld: str, columns: list[str], string_columns: list[str]) -> CorpusError:
+    return CorpusError(
+        f"{p}: no column {fld!r} (columns: {columns})",
+        fixes=[Fix({"text_field": string_columns[0]})] if string_columns else [],
+    )
 
 
 def _iter_parquet(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
@@ -167,10 +276,14 @@ def _iter_parquet(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
 
     try:
         pf = pq.ParquetFile(p)
+    except OSError as e:
+        if e.errno is not None:
+            raise  # permission denied and the like: the OS error path reports it
+        raise CorpusError(f"{p}: not a readable parquet file ({e})") from None
     except Exception as e:
         raise CorpusError(f"{p}: not a readable parquet file ({e})") from None
     if fld not in pf.schema_arrow.names:
-        raise CorpusError(f"{p}: no column {fld!r} (columns: {pf.schema_arrow.names}); pass the text column with --text-field")
+        raise _no_column(p, fld, pf.schema_arrow.names, [f.name for f in pf.schema_arrow if _is_string_type(f.type)])
     row = 0
     for batch in pf.iter_batches(columns=[fld], batch_size=1024):
         for text in batch.column(0).to_pylist():
@@ -185,12 +298,16 @@ def _iter_parquet(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
 def _iter_hf(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
     import datasets
 
-    ds = datasets.load_from_disk(str(p))
+    try:
+        ds = datasets.load_from_disk(str(p))
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as e:
+        raise CorpusError(f"{p}: not a readable saved Hugging Face dataset ({e})") from None
     if isinstance(ds, datasets.DatasetDict):
         split = "train" if "train" in ds else next(iter(ds))
         ds = ds[split]
     if fld not in ds.column_names:
-        raise CorpusError(f"{p}: no column {fld!r} (columns: {ds.column_names}); pass the text column with --text-field")
+        strings = [k for k, v in ds.features.items() if getattr(v, "dtype", None) in ("string", "large_string")]
+        raise _no_column(p, fld, ds.column_names, strings)
     for row, text in enumerate(ds.select_columns([fld]).iter(batch_size=1024)):
         for j, t in enumerate(text[fld]):
             doc_id = f"{p}:{row * 1024 + j + 1}"

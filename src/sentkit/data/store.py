@@ -4,14 +4,21 @@ Layout of a store directory::
 
     tokens.bin   uint32 token ids of all kept documents, back to back
     offsets.npy  int64 [num_docs + 1], document i is tokens[offsets[i]:offsets[i+1]]
-    meta.json    tokenizer fingerprint, length rule, what was kept and skipped
+    meta.json    tokenizer fingerprint, length rule, what was kept and skipped (its "format" key,
+                 "sentkit-token-store", marks a folder sentkit wrote)
+
+A store is built in a temporary sibling folder and renamed into place, so a killed ``prepare``
+never leaves a torn store under the final name. Only a folder that holds a store and nothing
+else is ever replaced; any other existing folder is refused, never deleted.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -21,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.data.corpus import CorpusError, CorpusStats, Document, iter_documents
+from sentkit.data.corpus import CorpusError, CorpusStats, Document, Fix, iter_documents
+from sentkit.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = "sentkit-token-store"
 STORE_VERSION = 1
+STORE_FILES = frozenset({"tokens.bin", "offsets.npy", "meta.json"})
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -36,14 +45,59 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def is_store(path: str | Path) -> bool:
+def read_store_meta(path: str | Path) -> dict[str, Any] | None:
+    """The meta.json of a store sentkit wrote at `path`, or None when `path` is not one (no meta.json,
+    unreadable, not JSON, not an object, or without the store's format marker)."""
     meta = Path(path) / "meta.json"
-    if not meta.is_file():
-        return False
     try:
-        return bool(json.loads(meta.read_text()).get("format") == STORE_FORMAT)
-    except (json.JSONDecodeError, OSError):
-        return False
+        if not meta.is_file() or meta.stat().st_size > 16 << 20:
+            return None
+        data = json.loads(meta.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == STORE_FORMAT else None
+
+
+def is_store(path: str | Path) -> bool:
+    """Whether `path` is a folder holding a store that sentkit wrote (its meta.json marker)."""
+    return read_store_meta(path) is not None
+
+
+def check_store_target(out: str | Path, *, what: str = "store folder") -> Path:
+    """Refuse an `out` that must not be replaced; return the path to write (symlinks resolved).
+
+    `out` may be missing, an empty folder, or a store sentkit wrote that holds nothing else. A file,
+    or a folder with anything else in it, is refused with the way out: sentkit never deletes a
+    folder it did not write."""
+    p = Path(out)
+    if p.is_symlink():
+        p = p.resolve()
+    check_output_dir(p, what=what)
+    if not p.is_dir():
+        return p
+    try:
+        names = sorted(e.name for e in p.iterdir())
+    except OSError as e:
+        raise PathError(e.errno or errno.EACCES, f"cannot list it ({e.strerror})", what, p) from None
+    if not names:
+        return p
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    if not is_store(p):
+        raise PathError(
+            errno.EEXIST,
+            f"exists and is not a sentkit store (it holds {shown}); sentkit does not replace a folder it "
+            "did not write: give a new folder, or move this one away yourself",
+            what, p,
+        )
+    extra = sorted(set(names) - STORE_FILES)
+    if extra:
+        raise PathError(
+            errno.EEXIST,
+            f"is a sentkit store but also holds other files ({', '.join(extra[:4])}); replacing it would "
+            "delete them: give a new folder, or move them away yourself",
+            what, p,
+        )
+    return p
 
 
 @dataclass
@@ -58,10 +112,10 @@ class PrepareReport:
 
     def summary(self, min_tokens: int) -> str:
         c = self.corpus
+        stats = CorpusStats(**{k: v for k, v in c.items() if k in CorpusStats.__dataclass_fields__})
         lines = [
             f"read {self.documents_read} documents; kept {self.kept} ({self.tokens_kept:,} tokens)",
-            f"skipped: {self.too_short} shorter than {min_tokens} tokens, {c.get('empty', 0)} empty, "
-            f"{c.get('binary', 0)} binary, {c.get('not_utf8', 0)} not UTF-8, {c.get('bad_json', 0)} bad JSON lines",
+            f"skipped: {self.too_short} shorter than {min_tokens} tokens, {stats.skipped_text()}",
         ]
         if self.pieces_from_splits:
             lines.append(f"long documents were split into {self.pieces_from_splits} pieces")
@@ -80,6 +134,45 @@ def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
         yield batch
 
 
+@dataclass(frozen=True)
+class LengthRule:
+    """The span settings behind ``min_doc_tokens = num_anchors * max_span_len * 2``, used to suggest
+    settings that keep documents when none passes. `min_span_len` is None when the command has no
+    such setting (``prepare``)."""
+
+    num_anchors: int = 2
+    min_span_len: int | None = 32
+
+
+SPAN_CANDIDATES = (384, 256, 192, 128, 96, 64, 48, 32, 24, 16, 12, 8)
+
+
+def relax_fixes(lengths: np.ndarray, rule: LengthRule, *, min_doc_tokens: int, want: int = 16) -> list[Fix]:
+    """Smaller ``max_span_len`` settings that would keep documents of these `lengths`: the largest that
+    keeps at least ``min(len, want)`` documents, else the largest that keeps any."""
+    n = len(lengths)
+    if n == 0:
+        return []
+    current = min_doc_tokens // (2 * rule.num_anchors)
+    found: tuple[int, int] | None = None
+    for m in SPAN_CANDIDATES:
+        if m >= current:
+            continue
+        kept = int((lengths >= rule.num_anchors * m * 2).sum())
+        if kept >= min(n, want):
+            found = (m, kept)
+            break
+        if kept and found is None:
+            found = (m, kept)
+    if found is None:
+        return []
+    m, kept = found
+    settings: dict[str, Any] = {"max_span_len": m}
+    if rule.min_span_len is not None:
+        settings["min_span_len"] = min(rule.min_span_len, m)
+    return [Fix(settings, f"keeps {kept} of {n} documents")]
+
+
 def prepare_store(
     corpus: str | Path,
     tokenizer: Any,
@@ -91,12 +184,19 @@ def prepare_store(
     txt_mode: str = "file",
     tokenizer_name: str = "",
     show_progress: bool = True,
+    rule: LengthRule | None = None,
+    what: str = "store folder",
 ) -> PrepareReport:
     """Tokenize `corpus` once and write a store at `out` (atomically). Returns what was kept/skipped.
 
     A document is kept when it has at least `min_doc_tokens` tokens (the paper's rule is
     num_anchors * max_span_len * 2). With `max_doc_tokens`, longer documents are cut into pieces of
-    at most that many tokens, each kept if it passes the rule."""
+    at most that many tokens, each kept if it passes the rule.
+
+    `out` must be missing, an empty folder or a store that sentkit wrote (see
+    :func:`check_store_target`; `what` names it in errors); it is checked before any work. Leftover
+    temporaries of a killed earlier write are removed. `rule` (default: DeCLUTR's defaults) words
+    the suggested settings when no document is usable."""
     from tqdm.auto import tqdm
 
     from sentkit.models.hub import quiet_transformers
@@ -104,68 +204,99 @@ def prepare_store(
     if max_doc_tokens is not None and max_doc_tokens < min_doc_tokens:
         raise CorpusError(
             f"max_doc_tokens ({max_doc_tokens}) is below the minimum document length ({min_doc_tokens}): "
-            "no piece could be kept; raise max_doc_tokens"
+            "no piece could be kept",
+            fixes=[Fix({"max_doc_tokens": min_doc_tokens})],
         )
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    out = check_store_target(out, what=what)
+    remove_stale_temps(out.parent, out.name)
     t0 = time.perf_counter()
     stats = CorpusStats()
     rep = PrepareReport()
     offsets = [0]
-    bar = tqdm(desc="prepare", unit="doc", disable=not show_progress)
-    with open(tmp / "tokens.bin", "wb") as fout:
-        for batch in _batches(iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=stats), 32):
-            with quiet_transformers():
-                ids = tokenizer([d.text for d in batch], add_special_tokens=False)["input_ids"]
-            for seq in ids:
-                rep.documents_read += 1
-                arr = np.asarray(seq, dtype=np.uint32)
-                pieces = [arr]
-                if max_doc_tokens is not None and len(arr) > max_doc_tokens:
-                    pieces = [arr[s : s + max_doc_tokens] for s in range(0, len(arr), max_doc_tokens)]
-                    rep.pieces_from_splits += len(pieces)
-                for piece in pieces:
-                    if len(piece) < min_doc_tokens:
-                        rep.too_short += 1
-                        continue
-                    fout.write(piece.tobytes())
-                    offsets.append(offsets[-1] + len(piece))
-                    rep.kept += 1
-            bar.update(len(batch))
-    bar.close()
-    rep.tokens_kept = offsets[-1]
-    rep.corpus = stats.as_dict()
-    rep.seconds = time.perf_counter() - t0
-    if rep.kept == 0:
-        shutil.rmtree(tmp)
-        raise CorpusError(
-            f"corpus {corpus}: no usable document. A document needs at least {min_doc_tokens} tokens "
-            f"(num_anchors * max_span_len * 2); read {rep.documents_read}, {rep.too_short} too short, "
-            f"{stats.skipped} unreadable. Relax the rule with smaller spans (--set max_span_len=64 "
-            "min_span_len=8) or --set num_anchors=1, or bring longer documents."
-        )
-    np.save(tmp / "offsets.npy", np.asarray(offsets, dtype=np.int64))
-    meta = {
-        "format": STORE_FORMAT,
-        "version": STORE_VERSION,
-        "corpus": str(corpus),
-        "tokenizer": tokenizer_name,
-        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-        "min_doc_tokens": min_doc_tokens,
-        "max_doc_tokens": max_doc_tokens,
-        "text_field": text_field,
-        "num_docs": rep.kept,
-        "num_tokens": rep.tokens_kept,
-        "report": {k: v for k, v in rep.__dict__.items()},
-    }
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    lengths: list[int] = []
+    tmp = make_temp_dir(out)
+    try:
+        bar = tqdm(desc="prepare", unit="doc", disable=not show_progress)
+        with open(tmp / "tokens.bin", "wb") as fout:
+            for batch in _batches(iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=stats), 32):
+                with quiet_transformers():
+                    ids = tokenizer([d.text for d in batch], add_special_tokens=False)["input_ids"]
+                for seq in ids:
+                    rep.documents_read += 1
+                    arr = np.asarray(seq, dtype=np.uint32)
+                    pieces = [arr]
+                    if max_doc_tokens is not None and len(arr) > max_doc_tokens:
+                        pieces = [arr[s : s + max_doc_tokens] for s in range(0, len(arr), max_doc_tokens)]
+                        rep.pieces_from_splits += len(pieces)
+                    for piece in pieces:
+                        lengths.append(len(piece))
+                        if len(piece) < min_doc_tokens:
+                            rep.too_short += 1
+                            continue
+                        fout.write(piece.tobytes())
+                        offsets.append(offsets[-1] + len(piece))
+                        rep.kept += 1
+                bar.update(len(batch))
+            fout.flush()
+            os.fsync(fout.fileno())
+        bar.close()
+        rep.tokens_kept = offsets[-1]
+        rep.corpus = stats.as_dict()
+        rep.seconds = time.perf_counter() - t0
+        if rep.kept == 0:
+            longest = max(lengths, default=0)
+            raise CorpusError(
+                f"corpus {corpus}: no usable document. A document needs at least {min_doc_tokens} tokens "
+                f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
+                f"{rep.too_short} too short, {stats.skipped} unreadable"
+                + (f" ({stats.skipped_text()})" if stats.skipped else ""),
+                fixes=relax_fixes(np.asarray(lengths), rule or LengthRule(), min_doc_tokens=min_doc_tokens),
+            )
+        np.save(tmp / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+        meta = {
+            "format": STORE_FORMAT,
+            "version": STORE_VERSION,
+            "corpus": str(corpus),
+            "tokenizer": tokenizer_name,
+            "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+            "min_doc_tokens": min_doc_tokens,
+            "max_doc_tokens": max_doc_tokens,
+            "text_field": text_field,
+            "num_docs": rep.kept,
+            "num_tokens": rep.tokens_kept,
+            "report": {k: v for k, v in rep.__dict__.items()},
+        }
+        # meta.json (the marker) is written last: a folder without it is never taken for a store
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        for name in ("offsets.npy", "meta.json"):
+            _fsync(tmp / name)
+        _replace_dir(tmp, check_store_target(out, what=what))
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return rep
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _replace_dir(new: Path, out: Path) -> None:
+    """Move the finished folder `new` onto `out` (missing, empty or a store): the old store is first
+    renamed to a temporary sibling, so `out` is at every moment either the old or the new store."""
+    old: Path | None = None
+    if out.exists():
+        old = out.with_name(f"{temp_prefix(out.name)}old.tmp")
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class TokenStore:

@@ -6,12 +6,15 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from sentkit.config import ConfigError
+from sentkit.encoder import as_text_list
 from sentkit.models.hub import (
     load_tokenizer,
     not_found,
@@ -61,8 +64,11 @@ class TransformerEncoder:
         if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
             limit -= 2  # RoBERTa position ids start after the padding index
         self.max_length = min(max_length or limit, limit)
-        self.device = pick_device(device)
-        self.model.to(self.device).eval()
+        try:
+            self.device = pick_device(device)
+            self.model.to(self.device).eval()
+        except (RuntimeError, AssertionError) as e:  # e.g. "cuda" on a machine without a GPU
+            raise ValueError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
         self.name = name
         self.normalize = normalize
         self.prefix, self.suffix = special_affixes(tokenizer)
@@ -82,13 +88,23 @@ class TransformerEncoder:
         from transformers import AutoModel
 
         path = resolve(name_or_path)
-        st_pooling, st_max, st_norm = _read_st_settings(Path(path))
+        local = Path(path).is_dir()
+        try:
+            st_pooling, st_max, st_norm = _read_st_settings(Path(path))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ConfigError(f"model directory {path}: its sentence-transformers settings cannot be read "
+                              f"({type(e).__name__}: {e})") from None
         tok = load_tokenizer(path)
         try:
             with quiet_transformers():
                 model = AutoModel.from_pretrained(path)
-        except (OSError, ValueError) as e:
-            raise not_found(name_or_path, e) from None
+        except Exception as e:  # a local directory: torn weights, bad config, ...; anything else: not found
+            if local:
+                first = (str(e).splitlines() or [""])[0][:200]
+                raise ConfigError(f"model directory {path} cannot be loaded ({type(e).__name__}: {first})") from None
+            if isinstance(e, (OSError, ValueError)):
+                raise not_found(name_or_path, e) from None
+            raise
         return cls(
             model,
             tok,
@@ -107,7 +123,7 @@ class TransformerEncoder:
     @torch.inference_mode()
     def encode(
         self,
-        texts: list[str],
+        texts: str | Sequence[str],
         batch_size: int = 32,
         *,
         token_budget: int | None = 4096,
@@ -115,11 +131,31 @@ class TransformerEncoder:
         show_progress: bool = False,
         normalize: bool | None = None,
     ) -> np.ndarray:
-        """Embed `texts` -> float32 [n, dim] (L2-normalised if the model's directory says so).
+        """Embed a list of texts -> float32 [n, dim], or one ``str`` -> [dim] (sentence-transformers'
+        convention); L2-normalised if the model's directory says so. Items that are not ``str`` raise
+        TypeError naming their index.
 
         A batch holds `batch_size` texts, or up to `token_budget` tokens of shorter texts
         (`token_budget=None`: exactly `batch_size`)."""
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        items, single = as_text_list(texts)
+        out = self._encode(items, batch_size, token_budget=token_budget, chunk_long=chunk_long,
+                           show_progress=show_progress, normalize=normalize)
+        return out[0] if single else out
+
+    def _encode(
+        self,
+        texts: list[str],
+        batch_size: int,
+        *,
+        token_budget: int | None,
+        chunk_long: bool,
+        show_progress: bool,
+        normalize: bool | None,
+    ) -> np.ndarray:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if token_budget is not None and token_budget < 1:
+            raise ValueError(f"token_budget must be None or positive, got {token_budget!r}")
         n = len(texts)
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -238,20 +274,25 @@ def save_st_directory(
     normalize: bool = False,
     extra: dict[str, Any] | None = None,
     model_card: str | None = None,
+    method: str = "transformer",
+    save_head: bool = False,
 ) -> None:
-    """Save a base transformer + pooling as a sentence-transformers directory. Files are built in a
-    temporary sibling folder, then each is renamed into place (a crash never leaves a torn file)."""
+    """Save a transformer + pooling as a sentence-transformers directory. Files are built in a
+    temporary sibling folder, then each is renamed into place (a crash never leaves a torn file).
+
+    ``save_head`` keeps a masked LM whole (base model and MLM head), so that the folder is also a
+    masked-LM checkpoint that training can continue from; sentence-transformers and
+    ``AutoModel`` read its base model. `method` is recorded in ``sentkit.json``."""
     from sentkit import __version__
+    from sentkit.io import make_temp_dir, remove_stale_temps
     from sentkit.methods import write_marker
 
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    remove_stale_temps(out.parent, out.name)
+    tmp = make_temp_dir(out)
     base = getattr(model, "base_model", model)
     with quiet_transformers():
-        base.save_pretrained(tmp)
+        (model if save_head else base).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     dim = int(base.config.hidden_size)
     (tmp / "modules.json").write_text(
@@ -276,11 +317,13 @@ def save_st_directory(
     (tmp / "config_sentence_transformers.json").write_text(
         json.dumps({"__version__": {"sentkit": __version__}, "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
     )
-    write_marker(tmp, "declutr", pooling=pooling, max_length=max_length, **(extra or {}))
+    write_marker(tmp, method, pooling=pooling, max_length=max_length, **(extra or {}))
     (tmp / "README.md").write_text(model_card or f"# sentkit encoder\n\nPooling: {pooling}; max length {max_length}.\n")
     # Move each finished file into place; other files already in `out` (checkpoints, logs) stay.
     out.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(tmp.iterdir()):
+    from sentkit.methods import MARKER_FILE
+
+    for entry in sorted(tmp.iterdir(), key=lambda e: (e.name == MARKER_FILE, e.name)):  # the marker last
         dest = out / entry.name
         if dest.is_dir():
             shutil.rmtree(dest)
