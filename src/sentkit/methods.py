@@ -34,7 +34,7 @@ class Method:
 METHODS: Registry[Method] = Registry("method")
 
 # Modules that register methods on import (kept lazy so `import sentkit` stays light).
-_PROVIDERS = ("sentkit.training.declutr", "sentkit.baselines")
+_PROVIDERS = ("sentkit.training.methods", "sentkit.baselines")
 _loaded = False
 
 

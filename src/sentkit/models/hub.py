@@ -125,22 +125,80 @@ def load_tokenizer(name_or_path: str) -> Any:
     return tok
 
 
-def load_mlm(name_or_path: str, *, from_scratch: bool = False) -> tuple[Any, Any]:
+# Architectures whose position ids start after the padding index (RoBERTa's scheme): a sequence of
+# n tokens uses positions pad+1 .. pad+n.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text", "longformer")
+
+# `--set arch=...` keys of a model built from scratch -> the config attribute of each family.
+ARCH_KEYS = {
+    "layers": ("num_hidden_layers", "n_layers"),
+    "hidden": ("hidden_size", "dim"),
+    "heads": ("num_attention_heads", "n_heads"),
+    "intermediate": ("intermediate_size", "hidden_dim"),
+    "max_positions": ("max_position_embeddings",),
+}
+
+
+def position_limit(config: Any) -> int:
+    """The longest sequence (special tokens included) the model's position table holds."""
+    limit = int(getattr(config, "max_position_embeddings", 512) or 512)
+    if getattr(config, "model_type", "") in OFFSET_POSITIONS:
+        pad = getattr(config, "pad_token_id", 1)
+        limit -= (1 if pad is None else int(pad)) + 1
+    return limit
+
+
+def scratch_config(name_or_path: str, tokenizer: Any, arch: dict[str, int] | None = None) -> Any:
+    """The config of `name_or_path` with `arch` overrides (layers, hidden, heads, intermediate,
+    max_positions), sized to `tokenizer` and with tied input/output embeddings."""
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.from_pretrained(resolve(name_or_path))
+    except (OSError, ValueError) as e:
+        raise not_found(name_or_path, e) from None
+    for key, value in (arch or {}).items():
+        if key not in ARCH_KEYS:
+            raise ConfigError(f"unknown architecture key {key!r}.{suggest(key, list(ARCH_KEYS))} Known: {', '.join(ARCH_KEYS)}")
+        attr = next((a for a in ARCH_KEYS[key] if hasattr(cfg, a)), None)
+        if attr is None:
+            raise ConfigError(f"{cfg.model_type} configs have no {key} setting ({'/'.join(ARCH_KEYS[key])})")
+        setattr(cfg, attr, int(value))
+    hidden = getattr(cfg, "hidden_size", getattr(cfg, "dim", None))
+    heads = getattr(cfg, "num_attention_heads", getattr(cfg, "n_heads", None))
+    if hidden and heads and hidden % heads:
+        raise ConfigError(f"hidden size {hidden} is not a multiple of the number of heads {heads}")
+    if hasattr(cfg, "embedding_size") and arch and "hidden" in arch:
+        cfg.embedding_size = int(arch["hidden"])
+    cfg.vocab_size = len(tokenizer)
+    if tokenizer.pad_token_id is not None:
+        cfg.pad_token_id = int(tokenizer.pad_token_id)
+    cfg.tie_word_embeddings = True
+    return cfg
+
+
+def load_mlm(
+    name_or_path: str, *, from_scratch: bool = False, arch: dict[str, int] | None = None, tokenizer: Any = None
+) -> tuple[Any, Any]:
     """Load (masked-LM model, fast tokenizer).
 
     A checkpoint without an MLM head gets a fresh head tied to its input embeddings (logged).
-    ``from_scratch`` builds the same architecture with random weights from the checkpoint's config."""
-    from transformers import AutoConfig, AutoModelForMaskedLM
+    ``from_scratch`` builds the architecture of `name_or_path` with random weights (torch's global
+    generator: seed it first), resized by `arch`; `tokenizer` replaces the model's own (e.g. one
+    trained on the corpus)."""
+    from transformers import AutoModelForMaskedLM
 
     path = resolve(name_or_path)
-    tok = load_tokenizer(path)
+    tok = tokenizer if tokenizer is not None else load_tokenizer(path)
     if from_scratch:
-        cfg = AutoConfig.from_pretrained(path)
-        cfg.tie_word_embeddings = True
+        cfg = scratch_config(name_or_path, tok, arch)
         with quiet_transformers():
             model = AutoModelForMaskedLM.from_config(cfg)
-        log.info("initialised %s from scratch (random weights, config of %s)", cfg.model_type, name_or_path)
+        log.info("initialised %s from scratch (random weights, config of %s%s)", cfg.model_type, name_or_path,
+                 f", {arch}" if arch else "")
         return model, tok
+    if arch or tokenizer is not None:
+        raise ConfigError("an architecture or a new tokenizer needs from_scratch=true")
     try:
         with quiet_transformers():
             model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)

@@ -1,4 +1,9 @@
-"""A masked-LM transformer used both as a sentence encoder and as an MLM (heads per architecture)."""
+"""A masked-LM transformer as (encoder, pooling) and (MLM head on chosen positions), per architecture.
+
+The head of each architecture is looked up in `MLM_HEADS` and applied only to the hidden states of
+masked positions, so the vocabulary projection of every other token is never computed. An
+architecture that is not listed falls back to the model's full logits (slower, same loss).
+"""
 
 from __future__ import annotations
 
@@ -16,17 +21,36 @@ from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
 
-
-# ----------------------------------------------------------------------------- model
-def _bert_head(m: Any) -> Any:
-    return m.cls
+Head = Callable[[torch.Tensor], torch.Tensor]  # hidden [m, d] -> logits [m, V]
 
 
-def _roberta_head(m: Any) -> Any:
-    return m.lm_head
+# ----------------------------------------------------------------------------- heads
+def _bert_head(m: Any) -> Head:
+    return m.cls  # type: ignore[no-any-return]
 
 
-def _distilbert_head(m: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+def _lm_head(m: Any) -> Head:
+    return m.lm_head  # type: ignore[no-any-return]
+
+
+def _electra_head(m: Any) -> Head:
+    def head(h: torch.Tensor) -> torch.Tensor:
+        return m.generator_lm_head(m.generator_predictions(h))  # type: ignore[no-any-return]
+
+    return head
+
+
+def _deberta_v2_head(m: Any) -> Head:
+    if getattr(m, "legacy", True) and hasattr(m, "cls"):
+        return m.cls  # type: ignore[no-any-return]
+
+    def head(h: torch.Tensor) -> torch.Tensor:
+        return m.lm_predictions(h, m.deberta.embeddings.word_embeddings)  # type: ignore[no-any-return]
+
+    return head
+
+
+def _distilbert_head(m: Any) -> Head:
     def head(h: torch.Tensor) -> torch.Tensor:
         h = m.activation(m.vocab_transform(h))
         return m.vocab_projector(m.vocab_layer_norm(h))  # type: ignore[no-any-return]
@@ -34,17 +58,24 @@ def _distilbert_head(m: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     return head
 
 
-# The MLM head of each architecture, applied to masked positions only (cheaper than full logits).
-MLM_HEADS: Registry[Callable[[Any], Any]] = Registry("MLM head")
-for _t in ("bert", "electra"):
-    MLM_HEADS.add(_t, _bert_head)
-for _t in ("roberta", "xlm-roberta", "camembert", "mpnet", "deberta-v2"):
-    MLM_HEADS.add(_t, _roberta_head)
+MLM_HEADS: Registry[Callable[[Any], Head]] = Registry("MLM head")
+MLM_HEADS.add("bert", _bert_head)
+for _t in ("roberta", "xlm-roberta", "camembert", "mpnet"):
+    MLM_HEADS.add(_t, _lm_head)
+MLM_HEADS.add("electra", _electra_head)
+MLM_HEADS.add("deberta-v2", _deberta_v2_head)
 MLM_HEADS.add("distilbert", _distilbert_head)
 
 
-class DeclutrModel(nn.Module):
-    """A masked-LM transformer used as (encoder + pooling) and (MLM head on masked positions)."""
+def head_modules(mlm_model: Any) -> list[nn.Module]:
+    """The modules of the masked-LM that are not the base model (its MLM head)."""
+    base = mlm_model.base_model
+    return [m for m in mlm_model.children() if m is not base and any(True for _ in m.parameters())]
+
+
+# ----------------------------------------------------------------------------- model
+class MaskedLM(nn.Module):
+    """Encoder + pooling + the MLM head on masked positions only."""
 
     def __init__(self, mlm_model: Any, pooling: str = "mean") -> None:
         super().__init__()
@@ -52,23 +83,42 @@ class DeclutrModel(nn.Module):
         self.encoder = mlm_model.base_model
         self.pool = POOLINGS.get(pooling)
         mtype = getattr(mlm_model.config, "model_type", "")
-        self.head = MLM_HEADS.get(mtype)(mlm_model) if mtype in MLM_HEADS else None
+        self.head: Head | None = MLM_HEADS.get(mtype)(mlm_model) if mtype in MLM_HEADS else None
+        if self.head is None:
+            log.info("no MLM head mapping for %r: computing full logits for the MLM loss", mtype)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """ids, mask, labels [n, L] -> (embeddings [n, d], summed MLM loss, masked count)."""
-        if labels is not None and self.head is None:  # unknown architecture: full logits
-            out = self.mlm_model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-            hidden = out.hidden_states[-1]
-            sel = labels != IGNORE_INDEX
-            mlm_sum = F.cross_entropy(out.logits[sel].float(), labels[sel], reduction="sum")
-            return self.pool(hidden, mask), mlm_sum, int(sel.sum())
-        hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state  # [n, L, d]
-        emb = self.pool(hidden, mask)  # [n, d]
-        if labels is None:
-            return emb, hidden.new_zeros(()), 0
+    def hidden(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """ids, mask [n, L] -> last hidden states [n, L, d] (no mask: every position is a token)."""
+        if mask is None:
+            return self.encoder(input_ids=ids).last_hidden_state  # type: ignore[no-any-return]
+        return self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state  # type: ignore[no-any-return]
+
+    def mlm_sum(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Summed cross-entropy at positions whose label is not ignored, and their number.
+
+        The head runs even when nothing is masked (on zero rows), so its parameters always take
+        part in the backward pass (DDP expects a gradient for each of them every step)."""
         sel = labels != IGNORE_INDEX  # [n, L]
-        if not bool(sel.any()):
-            return emb, hidden.new_zeros(()), 0
         assert self.head is not None
         logits = self.head(hidden[sel])  # [m, V]
-        return emb, F.cross_entropy(logits.float(), labels[sel], reduction="sum"), int(sel.sum())
+        return F.cross_entropy(logits.float(), labels[sel], reduction="sum"), int(sel.sum())
+
+    def forward(
+        self, ids: torch.Tensor, mask: torch.Tensor | None, labels: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """ids, mask, labels [n, L] -> (pooled embeddings [n, d], summed MLM loss, masked count)."""
+        m = mask if mask is not None else torch.ones_like(ids)
+        if labels is not None and self.head is None:  # unknown architecture: full logits
+            out = self.mlm_model(input_ids=ids, attention_mask=m, output_hidden_states=True)
+            sel = labels != IGNORE_INDEX
+            loss = F.cross_entropy(out.logits[sel].float(), labels[sel], reduction="sum")
+            return self.pool(out.hidden_states[-1], m), loss, int(sel.sum())
+        hidden = self.hidden(ids, mask)  # [n, L, d]
+        emb = self.pool(hidden, m)  # [n, d]
+        if labels is None:
+            return emb, hidden.new_zeros(()), 0
+        loss, count = self.mlm_sum(hidden, labels)
+        return emb, loss, count
+
+
+DeclutrModel = MaskedLM  # the name earlier versions used

@@ -1,4 +1,4 @@
-"""NT-Xent / InfoNCE over anchor and positive embeddings (takes embeddings, never a model)."""
+"""InfoNCE / NT-Xent over anchor and positive embeddings (takes embeddings, never a model)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,21 @@ import torch
 import torch.nn.functional as F
 
 
-def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
-    """NT-Xent over the 2N embeddings of a batch.
+def info_nce(
+    anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05, *, symmetric: bool = True
+) -> torch.Tensor:
+    """Contrastive loss of N pairs; row i of `anchors` [N, d] and `positives` [N, d] is a pair.
 
-    anchors [N, d], positives [N, d] (row i of each is a positive pair). Every other of the 2N
-    embeddings is a negative; cosine similarity divided by `temperature`; mean over the 2N rows."""
+    ``symmetric=True`` (NT-Xent, DeCLUTR): each of the 2N embeddings is classified against the
+    other 2N - 1, mean over the 2N rows. ``symmetric=False`` (SimCSE, sentence-transformers'
+    MultipleNegativesRankingLoss): each anchor is classified against the N positives, mean over the
+    N anchors. Cosine similarity divided by `temperature`."""
     n = anchors.shape[0]
-    z = F.normalize(torch.cat([anchors, positives], dim=0).float(), dim=-1)  # [2N, d]
+    a = F.normalize(anchors.float(), dim=-1)
+    p = F.normalize(positives.float(), dim=-1)
+    if not symmetric:
+        return F.cross_entropy(a @ p.T / temperature, torch.arange(n, device=a.device))  # [N, N]
+    z = torch.cat([a, p], dim=0)  # [2N, d]
     sim = z @ z.T / temperature  # [2N, 2N]
     sim = sim.masked_fill(torch.eye(2 * n, dtype=torch.bool, device=z.device), float("-inf"))
     target = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(z.device)  # [2N]

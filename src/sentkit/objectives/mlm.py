@@ -31,3 +31,20 @@ def mask_tokens(
     out = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
     out = torch.where(to_random, random_ids, out)
     return out, labels
+
+
+def mask_sequence(
+    ids: list[int],
+    maskable: list[bool],
+    *,
+    mask_token_id: int,
+    vocab_size: int,
+    generator: torch.Generator,
+    probability: float = 0.15,
+) -> tuple[list[int], list[int]]:
+    """`mask_tokens` on one sequence of ids (lists in, lists out)."""
+    t = torch.tensor([ids], dtype=torch.long)
+    m = torch.tensor([maskable], dtype=torch.bool)
+    out, lab = mask_tokens(t, m, mask_token_id=mask_token_id, vocab_size=vocab_size, generator=generator,
+                           probability=probability)
+    return out[0].tolist(), lab[0].tolist()

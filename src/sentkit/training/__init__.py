@@ -1,1 +1,2 @@
-"""Training room: the DeCLUTR loop, its schedule, checkpoints and distributed helpers."""
+"""Training room: the one loop (loop.py), one optimisation step (step.py), the method interface
+(recipe.py) and the methods (methods/), checkpoints, the run folder's safety, processes."""

@@ -1,17 +1,23 @@
-"""Distributed helpers (torchrun / DDP semantics without the wrapper).
+"""Several processes (torchrun): torch's DistributedDataParallel plus a differentiable gather.
 
-Each rank embeds its own documents; embeddings are gathered so that every span of every rank is a
-negative. The gather's backward sums the gradients of all ranks, and parameter gradients are then
-averaged over ranks, which gives exactly the gradient of one process on the concatenated batch."""
+Each rank embeds its own share of the batch. Contrastive methods gather every rank's embeddings,
+so that every example of every rank is a negative; the gather's backward sums the gradient that
+each rank's (identical) loss sends to this rank's rows. DistributedDataParallel then averages the
+parameter gradients over ranks, bucket by bucket while the backward pass runs. Local loss sums
+(MLM, reconstruction) are scaled by ``world / global count``, so the average is exactly the
+gradient of one process on the concatenated batch."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,36 @@ def init_from_env(device_type: str) -> DistInfo:
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
     return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def wrap(module: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
+    """`module` under DistributedDataParallel when several processes run, else unchanged.
+
+    Every trainable parameter must receive a gradient in each step (methods freeze what they do
+    not use), so no unused-parameter search is needed."""
+    if not info.active:
+        return module
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids, broadcast_buffers=False)
+
+
+def unwrap(module: nn.Module) -> Any:
+    """The module inside a DistributedDataParallel wrapper (or `module` itself)."""
+    inner = getattr(module, "module", None) if hasattr(module, "no_sync") else None
+    return inner if isinstance(inner, nn.Module) else module
+
+
+@contextlib.contextmanager
+def sync_gradients(module: nn.Module, sync: bool) -> Iterator[None]:
+    """Let DDP all-reduce gradients in this block's backward only when `sync` (the last
+    micro-batch of a step); earlier backwards just accumulate locally."""
+    if sync or not hasattr(module, "no_sync"):
+        yield
+        return
+    with module.no_sync():  # type: ignore[operator]
+        yield
 
 
 class _GatherWithGrad(torch.autograd.Function):
@@ -68,20 +104,3 @@ def all_reduce_sum(value: float, info: DistInfo, device: torch.device) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return float(t.item())
-
-
-def average_gradients(params: list[torch.nn.Parameter], info: DistInfo) -> None:
-    """Average .grad over ranks with one flat all-reduce."""
-    if not info.active:
-        return
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    flat /= info.world_size
-    offset = 0
-    for g in grads:
-        n = g.numel()
-        g.copy_(flat[offset : offset + n].view_as(g))
-        offset += n

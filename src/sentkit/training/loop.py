@@ -1,0 +1,275 @@
+"""The one training loop of every transformer method (DeCLUTR, SimCSE, TSDAE, MLM), phases in order.
+
+A method (`sentkit.training.recipe.Recipe`) supplies the batches and the objective; this loop owns
+the output folder's safety, the token store, processes (DDP), precision, the optimiser and
+schedule, exact resume, checkpoints, metrics and the saved encoder."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sentkit.config import ConfigError, save_json, to_dict
+from sentkit.data.corpus import CorpusError, Fix
+from sentkit.training.batching import docs_for_step
+from sentkit.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from sentkit.training.config import TrainConfig
+from sentkit.training.distributed import DistInfo, unwrap, wrap
+from sentkit.training.metrics import MetricsLogger
+from sentkit.training.recipe import Recipe, StoreSpec
+from sentkit.training.rundir import claim, clean_stale, run_lock, run_log, write_run
+from sentkit.training.schedule import SCHEDULES
+from sentkit.training.step import StepContext, forward_backward, make_optimizer
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- helpers
+def pick_precision(device: torch.device, precision: str) -> str:
+    """`auto`: bf16 on a GPU that computes it natively (never emulated bf16), else fp32."""
+    if precision != "auto":
+        return precision
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+        return "bf16"
+    return "fp32"
+
+
+def autocast_factory(device: torch.device, precision: str) -> Callable[[], Any]:
+    if precision == "fp32":
+        return contextlib.nullcontext
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def corpus_subset(num_units: int, fraction: float) -> np.ndarray:
+    """A fixed share of the units; nested across fractions (10 % is inside 30 %), independent of the seed."""
+    order = np.random.default_rng(0x5EB5E7).permutation(num_units)
+    return np.sort(order[: max(1, round(num_units * fraction))]) if fraction < 1 else np.arange(num_units)
+
+
+def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out: Path, info: DistInfo, *,
+                          rule: Any = None) -> Any:
+    """Use cfg.corpus if it is a prepared store, else prepare it once into cfg.prepared_dir (default
+    <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match."""
+    import torch.distributed as dist
+
+    from sentkit.data.store import TokenStore, is_store, prepare_store
+    from sentkit.io import file_lock
+
+    if is_store(cfg.corpus):
+        store = TokenStore(cfg.corpus)
+    else:
+        target = Path(cfg.prepared_dir) if cfg.prepared_dir else out / "prepared"
+        if info.is_main:
+            # runs sharing prepared_dir (several processes of an experiment grid) prepare it once
+            with file_lock(target.with_name(f".{target.name}.lock")):
+                if not _store_matches(target, spec, tokenizer):
+                    kw: dict[str, Any] = {"rule": rule} if rule is not None else {}
+                    if spec.unit != "document":
+                        kw["unit"] = spec.unit
+                    rep = prepare_store(
+                        cfg.corpus, tokenizer, target, min_doc_tokens=spec.min_tokens, max_doc_tokens=spec.max_tokens,
+                        text_field=cfg.text_field, tokenizer_name=cfg.model, show_progress=cfg.progress, **kw,
+                    )
+                    log.info("prepared corpus:\n%s", rep.summary(spec.min_tokens))
+        if info.active:
+            dist.barrier()
+        store = TokenStore(target)
+    store.check_tokenizer(tokenizer, spec.min_tokens)
+    if store.meta.get("unit", "document") != spec.unit:
+        raise CorpusError(f"store {store.path} holds {store.meta.get('unit', 'document')}s, but this method trains on "
+                          f"{spec.unit}s; pass the raw corpus (it is prepared into <out>/prepared)")
+    return store
+
+
+def _store_matches(target: Path, spec: StoreSpec, tokenizer: Any) -> bool:
+    """An existing store at target was prepared with these length settings and this tokenizer."""
+    from sentkit.data.store import TokenStore, is_store, tokenizer_fingerprint
+
+    if not is_store(target):
+        return False
+    meta = TokenStore(target).meta
+    return bool(meta.get("min_doc_tokens") == spec.min_tokens and meta.get("max_doc_tokens") == spec.max_tokens
+                and meta.get("unit", "document") == spec.unit
+                and meta.get("tokenizer_fingerprint") == tokenizer_fingerprint(tokenizer))
+
+
+def lr_lambda(cfg: TrainConfig, total: int) -> Callable[[int], float]:
+    fn = SCHEDULES.get(cfg.schedule)
+    return lambda s: fn(s, total, cut_frac=cfg.cut_frac, ratio=cfg.lr_ratio)
+
+
+def too_few_units(recipe: Recipe, n: int, cfg: TrainConfig, info: DistInfo) -> CorpusError:
+    step = info.world_size * cfg.grad_accum
+    fit = max(step, (n // step) * step) if n >= step else None
+    fixes = [Fix({"batch_size": fit}, f"{fit} {recipe.unit_name}s a step")] if fit else []
+    extra = recipe.more_units_fix()
+    if extra is not None:
+        fixes.append(extra)
+    return CorpusError(
+        f"the corpus gives {n} usable {recipe.unit_name}s, fewer than batch_size={cfg.batch_size}", fixes=fixes
+    )
+
+
+# ----------------------------------------------------------------------------- the loop
+def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = None) -> Path:
+    """Train with `recipe_cls` on cfg.corpus; save an encoder (sentence-transformers layout, and
+    the masked LM with its head) at cfg.out.
+
+    `stop_at` ends the loop early after that step (as a kill would, after its checkpoint), for tests."""
+    from sentkit.models.encoder import pick_device
+    from sentkit.training.distributed import init_from_env
+
+    # --- setup: device, processes, precision
+    out = Path(cfg.out)
+    device = pick_device(cfg.device)
+    info = init_from_env(device.type)
+    if device.type == "cuda" and info.active:
+        device = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(device)
+    precision = pick_precision(device, cfg.precision)
+    if cfg.batch_size % (info.world_size * cfg.grad_accum):
+        raise ConfigError(f"batch_size ({cfg.batch_size}) must be divisible by world size x grad_accum "
+                          f"({info.world_size} x {cfg.grad_accum})")
+
+    # --- the output folder: ours to write, one process at a time, leftovers of a kill removed
+    with contextlib.ExitStack() as stack:
+        if info.is_main:
+            prev = claim(out, recipe_cls.name, cfg)
+            stack.enter_context(run_lock(out))
+            clean_stale(out)
+            stack.enter_context(run_log(out))
+        else:
+            prev = None
+        resuming = cfg.resume and prev is not None
+        return _run(cfg, recipe_cls, out, device, info, precision, resuming, stop_at)
+
+
+def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.device, info: DistInfo,
+         precision: str, resuming: bool, stop_at: int | None) -> Path:
+    from tqdm.auto import tqdm
+
+    from sentkit.models.encoder import save_st_directory
+    from sentkit.models.hub import position_limit
+
+    # --- model and tokenizer (random initialisation seeded by the run's seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        mlm_model, tokenizer = recipe_cls.load_model(cfg, out, info)
+        limit = position_limit(mlm_model.config)
+        recipe = recipe_cls(cfg, mlm_model, tokenizer, limit)
+        module = recipe.module().to(device)
+    module.train()
+    module.token_budget = cfg.token_budget or (16384 if device.type == "cuda" else 1024)
+    module.autocast = autocast_factory(device, precision)
+
+    # --- data: this run's units, steps per epoch
+    store = open_or_prepare_store(cfg, tokenizer, recipe.store_spec(), out, info, rule=recipe.length_rule())
+    n_all = recipe.units(store)
+    pool = corpus_subset(n_all, cfg.corpus_fraction)  # unit indices this run may use
+    if cfg.corpus_fraction < 1:
+        log.info("using %d of %d %ss (corpus_fraction=%g)", len(pool), n_all, recipe.unit_name, cfg.corpus_fraction)
+    if len(pool) < cfg.batch_size:
+        raise too_few_units(recipe, len(pool), cfg, info)
+    steps_per_epoch = len(pool) // cfg.batch_size
+    total = cfg.max_steps or cfg.epochs * steps_per_epoch
+
+    # --- optimizer, schedule, loss scaling
+    opt = make_optimizer(module, cfg.lr, cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, total))
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    # --- resume (tensors load on the CPU; load_state_dict moves them to the device)
+    step = 0
+    if resuming:
+        state, path = load_checkpoint(out, map_location="cpu")
+        module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        if "scaler" in state:
+            scaler.load_state_dict(state["scaler"])
+        set_rng_state(state.get("rng", {}) or {"torch": None})
+        step = int(state["step"])
+        log.info("resumed from %s at step %d of %d", path, step, total)
+    if info.is_main:
+        save_json(cfg, out / "train_config.json")
+        write_run(out, recipe.name, cfg, status="training", step=step)
+    model = wrap(module, info, device)
+    ctx = StepContext(recipe, model, cfg, device, info, scaler)
+    metrics = MetricsLogger(out, cfg.logger, recipe.loss_names) if info.is_main else None
+    local = cfg.batch_size // info.world_size
+
+    # --- loop
+    bar = tqdm(total=total, initial=step, desc=recipe.name, unit="step", disable=not (cfg.progress and info.is_main))
+    t_start = time.perf_counter()
+    tokens_seen = units_seen = 0
+    while step < total:
+        units = [int(pool[i]) for i in docs_for_step(step, len(pool), cfg.batch_size, cfg.seed)]
+        batch = recipe.batch(store, units[info.rank * local : (info.rank + 1) * local], step)
+        opt.zero_grad(set_to_none=True)
+        m = forward_backward(ctx, batch, step)
+        scaler.unscale_(opt)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        scaler.step(opt)
+        scaler.update()
+        sched.step()
+        step += 1
+        tokens_seen += batch.tokens * info.world_size
+        units_seen += cfg.batch_size
+        if not math.isfinite(m["loss"]):
+            raise FloatingPointError(f"loss became {m['loss']} at step {step}; lower lr (--set lr=...) or use "
+                                     "--set precision=fp32")
+        bar.update(1)
+        bar.set_postfix(loss=f"{m['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.2e}")
+        if metrics is not None and (step % cfg.log_every == 0 or step == total or step == 1):
+            el = time.perf_counter() - t_start
+            metrics.log({"step": step, **m, "lr": float(sched.get_last_lr()[0]), "grad_norm": grad_norm,
+                         "tokens_per_s": tokens_seen / el, "docs_per_s": units_seen / el, "elapsed_s": el})
+        if info.is_main and (step % cfg.checkpoint_every == 0 or step == total):
+            save_checkpoint(out, {
+                "model": module.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "scaler": scaler.state_dict(), "rng": rng_state(), "step": step, "method": recipe.name,
+                "sampler": {"epoch": step // steps_per_epoch, "position": step % steps_per_epoch},
+                "config": to_dict(cfg),
+            })
+        if stop_at is not None and step >= stop_at:
+            break
+    bar.close()
+    if metrics is not None:
+        metrics.close()
+    if info.active:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    # --- save the encoder (sentence-transformers layout, masked LM with its head, config, card)
+    if info.is_main and step >= total:
+        enc = recipe.encoder_settings()
+        save_st_directory(
+            unwrap(model).mlm_model, tokenizer, out, max_length=limit, method=recipe.name, save_head=True,
+            extra={"base_model": cfg.model, "steps": step, **{k: v for k, v in enc.items() if k != "pooling"}},
+            model_card=model_card(recipe, step, store), pooling=enc["pooling"],
+        )
+        write_run(out, recipe.name, cfg, status="done", step=step)
+    return out
+
+
+def model_card(recipe: Recipe, steps: int, store: Any) -> str:
+    return (
+        f"# sentkit {recipe.name} encoder\n\n{recipe.card(steps, store)}\n"
+        "## Use\n\n```python\nimport sentkit\nvecs = sentkit.load('PATH').encode(['a sentence'])\n"
+        "# or\nfrom sentence_transformers import SentenceTransformer\nvecs = SentenceTransformer('PATH').encode(['a sentence'])\n```\n\n"
+        f"The directory also holds the masked LM with its head: `sentkit train --method declutr --model PATH` "
+        f"continues from it.\n\nResolved training config: `train_config.json`.\n\n```json\n"
+        f"{json.dumps(to_dict(recipe.cfg), indent=2)}\n```\n"
+    )

@@ -1,0 +1,29 @@
+"""Transformer methods: each is a `Recipe` (batch builder + objective) run by the one loop.
+
+Importing this package registers them for `sentkit train --method NAME` and experiment grids."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sentkit.methods import Method, register_method
+from sentkit.training.loop import train
+from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+from sentkit.training.recipe import Recipe
+
+RECIPES: dict[str, type[Recipe]] = {r.name: r for r in (Declutr,)}
+
+
+def load_trained(path: Path) -> Any:
+    """The encoder a transformer method saved (the same as sentence-transformers loads)."""
+    from sentkit.models.encoder import TransformerEncoder
+
+    return TransformerEncoder.from_pretrained(str(path))
+
+
+for _name, _recipe in RECIPES.items():
+    register_method(Method(_name, _recipe.config_cls, partial(train, recipe_cls=_recipe), load_trained, _recipe.description))
+
+__all__ = ["RECIPES", "Declutr", "DeclutrConfig", "load_trained"]

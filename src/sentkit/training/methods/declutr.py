@@ -1,0 +1,215 @@
+"""DeCLUTR (Giorgi et al., ACL 2021): spans of the same document are positives, every other span
+of the batch a negative (the other anchors of a document are its hard negatives); NT-Xent summed
+with MLM on the anchors; mean pooling."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+
+from sentkit.config import ConfigError
+from sentkit.data.corpus import Fix
+from sentkit.models.mlm import MaskedLM
+from sentkit.objectives.contrastive import info_nce
+from sentkit.objectives.mlm import mask_sequence
+from sentkit.objectives.spans import STRATEGIES, SpanSettings, sample_spans
+from sentkit.training.batching import pad_with_labels
+from sentkit.training.config import TrainConfig
+from sentkit.training.recipe import (
+    Batch,
+    Recipe,
+    Seeds,
+    StepOut,
+    StoreSpec,
+    TrainModule,
+    freeze_unused,
+    in_order,
+)
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- config
+@dataclass
+class DeclutrConfig(TrainConfig):
+    """Every setting of a DeCLUTR run. Defaults are the paper's, except the offline base model, and
+    that long documents are cut into pieces (so a few books give enough documents for a batch)."""
+
+    # documents: "auto" pieces are twice the paper's minimum length (num_anchors * max_span_len * 4);
+    # "none" never cuts
+    max_doc_tokens: int | Literal["auto", "none"] = "auto"
+    # spans
+    num_anchors: int = 2
+    num_positives: int = 2
+    min_span_len: int = 32
+    max_span_len: int = 512
+    strategy: Literal["default", "adjacent", "subsuming"] = "default"
+    # objective
+    temperature: float = 0.05
+    contrastive: bool = True
+    mlm: bool = True
+    mlm_probability: float = 0.15
+
+    POSITIVE_INTS: ClassVar[tuple[str, ...]] = (*TrainConfig.POSITIVE_INTS, "num_anchors", "num_positives", "min_span_len")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if not (self.contrastive or self.mlm):
+            raise ConfigError("at least one of contrastive and mlm must be on")
+        if self.min_span_len > self.max_span_len:
+            raise ConfigError(f"min_span_len ({self.min_span_len}) exceeds max_span_len ({self.max_span_len})")
+        if not self.temperature > 0:
+            raise ConfigError("temperature must be positive")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError("mlm_probability must be in (0, 1)")
+        if isinstance(self.max_doc_tokens, int) and self.max_doc_tokens < 1:
+            raise ConfigError(f"max_doc_tokens must be at least 1 (or auto / none), got {self.max_doc_tokens}")
+
+    def spans(self, max_len: int | None = None) -> SpanSettings:
+        hi = min(self.max_span_len, max_len) if max_len else self.max_span_len
+        return SpanSettings(self.num_anchors, self.num_positives, min(self.min_span_len, hi), hi, self.strategy)
+
+    def doc_tokens(self, spans: SpanSettings) -> int | None:
+        """The resolved piece length: None (never cut) or a number of tokens."""
+        if self.max_doc_tokens == "none":
+            return None
+        if self.max_doc_tokens == "auto":
+            return 2 * spans.min_doc_tokens
+        return int(self.max_doc_tokens)
+
+
+# ----------------------------------------------------------------------------- data of a step
+@dataclass
+class SpanBatch(Batch):
+    """Anchors first (num_units * A), then positives (num_units * A * P); MLM labels per anchor."""
+
+    seqs: list[list[int]] | None = None
+    labels: list[list[int] | None] | None = None
+    per_unit: int = 2  # A
+    num_positives: int = 2  # P
+
+
+class DeclutrModule(TrainModule):
+    def __init__(self, mlm_model: Any, pooling: str, mlm: bool, pad_id: int) -> None:
+        super().__init__()
+        self.model = MaskedLM(mlm_model, pooling)
+        self.mlm_model = mlm_model
+        self.mlm = mlm
+        self.pad_id = pad_id
+        if not mlm:  # the head takes no part: keep DDP from waiting for its gradients
+            freeze_unused(mlm_model, mlm_model.base_model)
+
+    def forward(self, batch: Batch, group: Sequence[int], seeds: Seeds) -> StepOut:
+        """Embed the anchors of documents `group` and their positives -> views (anchors [k, d],
+        mean of each anchor's P positives [k, d]) and the anchors' summed MLM loss."""
+        assert isinstance(batch, SpanBatch) and batch.seqs is not None and batch.labels is not None
+        a_per, p = batch.per_unit, batch.num_positives
+        n_anchor = batch.num_units * a_per
+        anchors = [u * a_per + j for u in group for j in range(a_per)]
+        idx = anchors + [n_anchor + a * p + j for a in anchors for j in range(p)]
+        seqs = [batch.seqs[i] for i in idx]
+        labels = [batch.labels[i] if self.mlm else None for i in idx]
+        mlm_sum = torch.zeros((), device=next(self.parameters()).device)
+
+        def run(chunk: list[int]) -> torch.Tensor:
+            nonlocal mlm_sum
+            ids, mask, lab = pad_with_labels([seqs[i] for i in chunk], [labels[i] for i in chunk], self.pad_id, mlm_sum.device)
+            emb, s, _ = self.model(ids, mask if len({len(seqs[i]) for i in chunk}) > 1 else None, lab)
+            mlm_sum = mlm_sum + s
+            return emb.float()
+
+        emb = in_order(self.run_chunks([len(s) for s in seqs], seeds, run), len(seqs))  # [k + k*P, d]
+        k = len(anchors)
+        views = (emb[:k], emb[k:].view(k, p, -1).mean(dim=1))
+        return StepOut(views, {"mlm": mlm_sum} if self.mlm else {})
+
+
+# ----------------------------------------------------------------------------- the method
+class Declutr(Recipe):
+    name = "declutr"
+    description = "DeCLUTR continued pretraining of a masked-LM transformer (spans of one document are positives)"
+    config_cls = DeclutrConfig
+    unit_name = "document"
+
+    def __init__(self, cfg: DeclutrConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
+        super().__init__(cfg, mlm_model, tokenizer, max_len)
+        self.cfg: DeclutrConfig = cfg
+        self.span_settings = cfg.spans(max_len - len(self.prefix) - len(self.suffix))
+        if self.span_settings.max_span_len < cfg.max_span_len:
+            log.info("max_span_len lowered to %d to fit the model's %d positions", self.span_settings.max_span_len, max_len)
+        if cfg.mlm and tokenizer.mask_token_id is None:
+            raise ConfigError(f"model {cfg.model!r} has no mask token; use --set mlm=false")
+        self.special = sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
+        self.loss_names = (("contrastive",) if cfg.contrastive else ()) + (("mlm",) if cfg.mlm else ())
+
+    @property
+    def has_contrastive(self) -> bool:
+        return self.cfg.contrastive
+
+    def store_spec(self) -> StoreSpec:
+        s = self.span_settings
+        return StoreSpec("document", s.min_doc_tokens, self.cfg.doc_tokens(s))
+
+    def length_rule(self) -> Any:
+        from sentkit.data.store import LengthRule
+
+        return LengthRule(self.cfg.num_anchors, self.cfg.min_span_len)
+
+    def more_units_fix(self) -> Fix | None:
+        spec = self.store_spec()
+        if spec.max_tokens is None or spec.max_tokens > spec.min_tokens:
+            return Fix({"max_doc_tokens": spec.min_tokens}, "cuts documents into more, shorter pieces")
+        return None
+
+    def batch(self, store: Any, units: list[int], step: int) -> SpanBatch:
+        """Spans (and anchor MLM masks) of `units`, seeded per (seed, step, document)."""
+        cfg, spans = self.cfg, self.span_settings
+        anchors: list[list[int]] = []
+        positives: list[list[int]] = []
+        labels: list[list[int] | None] = []
+        special = np.asarray(self.special)
+        for d in units:
+            rng = np.random.default_rng([cfg.seed, step, d, 0x5A])
+            toks = store.doc(d)
+            s = sample_spans(len(toks), spans, rng)
+            for a, ps in zip(s.anchors, s.positives):
+                body = toks[a.start : a.end]
+                ids = self.prefix + body.tolist() + self.suffix
+                if cfg.mlm:
+                    maskable = [False] * len(self.prefix) + (~np.isin(body, special)).tolist() + [False] * len(self.suffix)
+                    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+                    ids, lab = mask_sequence(ids, maskable, mask_token_id=int(self.tokenizer.mask_token_id),
+                                             vocab_size=int(self.mlm_model.config.vocab_size), generator=gen,
+                                             probability=cfg.mlm_probability)
+                    labels.append(lab)
+                else:
+                    labels.append(None)
+                anchors.append(ids)
+                positives.extend(self.prefix + toks[p.start : p.end].tolist() + self.suffix for p in ps)
+        seqs = anchors + positives
+        counts = {"mlm": float(sum(sum(1 for t in lb if t != -100) for lb in labels if lb is not None))} if cfg.mlm else {}
+        return SpanBatch(len(units), counts, sum(len(x) for x in seqs), seqs, labels + [None] * len(positives),
+                         spans.num_anchors, spans.num_positives)
+
+    def module(self) -> TrainModule:
+        return DeclutrModule(self.mlm_model, self.cfg.pooling, self.cfg.mlm, self.pad_id)
+
+    def contrastive(self, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return info_nce(a, p, self.cfg.temperature)
+
+    def card(self, steps: int, store: Any) -> str:
+        c, s = self.cfg, self.span_settings
+        return (
+            f"Continued pretraining of `{c.model}` with the DeCLUTR objective (Giorgi et al., ACL 2021) for {steps} "
+            f"steps on `{c.corpus}` ({len(store)} documents, {store.meta.get('num_tokens', 0):,} tokens).\n\n"
+            f"- pooling: {c.pooling}; anchors {c.num_anchors}, positives {c.num_positives}, spans "
+            f"{s.min_span_len}-{s.max_span_len} tokens ({c.strategy}); temperature {c.temperature}\n"
+            f"- losses: contrastive={c.contrastive}, mlm={c.mlm}; batch {c.batch_size} documents, lr {c.lr}\n"
+        )

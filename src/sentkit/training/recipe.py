@@ -1,0 +1,189 @@
+"""What a transformer training method is: a batch builder plus an objective, plugged into the one
+loop (`sentkit.training.loop.train`) that owns resume, DDP, gradient caching, precision and
+checkpoints.
+
+A method subclasses `Recipe`:
+
+- ``store_spec()``: the token store it reads (documents or sentences, and a length rule);
+- ``units(store)``: how many units (documents, texts, packed sequences) one epoch has;
+- ``batch(store, units, step)``: this rank's token ids for those units, randomness seeded by
+  (seed, step, unit) so that a unit's data never depends on which rank or micro-batch it lands in;
+- ``module()``: the trainable `TrainModule`, whose ``forward(batch, group, seeds)`` embeds the
+  micro-batch `group` and returns its contrastive views and summed local losses;
+- ``contrastive(a, p)``: the loss over the gathered views of the whole step, if the method has one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from sentkit.data.corpus import Fix
+from sentkit.training.batching import length_chunks
+from sentkit.training.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------- data of one step
+@dataclass
+class Batch:
+    """This rank's data of one optimizer step. `num_units` units; methods subclass it."""
+
+    num_units: int
+    counts: dict[str, float] = field(default_factory=dict)  # local normalisers of each summed loss
+    tokens: int = 0  # tokens fed to the model (throughput)
+
+
+@dataclass
+class StepOut:
+    """A micro-batch's forward: contrastive views ([k, d] each, row i of both is a pair) and
+    summed local losses (divided by the step's global counts by the loop)."""
+
+    views: tuple[torch.Tensor, torch.Tensor] | None
+    sums: dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """The token store a method trains from."""
+
+    unit: str = "document"  # "document" or "sentence"
+    min_tokens: int = 1  # shorter units are skipped at preparation
+    max_tokens: int | None = None  # longer documents are cut into pieces of this size
+
+
+def dropout_seed(seed: int, rank: int, step: int, micro: int, chunk: int) -> int:
+    """The dropout stream of one forward chunk: a function of the run's seed, the process rank, the
+    step, the micro-batch and the chunk, so a replay (gradient caching, resume) draws the same masks."""
+    return int(np.random.SeedSequence([seed, rank, step, micro, chunk, 0xD50]).generate_state(1, np.uint64)[0] >> 1)
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Where a forward stands in the run: picks the dropout stream of each of its chunks."""
+
+    seed: int
+    rank: int
+    step: int
+    micro: int
+
+    def chunk(self, c: int) -> int:
+        return dropout_seed(self.seed, self.rank, self.step, self.micro, c)
+
+
+class TrainModule(nn.Module):
+    """The trainable part of a method. Holds the masked-LM (saved at the end as the encoder) and
+    whatever the objective adds (a decoder, an MLP); ``forward`` runs one micro-batch."""
+
+    mlm_model: Any
+    token_budget: int = 1024
+    autocast: Callable[[], Any]
+
+    def forward(self, batch: Batch, group: Sequence[int], seeds: Seeds) -> StepOut:  # pragma: no cover
+        raise NotImplementedError
+
+    def run_chunks(
+        self, lengths: Sequence[int], seeds: Seeds, fn: Callable[[list[int]], Any], *, offset: int = 0
+    ) -> list[tuple[list[int], Any]]:
+        """Call `fn(indices)` on length-sorted chunks of at most `token_budget` padded tokens, each
+        under its own dropout seed; returns [(indices, result)] in chunk order."""
+        out: list[tuple[list[int], Any]] = []
+        device = next(self.parameters()).device
+        for c, chunk in enumerate(length_chunks(list(lengths), self.token_budget)):
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(seeds.chunk(offset + c))
+                with self.autocast():
+                    out.append((chunk, fn(chunk)))
+        return out
+
+
+def in_order(parts: list[tuple[list[int], torch.Tensor]], n: int) -> torch.Tensor:
+    """Rows computed chunk by chunk ([len(idx), ...] each) back in index order [n, ...]."""
+    order = [i for idx, _ in parts for i in idx]
+    stacked = torch.cat([t for _, t in parts])
+    inv = torch.empty(n, dtype=torch.long)
+    inv[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+    return stacked[inv.to(stacked.device)]
+
+
+def freeze_unused(module: nn.Module, used: nn.Module | Sequence[nn.Module]) -> int:
+    """Turn off gradients of parameters that no module of `used` holds (DDP needs every trainable
+    parameter to get a gradient each step); returns how many tensors were frozen."""
+    keep = {id(p) for m in ([used] if isinstance(used, nn.Module) else used) for p in m.parameters()}
+    frozen = 0
+    for p in module.parameters():
+        if id(p) not in keep and p.requires_grad:
+            p.requires_grad_(False)
+            frozen += 1
+    return frozen
+
+
+# ----------------------------------------------------------------------------- a method
+class Recipe:
+    """Base of every transformer method (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_cls: ClassVar[type[TrainConfig]] = TrainConfig
+    unit_name: ClassVar[str] = "unit"  # what a unit is called in messages ("document", "text", ...)
+
+    def __init__(self, cfg: Any, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
+        from sentkit.models.hub import special_affixes
+
+        self.cfg = cfg
+        self.mlm_model = mlm_model
+        self.tokenizer = tokenizer
+        self.max_len = max_len  # the model's longest sequence, special tokens included
+        self.prefix, self.suffix = special_affixes(tokenizer)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        self.loss_names: tuple[str, ...] = ()  # the summed losses and "contrastive", as logged
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path, info: Any) -> tuple[Any, Any]:
+        """(masked-LM model, tokenizer) to train; torch's generator is seeded by the loop."""
+        from sentkit.models.hub import load_mlm
+
+        return load_mlm(cfg.model, from_scratch=cfg.from_scratch)
+
+    @property
+    def has_contrastive(self) -> bool:
+        return False
+
+    def length_rule(self) -> Any:
+        """How the store's error messages word smaller-span fixes (None: no span settings)."""
+        return None
+
+    def more_units_fix(self) -> Fix | None:
+        """A setting that gives more units when the corpus has fewer than a batch."""
+        return None
+
+    def store_spec(self) -> StoreSpec:
+        return StoreSpec()
+
+    def units(self, store: Any) -> int:
+        return len(store)
+
+    def batch(self, store: Any, units: list[int], step: int) -> Batch:  # pragma: no cover
+        raise NotImplementedError
+
+    def module(self) -> TrainModule:  # pragma: no cover
+        raise NotImplementedError
+
+    def contrastive(self, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def encoder_settings(self) -> dict[str, Any]:
+        """How the saved encoder pools (sentence-transformers layout)."""
+        return {"pooling": self.cfg.pooling}
+
+    def card(self, steps: int, store: Any) -> str:
+        """The model card's method paragraph (Markdown)."""
+        return f"Trained with `{self.name}` for {steps} steps."

@@ -1,0 +1,180 @@
+"""The output folder of a training run: who may write it, and what a resume must match.
+
+A run folder is recognised by ``run.json`` (written when a run starts: method, config, the entries
+sentkit made). Rules, checked before any expensive work:
+
+- an empty or new folder is used as is;
+- a folder of someone else's files is never written into;
+- an earlier sentkit run is continued only with ``--resume`` (same method, same settings unless
+  ``--allow-config-change``), or replaced with ``--overwrite`` (only if every entry is one sentkit
+  wrote);
+- one process at a time: ``.lock`` is held (``flock``) for the whole run; the kernel drops it when the
+  process dies, so a crashed run never leaves it stuck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError, to_dict
+from sentkit.io import atomic_write_text, remove_stale_temps
+from sentkit.training.config import TrainConfig, config_diff
+
+log = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
+LOG_FILE = "train.log"
+# Entries of a run folder that sentkit writes whatever the model's files are called.
+_OWN = {RUN_FILE, LOCK_FILE, LOG_FILE, "checkpoint", "metrics.csv", "train_config.json", "tensorboard", "prepared"}
+
+
+class RunDirError(ConfigError):
+    """The output folder cannot be used for this run; the message says why and the way out."""
+
+
+def read_run(out: Path) -> dict[str, Any] | None:
+    """The ``run.json`` of a sentkit run folder, or None (not a run folder, or unreadable)."""
+    try:
+        data = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "method" in data else None
+
+
+def write_run(out: Path, method: str, cfg: TrainConfig, **extra: Any) -> None:
+    """Record (atomically) that `out` is a run of `method` with `cfg`, and which entries it made."""
+    entries = sorted(set(_list(out)) | set((read_run(out) or {}).get("entries", [])) | {RUN_FILE})
+    data = {"method": method, "config": to_dict(cfg), "entries": entries, **extra}
+    atomic_write_text(out / RUN_FILE, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _list(out: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in out.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def claim(out: Path, method: str, cfg: TrainConfig) -> dict[str, Any] | None:
+    """Check that this run may use `out` (see the module docstring); with --overwrite, clear the
+    earlier run. Returns the earlier run's record when resuming, else None."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out}: is a file, not a folder; choose a folder name")
+    entries = [e for e in _list(out) if e != LOCK_FILE and not (e.startswith(".") and e.endswith(".tmp"))]
+    if not entries:
+        if cfg.resume:
+            log.warning("--resume given but %s holds no run; starting from step 0", out)
+        return None
+    prev = read_run(out)
+    legacy = prev is None and (out / "train_config.json").is_file() and (out / "checkpoint").is_dir()
+    if prev is None and not legacy:
+        raise RunDirError(
+            f"--out {out}: the folder already holds files that sentkit did not write ({_names(entries)}); "
+            "choose a new or empty folder for --out"
+        )
+    prev = prev or {"method": method, "config": _json(out / "train_config.json"), "entries": entries}
+    if cfg.overwrite:
+        unknown = sorted(set(entries) - set(prev.get("entries", [])) - _OWN)
+        if unknown:
+            raise RunDirError(
+                f"--out {out}: --overwrite would delete files that sentkit did not write ({_names(unknown)}); "
+                "move them away or choose another --out"
+            )
+        log.warning("--overwrite: replacing the earlier %s run in %s", prev["method"], out)
+        for e in entries:
+            p = out / e
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        return None
+    if not cfg.resume:
+        raise RunDirError(
+            f"--out {out}: holds an earlier {prev['method']} run; add --resume to continue it, "
+            "--overwrite to replace it, or choose another --out"
+        )
+    if prev["method"] != method:
+        raise RunDirError(
+            f"--out {out}: holds a {prev['method']} run, not {method}; --resume continues a run of the same "
+            "method: choose another --out (or --overwrite to replace it)"
+        )
+    diff = config_diff(prev.get("config") or {}, cfg)
+    if diff and not cfg.allow_config_change:
+        raise RunDirError(
+            f"--out {out}: --resume with settings that differ from the run's ({'; '.join(diff)}); "
+            "resume with the same settings, or add --allow-config-change to accept them"
+        )
+    if diff:
+        log.warning("resuming %s with changed settings: %s", out, "; ".join(diff))
+    return prev
+
+
+def _names(entries: list[str], n: int = 4) -> str:
+    return ", ".join(entries[:n]) + (f" and {len(entries) - n} more" if len(entries) > n else "")
+
+
+def _json(p: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold `out`/.lock for the block; a second process refuses at once, naming the holder."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no lock
+        yield
+        return
+    path = out / LOCK_FILE
+    fh = open(path, "a+")  # noqa: SIM115 - held for the whole block
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise RunDirError(
+                f"--out {out}: another training ({holder}) is using this folder; wait for it to finish, "
+                "or choose another --out"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        yield
+    finally:
+        fh.close()  # closing drops the lock
+
+
+def clean_stale(out: Path) -> None:
+    """Remove temporaries that a killed write left in the run folder and its checkpoint folder."""
+    for folder in (out, out / "checkpoint"):
+        remove_stale_temps(folder)
+    remove_stale_temps(out.parent, out.name)
+
+
+@contextlib.contextmanager
+def run_log(out: Path) -> Iterator[None]:
+    """Append this run's log records to `out`/train.log (never truncated) while the block runs."""
+    handler = logging.FileHandler(out / LOG_FILE, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("sentkit")
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()

@@ -1,0 +1,44 @@
+"""Run under torchrun: one step's gradients with every rank holding part of the batch.
+
+argv: model_dir store_dir out_file spec_json, spec = {"units": [...], "method": "declutr",
+"config": {...}, "dropout": p or null}. Rank 0 saves {"step": grads, "reference": grads}: the
+loop's step and the one-graph oracle, both under DDP."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _helpers import save, step_gradients
+
+from sentkit.config import from_dict
+from sentkit.methods import get_method
+from sentkit.training.distributed import init_from_env
+
+
+def main() -> None:
+    model_dir, store_dir, out_file, spec_json = sys.argv[1:5]
+    spec = json.loads(spec_json)
+    info = init_from_env("cpu")
+    units = spec["units"]
+    share = len(units) // info.world_size
+    mine = units[info.rank * share : (info.rank + 1) * share]
+    method = spec.get("method", "declutr")
+    cfg = from_dict(get_method(method).config_cls, {"corpus": store_dir, "out": "unused", **spec.get("config", {})})
+    kw = {"method": method, "dropout": spec.get("dropout")}
+    grads = {"step": step_gradients(model_dir, store_dir, cfg, mine, info, **kw)}
+    if spec.get("reference"):
+        grads["reference"] = step_gradients(model_dir, store_dir, cfg, mine, info, reference=True, **kw)
+    if info.rank == 0:
+        save(grads, out_file)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
