@@ -1,5 +1,6 @@
 """Shared machinery of the baselines: the base estimator (scikit-learn habits, directory
-save/load), corpus loading with a config, and words-per-second logging."""
+save/load, the one ``encode`` convention), corpus loading with a config (read/kept/skipped
+counts, a clear refusal when nothing is usable), and words-per-second logging."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from sentkit.baselines.configs import BaselineConfig
-from sentkit.data.sentences import CorpusSource, TokenizedCorpus, read_corpus, tokenize
+from sentkit.data.corpus import Fix
+from sentkit.data.sentences import CorpusSource, ReadReport, TokenizedCorpus, read_corpus, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -58,23 +61,158 @@ class RateLogger:
         return {"words": float(self.words), "seconds": self.elapsed, "words_per_s": self.rate}
 
 
-def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: BaselineConfig) -> TokenizedCorpus:
-    """A TokenizedCorpus from a path, a list of document strings, or as is."""
+def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: BaselineConfig, method: str = "") -> TokenizedCorpus:
+    """A TokenizedCorpus from a path, a list of document strings, or as is. Logs what was read,
+    kept and skipped; raises CorpusError (naming the corpus and the fix) when no sentence is usable."""
     if isinstance(source, TokenizedCorpus):
-        return source if cfg.punctuation else source.without_punctuation()
-    if isinstance(source, (str, Path)) and not str(source):
-        from sentkit.config import ConfigError
+        data = source if cfg.punctuation else source.without_punctuation()
+    else:
+        if isinstance(source, (str, Path)) and not str(source):
+            from sentkit.config import ConfigError
 
-        raise ConfigError("no corpus given: pass --corpus PATH (or corpus = \"...\" in the config)")
-    return read_corpus(
-        source,
-        lowercase=cfg.lowercase,
-        punctuation=cfg.punctuation,
-        max_sentences=cfg.max_sentences,
-        field=cfg.text_field,
-        txt_mode=cfg.txt_mode,
-        progress=cfg.progress,
-    )
+            raise ConfigError("no corpus given: pass --corpus PATH (or corpus = \"...\" in the config)")
+        data = read_corpus(
+            source,
+            lowercase=cfg.lowercase,
+            punctuation=cfg.punctuation,
+            max_sentences=cfg.max_sentences,
+            field=cfg.text_field,
+            txt_mode=cfg.txt_mode,
+            progress=cfg.progress,
+        )
+        assert data.report is not None
+        log.info("%s corpus %s:\n%s", method or "baseline", data.report.source, data.report.summary())
+    if len(data) == 0 or data.n_tokens == 0:
+        what = "word" if cfg.punctuation else "word (punctuation is dropped: punctuation=false)"
+        raise corpus_report(data).error(
+            f"no sentence with a {what}, nothing to train {method or 'the model'} on",
+            "bring documents of plain UTF-8 text (a folder of .txt files, or .jsonl with --set text_field=NAME)")
+    return data
+
+
+def corpus_report(data: TokenizedCorpus | ReadReport) -> ReadReport:
+    """The read report of ``data``, or one built from its counts (a corpus made in Python)."""
+    if isinstance(data, ReadReport):
+        return data
+    if data.report is not None:
+        return data.report
+    n_docs = len(np.unique(data.doc_ids))
+    rep = ReadReport("<a TokenizedCorpus>", kept=n_docs, sentences=len(data), tokens=data.n_tokens)
+    rep.files.read = n_docs
+    return rep
+
+
+def require_vocabulary(data: TokenizedCorpus | ReadReport, n_words: int, min_count: int, method: str) -> None:
+    """Refuse (CorpusError with the fix) when no word reaches ``min_count``."""
+    if n_words > 0:
+        return
+    fixes = [Fix({"min_count": 1}, "keep every word")] if min_count > 1 else []
+    raise corpus_report(data).error(f"no word occurs >= min_count={min_count} times, so {method} has no vocabulary",
+                                    "bring more text" + (" or lower the threshold" if fixes else ""), fixes)
+
+
+def adjacent_pairs(data: TokenizedCorpus, lengths: np.ndarray) -> int:
+    """How many sentences i have a next sentence i + 1 in the same document, both non-empty."""
+    if len(data) < 2:
+        return 0
+    same = data.doc_ids[1:] == data.doc_ids[:-1]
+    return int((same & (lengths[1:] > 0) & (lengths[:-1] > 0)).sum())
+
+
+def require_neighbours(data: TokenizedCorpus, found: int, method: str, need: str) -> None:
+    """Refuse when a method that learns from neighbouring sentences finds none."""
+    if found > 0:
+        return
+    raise corpus_report(data).error(
+        f"{method} learns from neighbouring sentences and needs {need}; found none",
+        "bring more text, with consecutive sentences in the same document (one .txt file or one JSONL "
+        "record per document, not one per sentence)")
+
+
+def text_value(v: Any) -> str | None:
+    """``v`` when it is a string with some text, else None (a record to skip)."""
+    return v if isinstance(v, str) and v.strip() else None
+
+
+def read_records(
+    path: str | Path,
+    fields: tuple[str, ...],
+    convert: Callable[[tuple[Any, ...]], Any],
+    *,
+    limit: int | None,
+    what: str,
+    kind: str,
+) -> list[Any]:
+    """Rows of a line-oriented file: the values of ``fields`` in each JSONL record (.jsonl/.json),
+    or the first ``len(fields)`` tab-separated columns of each line (other files), through
+    ``convert`` (None: skip the row as empty). Unusable lines are skipped and counted, the
+    counts are logged, and a file without one row is a CorpusError (``what``: the expected form)."""
+    import json
+
+    from sentkit.data.corpus import CorpusError, CorpusStats
+    from sentkit.data.sentences import iter_text_lines
+
+    p = Path(path)
+    if p.is_dir():
+        raise CorpusError(f"corpus {p} is a folder; give {what}")
+    if not p.is_file():
+        raise CorpusError(f"corpus {p} not found; give {what}")
+    jsonl = p.suffix.lower() in (".jsonl", ".json", ".ndjson")
+    stats = CorpusStats()
+    rows: list[Any] = []
+    for i, line in iter_text_lines(p, stats):
+        values: tuple[Any, ...] | None = None
+        reason = "no_field"
+        if jsonl:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                obj, reason = None, "bad_json"
+            if isinstance(obj, dict) and all(f in obj for f in fields):
+                values = tuple(obj[f] for f in fields)
+        else:
+            parts = line.split("\t")
+            values = tuple(parts[: len(fields)]) if len(parts) >= len(fields) else None
+        row = convert(values) if values is not None else None
+        if row is None:
+            stats.read -= 1  # counted as skipped instead
+            stats.skip(reason if values is None else "empty", f"{p}:{i}")
+            continue
+        rows.append(row)
+        if limit is not None and len(rows) >= limit:
+            break
+    report = ReadReport(str(p), stats, kept=len(rows), sentences=len(rows))
+    log.info("corpus %s:\n%s", p, report.summary())
+    if not rows:
+        raise report.error(f"no {kind} found", f"give {what}")
+    return rows
+
+
+def encode_texts(
+    fn: Callable[[list[str]], Any],
+    texts: str | Sequence[str],
+    batch_size: int,
+    *,
+    dim: int,
+    show_progress: bool = False,
+    desc: str = "encode",
+) -> np.ndarray:
+    """The one ``encode`` convention, around ``fn(list[str]) -> [n, dim]``: a single ``str`` gives a
+    vector ``[dim]``, a list ``[n, dim]`` float32; texts go to ``fn`` length-sorted in batches of
+    ``batch_size`` (a tqdm bar with ``show_progress``); non-string items raise TypeError."""
+    from tqdm.auto import tqdm
+
+    from sentkit.encoder import as_text_list
+
+    items, single = as_text_list(texts)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    out = np.zeros((len(items), dim), dtype=np.float32)
+    order = np.argsort([len(t) for t in items], kind="stable")
+    for s in tqdm(range(0, len(items), batch_size), desc=desc, unit=" batch", disable=not show_progress):
+        idx = order[s : s + batch_size]
+        out[idx] = np.asarray(fn([items[i] for i in idx]), dtype=np.float32)
+    return out[0] if single else out
 
 
 class BaselineModel(Generic[C]):
@@ -92,7 +230,8 @@ class BaselineModel(Generic[C]):
     def fit(self: M, corpus: Any) -> M:
         raise NotImplementedError
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """One batch of texts -> float32 [len(texts), dim]."""
         raise NotImplementedError
 
     def _save_state(self, d: Path) -> dict[str, Any]:
@@ -103,6 +242,14 @@ class BaselineModel(Generic[C]):
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *,
+               show_progress: bool = False) -> np.ndarray:
+        """float32 ``[n, dim]`` for a list of texts, ``[dim]`` for a single ``str``
+        (sentence-transformers' convention); items that are not ``str`` raise TypeError."""
+        self._check_fitted("dim_")
+        return encode_texts(self._encode, texts, batch_size, dim=self.dim,
+                            show_progress=show_progress, desc=f"{self.method} encode")
+
     @property
     def dim(self) -> int:
         return int(getattr(self, "dim_", 0))

@@ -24,7 +24,10 @@ import numpy as np
 from sentkit.baselines.common import (
     BaselineModel,
     RateLogger,
+    adjacent_pairs,
     load_corpus,
+    require_neighbours,
+    require_vocabulary,
     save_array,
     sum_rows,
 )
@@ -196,11 +199,13 @@ class FastSent(BaselineModel[FastSentConfig]):
 
     def fit(self, corpus: CorpusSource | TokenizedCorpus) -> FastSent:
         cfg = self.config
-        data = load_corpus(corpus, cfg)
+        data = load_corpus(corpus, cfg, self.method)
         vocab = Vocabulary(min_count=cfg.min_count).fit(data)
-        if len(vocab) == 0:
-            raise ValueError(f"no word occurs >= min_count={cfg.min_count} times; lower min_count")
+        require_vocabulary(data, len(vocab), cfg.min_count, self.method)
         tokens, offsets = data.encode_with(vocab)
+        if not cfg.autoencode:
+            require_neighbours(data, adjacent_pairs(data, np.diff(offsets)), self.method,
+                               f"two adjacent sentences of one document with words seen >= {cfg.min_count} times")
         n_sent = len(data)
         if cfg.max_steps is not None:
             n_sent = min(n_sent, cfg.max_steps)
@@ -241,7 +246,7 @@ class FastSent(BaselineModel[FastSentConfig]):
         self.dim_ = dim
         return self
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         """Sum (or mean, with ``average``) of source vectors: float32 [n, dim]."""
         self._check_fitted("source_")
         ids = [self.vocab_.encode(self.tokenize(t)) for t in texts]

@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.baselines.common import BaselineModel, RateLogger, load_corpus, sum_rows
+from sentkit.baselines.common import (
+    BaselineModel,
+    RateLogger,
+    load_corpus,
+    require_vocabulary,
+    sum_rows,
+)
 from sentkit.baselines.configs import ParagraphVectorConfig, Word2VecConfig
 from sentkit.data.sentences import CorpusSource, TokenizedCorpus
 
@@ -73,6 +79,15 @@ class _Sentences:
         return len(self.data) if self.limit is None else min(self.limit, len(self.data))
 
 
+def _gensim_corpus(corpus: CorpusSource | TokenizedCorpus, cfg: Any, method: str) -> TokenizedCorpus:
+    """The corpus, refused (with the fix) when no word of the sentences trained on reaches min_count."""
+    data = load_corpus(corpus, cfg, method)
+    n = len(data) if cfg.max_steps is None else min(cfg.max_steps, len(data))
+    counts = np.bincount(data.tokens[: int(data.offsets[n])], minlength=len(data.words))
+    require_vocabulary(data, int((counts >= cfg.min_count).sum()), cfg.min_count, method)
+    return data
+
+
 class Word2VecSum(BaselineModel[Word2VecConfig]):
     """Sum of word2vec vectors. Learned state: ``vocab_`` (word -> row), ``vectors_`` [V, dim]."""
 
@@ -83,7 +98,7 @@ class Word2VecSum(BaselineModel[Word2VecConfig]):
     def fit(self, corpus: CorpusSource | TokenizedCorpus) -> Word2VecSum:
         gensim = _gensim()
         cfg = self.config
-        data = load_corpus(corpus, cfg)
+        data = _gensim_corpus(corpus, cfg, self.method)
         sents = _Sentences(data, cfg.max_steps)
         n_words = int(data.offsets[len(sents)])
         rate = RateLogger(f"{self.method} training")
@@ -102,7 +117,7 @@ class Word2VecSum(BaselineModel[Word2VecConfig]):
         self.dim_ = cfg.dim
         return self
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         """float32 [n, dim]: sum (or mean) of the vectors of known words; zeros if none."""
         self._check_fitted("vectors_")
         v = self.vocab_
@@ -144,7 +159,7 @@ class ParagraphVector(BaselineModel[ParagraphVectorConfig]):
         from gensim.models.doc2vec import TaggedDocument
 
         cfg = self.config
-        data = load_corpus(corpus, cfg)
+        data = _gensim_corpus(corpus, cfg, self.method)
         sents = _Sentences(data, cfg.max_steps)
 
         class _Tagged:
@@ -168,7 +183,7 @@ class ParagraphVector(BaselineModel[ParagraphVectorConfig]):
         self.dim_ = cfg.dim
         return self
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         """float32 [n, dim] by ``infer_vector`` (zeros for a sentence without words). A sentence
         always gets the same vector, in any order and any process: the model's RNG is reseeded
         per sentence from its text, and gensim's start vector (seeded with Python's ``hash``,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,8 +107,16 @@ class GloveAverage:
     def tokenize(self, text: str) -> list[str]:
         return (text.lower() if self.lowercase else text).split()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """float32 [len(texts), 50]; a zero vector when no word is in the vocabulary."""
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *,
+               show_progress: bool = False) -> np.ndarray:
+        """float32 [len(texts), 50] (a vector [50] for a single str); a zero vector when no word
+        is in the vocabulary."""
+        from sentkit.baselines.common import encode_texts
+
+        return encode_texts(self._encode, texts, batch_size, dim=self.dim_, show_progress=show_progress,
+                            desc="glove-average encode")
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
         vocab = self.vocab_
         ids = [[vocab[w] for w in self.tokenize(t) if w in vocab] for t in texts]
         return average_word_vectors(ids, self.vectors_, dim=self.dim_)

@@ -26,9 +26,9 @@ class GloveAverageModel(BaselineModel[GloveAverageConfig]):
         self.dim_ = int(self.encoder_.dim_)
         return self
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         self._check_fitted("encoder_")
-        return np.asarray(self.encoder_.encode(list(texts)), dtype=np.float32)
+        return self.encoder_._encode(texts)
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("encoder_")

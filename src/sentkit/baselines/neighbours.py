@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.data.sentences import iter_document_sentences
+from sentkit.data.sentences import ReadReport, iter_document_sentences
+from sentkit.evaluation.cache import cache_writable
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class NeighbourIndex:
 
     @classmethod
     def load(cls, d: Path) -> NeighbourIndex:
+        """Load a saved index; ValueError when its files do not agree (a damaged cache)."""
         meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
         sentences = (d / SENT_FILE).read_text(encoding="utf-8").split("\n")[:-1]
         if meta.get("sparse"):
@@ -130,21 +132,55 @@ class NeighbourIndex:
 
             emb: Any = sp.load_npz(d / SPARSE_FILE).tocsr()
         else:
-            emb = np.load(d / EMB_FILE, mmap_mode="r")
+            emb = np.load(d / EMB_FILE, mmap_mode="r", allow_pickle=False)
+        if emb.ndim != 2 or emb.shape[0] != len(sentences) or meta.get("n") != len(sentences):
+            raise ValueError(f"{emb.shape[0]} embeddings for {len(sentences)} sentences (meta says {meta.get('n')})")
+        if not meta.get("sparse") and emb.dtype != np.float32:
+            raise ValueError(f"embeddings are {emb.dtype}, not float32")
         return cls(sentences, emb, bool(meta.get("sparse")))
 
 
 def corpus_sentences(corpus: str | Path, max_sentences: int | None = None,
                      min_words: int = 3) -> list[str]:
-    """Raw sentences of a corpus in order (single-line, at least ``min_words`` words)."""
+    """Raw sentences of a corpus in order (single-line, at least ``min_words`` words); a
+    CorpusError with the read/kept/skipped counts when there is none."""
+    report = ReadReport(str(corpus))
     out: list[str] = []
-    for sents in iter_document_sentences(corpus):
-        for s in sents:
-            if len(s.split()) >= min_words:
-                out.append(s)
-                if max_sentences is not None and len(out) >= max_sentences:
-                    return out
+    for sents in iter_document_sentences(corpus, stats=report.files):
+        kept = [s for s in sents if len(s.split()) >= min_words]
+        report.kept += bool(kept)
+        report.without_sentence += not kept
+        out += kept
+        if max_sentences is not None and len(out) >= max_sentences:
+            del out[max_sentences:]
+            break
+    report.sentences = len(out)
+    log.info("corpus %s:\n%s", corpus, report.summary())
+    if not out:
+        raise report.error(f"no sentence of at least {min_words} words to search", "bring documents of plain text")
     return out
+
+
+def _load_cached(d: Path) -> NeighbourIndex | None:
+    """The index cached in ``d``, or None (with a warning) when it is missing or damaged."""
+    if not (d / META_FILE).is_file():
+        return None
+    try:
+        return NeighbourIndex.load(d)
+    except (OSError, ValueError, EOFError, UnicodeDecodeError) as e:  # json errors are ValueErrors
+        log.warning("neighbour index cache %s is damaged (%s); rebuilding it", d, e)
+        return None
+
+
+def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
+    """Cache the index in ``d``; on a full disk or the like warn and go on without a cache."""
+    from sentkit.io import describe_os_error
+
+    try:
+        index.save(d, meta)
+    except OSError as e:
+        log.warning("cannot cache the neighbour index in %s (%s); continuing without the cache", d,
+                    describe_os_error(e))
 
 
 def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
@@ -182,8 +218,10 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
     d = d / digest
-    if not rebuild and (d / META_FILE).is_file():
-        return NeighbourIndex.load(d), False, d
+    cached = None if rebuild else _load_cached(d)
+    if cached is not None:
+        return cached, False, d
+    writable = cache_writable(d, what="neighbour index cache")
     if encoder is None:
         import sentkit
 
@@ -194,5 +232,6 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     secs = time.perf_counter() - t
     log.info("indexed %d sentences in %.1fs (%.0f sentences/s)", len(index), secs,
              len(index) / max(secs, 1e-9))
-    index.save(d, {**key, "build_seconds": secs})
+    if writable:
+        _save_cached(index, d, {**key, "build_seconds": secs})
     return index, True, d

@@ -8,7 +8,6 @@ sentence vector is the encoder's last hidden state (source language only).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sentkit.baselines.common import require_vocabulary
 from sentkit.baselines.configs import NMTConfig
 from sentkit.baselines.seq2seq import (
     SPECIALS,
@@ -32,39 +32,26 @@ from sentkit.baselines.seq2seq import (
     train_loop,
     with_eos,
 )
-from sentkit.data.corpus import CorpusError
-from sentkit.data.sentences import Vocabulary, tokenize
+from sentkit.data.sentences import ReadReport, Vocabulary, source_name, tokenize
 
 log = logging.getLogger(__name__)
 
 
 def read_parallel(path: str | Path, source_field: str = "source", target_field: str = "target",
                   limit: int | None = None) -> list[tuple[str, str]]:
-    """(source, target) pairs from a TSV/TXT (``src<TAB>tgt``) or JSONL file."""
-    p = Path(path)
-    if not p.is_file():
-        raise CorpusError(f"parallel corpus {p} not found: give a .tsv file of source<TAB>target "
-                          "lines or a .jsonl file with source/target fields")
-    pairs: list[tuple[str, str]] = []
-    with p.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if p.suffix.lower() in (".jsonl", ".json"):
-                obj = json.loads(line)
-                if source_field not in obj or target_field not in obj:
-                    raise CorpusError(f"{p}:{i}: needs fields {source_field!r} and {target_field!r}")
-                pairs.append((str(obj[source_field]), str(obj[target_field])))
-            else:
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) < 2:
-                    raise CorpusError(f"{p}:{i}: expected source<TAB>target")
-                pairs.append((parts[0], parts[1]))
-            if limit is not None and len(pairs) >= limit:
-                break
-    if not pairs:
-        raise CorpusError(f"parallel corpus {p} holds no sentence pairs")
-    return pairs
+    """(source, target) pairs from a TSV/TXT (``src<TAB>tgt``) or JSONL file. Lines that are
+    binary, not UTF-8, bad JSON, lack a side or have an empty one are skipped and counted; no
+    pair at all is a CorpusError with the counts."""
+    from sentkit.baselines.common import read_records, text_value
+
+    def convert(values: tuple[Any, ...]) -> tuple[str, str] | None:
+        src, tgt = text_value(values[0]), text_value(values[1])
+        return (src, tgt) if src is not None and tgt is not None else None
+
+    what = (f"a .tsv file of source<TAB>target lines or a .jsonl file with fields {source_field!r} and "
+            f"{target_field!r} (--set source_field=NAME --set target_field=NAME)")
+    return read_records(path, (source_field, target_field), convert, limit=limit, what=what,
+                        kind="sentence pair")
 
 
 class NMTEncoder(RecurrentModel[NMTConfig]):
@@ -92,6 +79,10 @@ class NMTEncoder(RecurrentModel[NMTConfig]):
         tgt = [tokenize(t, lowercase=cfg.lowercase) for _, t in pairs]
         self.in_vocab_ = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS).fit(src)
         self.target_vocab_ = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS).fit(tgt)
+        report = ReadReport(source_name(corpus), kept=len(pairs), sentences=len(pairs))
+        report.files.read = len(pairs)
+        for vocab in (self.in_vocab_, self.target_vocab_):
+            require_vocabulary(report, len(vocab) - len(SPECIALS), cfg.min_count, self.method)
         src_ids = [self.in_vocab_.encode(s, unk=True)[: cfg.max_len] for s in src]
         tgt_ids = [with_eos(self.target_vocab_.encode(t, unk=True), cfg.max_len) for t in tgt]
         usable = np.array([i for i, s in enumerate(src_ids) if s], dtype=np.int64)

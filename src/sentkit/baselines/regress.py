@@ -10,7 +10,6 @@ The sentence vector is the model's output (in the target space).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from sentkit.baselines.seq2seq import (
     seeded,
     train_loop,
 )
-from sentkit.data.corpus import CorpusError
+from sentkit.data.corpus import CorpusError, Fix
 from sentkit.data.sentences import Vocabulary, tokenize
 
 log = logging.getLogger(__name__)
@@ -168,7 +167,8 @@ class DictRepBOW(_TextToVector):
         if cfg.max_sentences is not None:
             keep = keep[: cfg.max_sentences]
         if keep.size == 0:
-            raise ValueError("no defined word has a GloVe vector")
+            raise CorpusError(f"{self.method}: none of the {len(pairs)} defined words has a GloVe vector; "
+                              "point wordnet_dir at Princeton WordNet's files (apt-get install wordnet-base)")
         log.info("%s: %d definitions of words with GloVe vectors", self.method, keep.size)
         texts = [tokenize(pairs[i][1], lowercase=cfg.lowercase) for i in keep]
         self._fit_pairs(texts, targets[keep])
@@ -184,23 +184,34 @@ class DictRepRNN(DictRepBOW):
 
 def read_captions(path: str | Path, caption_field: str, image_field: str,
                   limit: int | None = None) -> list[tuple[str, int]]:
-    """(caption, image row) pairs from a .jsonl file."""
-    p = Path(path)
-    if not p.is_file():
-        raise CorpusError(f"caption file {p} not found: give a .jsonl file with {caption_field!r} "
-                          f"and {image_field!r} (row of the features .npy) fields")
-    out = []
-    with p.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            obj = json.loads(line)
-            if caption_field not in obj or image_field not in obj:
-                raise CorpusError(f"{p}:{i}: needs fields {caption_field!r} and {image_field!r}")
-            out.append((str(obj[caption_field]), int(obj[image_field])))
-            if limit is not None and len(out) >= limit:
-                break
-    return out
+    """(caption, image row) pairs from a .jsonl file (or ``caption<TAB>row`` lines); bad lines
+    are skipped and counted, no pair at all is a CorpusError."""
+    from sentkit.baselines.common import read_records, text_value
+
+    def convert(values: tuple[Any, ...]) -> tuple[str, int] | None:
+        caption, row = text_value(values[0]), values[1]
+        if isinstance(row, str) and row.strip().isdigit():
+            row = int(row)
+        ok = caption is not None and isinstance(row, int) and not isinstance(row, bool)
+        return (caption, row) if ok else None  # type: ignore[return-value]
+
+    what = (f"a .jsonl file with fields {caption_field!r} (the caption) and {image_field!r} (its row of the "
+            "features .npy)")
+    return read_records(path, (caption_field, image_field), convert, limit=limit, what=what,
+                        kind="caption with an image row")
+
+
+def _load_features(path: str) -> np.ndarray:
+    """The image features .npy of CaptionRep, or a CorpusError saying what is wrong with it."""
+    if not path:
+        raise CorpusError("captionrep needs image features",
+                          fixes=[Fix({"features": "PATH.npy"}, "a float32 array [n_images, dim]")])
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CorpusError(f"image features {path} not found") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise CorpusError(f"image features {path}: not a readable .npy array ({e})") from None
 
 
 class CaptionRep(_TextToVector):
@@ -218,10 +229,10 @@ class CaptionRep(_TextToVector):
         pairs = src if isinstance(src, list) else read_captions(src, cfg.caption_field,
                                                                 cfg.image_field, cfg.max_sentences)
         if features is None:
-            if not cfg.features:
-                raise CorpusError("captionrep needs image features: set features=PATH.npy")
-            features = np.load(cfg.features)
+            features = _load_features(cfg.features)
         feats = np.asarray(features, dtype=np.float32)
+        if feats.ndim != 2 or feats.shape[0] == 0 or not np.isfinite(feats).all():
+            raise CorpusError(f"image features must be a finite float array [n_images, dim], got shape {feats.shape}")
         rows = np.array([r for _, r in pairs], dtype=np.int64)
         if rows.size == 0 or rows.min() < 0 or rows.max() >= feats.shape[0]:
             raise CorpusError(f"image indices must be in [0, {feats.shape[0]}) (rows of the features)")

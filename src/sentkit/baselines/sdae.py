@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.baselines.common import load_corpus
+from sentkit.baselines.common import load_corpus, require_vocabulary
 from sentkit.baselines.configs import SAEConfig, SDAEConfig
 from sentkit.baselines.noise import add_noise
 from sentkit.baselines.seq2seq import (
@@ -82,8 +82,9 @@ class SDAE(RecurrentModel[SDAEConfig]):
     def fit(self, corpus: CorpusSource | TokenizedCorpus) -> SDAE:
         cfg = self.config
         self._setup_threads()
-        data = load_corpus(corpus, cfg)
+        data = load_corpus(corpus, cfg, self.method)
         out_vocab = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS).fit(data)
+        require_vocabulary(data, len(out_vocab) - len(SPECIALS), cfg.min_count, self.method)
         if cfg.pretrained_embeddings:
             from sentkit.baselines.pretrained import glove_vocabulary
 

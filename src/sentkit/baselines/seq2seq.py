@@ -243,20 +243,13 @@ class RecurrentModel(BaselineModel[C]):
             torch.set_num_threads(int(threads))
 
     @torch.no_grad()
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """float32 [n, dim]: the encoder's last hidden state (batched by length)."""
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """float32 [n, dim]: the encoder's last hidden state, the texts as one padded batch."""
         self._check_fitted("net_")
         net: Any = self.net_.eval()
-        ids = [self._input_ids(t) for t in texts]
-        order = np.argsort([len(s) for s in ids], kind="stable")
-        out = np.zeros((len(texts), self.dim_), dtype=np.float32)
-        bs = int(getattr(self.config, "encode_batch_size", 256))
         device = next(net.parameters()).device
-        for i in range(0, len(order), bs):
-            idx = order[i : i + bs]
-            x, lengths = pad_batch([ids[j] for j in idx])
-            out[idx] = net.encoder(x.to(device), lengths).float().cpu().numpy()
-        return out
+        x, lengths = pad_batch([self._input_ids(t) for t in texts])
+        return net.encoder(x.to(device), lengths).float().cpu().numpy()  # type: ignore[no-any-return]
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("net_")

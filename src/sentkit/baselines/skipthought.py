@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.baselines.common import load_corpus, save_array
+from sentkit.baselines.common import load_corpus, require_neighbours, require_vocabulary, save_array
 from sentkit.baselines.configs import SkipThoughtConfig
 from sentkit.baselines.seq2seq import (
     SPECIALS,
@@ -86,14 +86,14 @@ class SkipThought(RecurrentModel[SkipThoughtConfig]):
     def fit(self, corpus: CorpusSource | TokenizedCorpus) -> SkipThought:
         cfg = self.config
         self._setup_threads()
-        data = load_corpus(corpus, cfg)
+        data = load_corpus(corpus, cfg, self.method)
         vocab = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS).fit(data)
+        require_vocabulary(data, len(vocab) - len(SPECIALS), cfg.min_count, self.method)
         self.in_vocab_ = vocab
         self.expansion_: np.ndarray | None = None
         tok, off = data.encode_with(vocab, unk=True)
         centre = triples(data.doc_ids, np.diff(off))
-        if centre.size == 0:
-            raise ValueError("SkipThought needs documents of at least 3 consecutive sentences")
+        require_neighbours(data, centre.size, self.method, "documents of at least 3 consecutive sentences")
         self.net_ = net = self._build_net(self._net_state())
         self.dim_ = cfg.hidden
         enc, prev_dec, next_dec = net.encoder, net.decoders[0], net.decoders[1]
@@ -126,19 +126,21 @@ class SkipThought(RecurrentModel[SkipThoughtConfig]):
                                        progress=cfg.progress, total=total)
         if cfg.expand_vocab:
             self.expansion_ = self._fit_expansion()
-            self._attach_expansion(net)
+            if self.expansion_ is not None:
+                self._attach_expansion(net)
         return self
 
     # -- vocabulary expansion -------------------------------------------------------------
-    def _fit_expansion(self) -> np.ndarray:
+    def _fit_expansion(self) -> np.ndarray | None:
         from sentkit.baselines.pretrained import glove_rows
 
         words = self.in_vocab_.words_[len(SPECIALS):]
         g, found = glove_rows(words, self.config.glove_root)
         encoder: Any = self.net_.encoder
         emb = encoder.emb.weight.detach().cpu().numpy()[len(SPECIALS):]
-        if found.sum() < 2:
-            raise ValueError("too few corpus words have GloVe vectors to fit the expansion map")
+        if found.sum() < 2:  # the trained model is kept, without expansion
+            log.warning("vocabulary expansion skipped: only %d corpus word(s) have GloVe vectors", int(found.sum()))
+            return None
         w = fit_linear_map(g[found], emb[found])
         log.info("vocabulary expansion: linear map fitted on %d words", int(found.sum()))
         return w

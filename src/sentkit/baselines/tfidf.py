@@ -9,12 +9,19 @@ document; idf = ln((1 + n) / (1 + df)) + 1, rows L2-normalised, as ``TfidfVector
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sentkit.baselines.common import BaselineModel, RateLogger, load_corpus, save_array
+from sentkit.baselines.common import (
+    BaselineModel,
+    RateLogger,
+    load_corpus,
+    require_vocabulary,
+    save_array,
+)
 from sentkit.baselines.configs import TfidfConfig
 from sentkit.data.sentences import CorpusSource, TokenizedCorpus
 
@@ -23,6 +30,14 @@ log = logging.getLogger(__name__)
 
 def _identity(tokens: list[str]) -> list[str]:
     return tokens
+
+
+def document_frequency(data: TokenizedCorpus, n: int) -> np.ndarray:
+    """Sentences (of the first ``n``) that contain each word type: int64 [n_types]."""
+    end = int(data.offsets[n])
+    sent = np.repeat(np.arange(n), np.diff(data.offsets[: n + 1]))
+    pairs = np.unique(sent.astype(np.int64) * len(data.words) + data.tokens[:end])
+    return np.bincount(pairs % max(1, len(data.words)), minlength=len(data.words))
 
 
 class TfidfBOW(BaselineModel[TfidfConfig]):
@@ -35,8 +50,10 @@ class TfidfBOW(BaselineModel[TfidfConfig]):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         cfg = self.config
-        data = load_corpus(corpus, cfg)
+        data = load_corpus(corpus, cfg, self.method)
         n = len(data) if cfg.max_steps is None else min(cfg.max_steps, len(data))
+        require_vocabulary(data, int((document_frequency(data, n) >= cfg.min_count).sum()), cfg.min_count,
+                           self.method)
         rate = RateLogger(f"{self.method} training")
         sents = (s for i, s in zip(range(n), data.iter_sentences()))
         vec = TfidfVectorizer(analyzer=_identity, max_features=cfg.max_features,
@@ -49,11 +66,14 @@ class TfidfBOW(BaselineModel[TfidfConfig]):
         self.dim_ = len(self.vocab_)
         return self
 
-    def encode_sparse(self, texts: list[str]) -> Any:
-        """scipy.sparse CSR float32 [n, V], rows L2-normalised."""
+    def encode_sparse(self, texts: str | Sequence[str]) -> Any:
+        """scipy.sparse CSR float32 [n, V] (n = 1 for a single str), rows L2-normalised."""
         import scipy.sparse as sp
 
+        from sentkit.encoder import as_text_list
+
         self._check_fitted("idf_")
+        texts, _ = as_text_list(texts)
         v = self.vocab_
         indptr = [0]
         indices: list[int] = []
@@ -77,7 +97,7 @@ class TfidfBOW(BaselineModel[TfidfConfig]):
         norms[norms == 0] = 1.0
         return sp.csr_matrix(sp.diags(1.0 / norms).astype(np.float32) @ m)
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         """Dense float32 [n, V] (V up to max_features: encode in small batches)."""
         return np.asarray(self.encode_sparse(texts).toarray(), dtype=np.float32)
 

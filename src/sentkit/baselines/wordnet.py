@@ -60,10 +60,18 @@ def wordnet_files(wordnet_dir: str | Path = DEFAULT_WORDNET_DIR) -> list[Path]:
 
 
 def iter_synsets(wordnet_dir: str | Path = DEFAULT_WORDNET_DIR) -> Iterator[Synset]:
+    """Every synset of the folder's ``data.*`` files; a line that is not a WordNet data line is a
+    CorpusError naming the file and the line."""
+    from sentkit.data.corpus import CorpusError
+
     for f in wordnet_files(wordnet_dir):
         with f.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                s = parse_data_line(line)
+            for i, line in enumerate(fh, 1):
+                try:
+                    s = parse_data_line(line)
+                except (ValueError, IndexError) as e:
+                    raise CorpusError(f"{f}, line {i}: not a WordNet data line ({e}); point wordnet_dir at "
+                                      f"Princeton WordNet's data files (`{INSTALL_HINT}`)") from None
                 if s is not None:
                     yield s
 

@@ -15,10 +15,12 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from sentkit.data.corpus import CorpusError, CorpusStats, Fix
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,47 @@ def tokenize(sentence: str, *, lowercase: bool = True, punctuation: bool = True)
 
 
 @dataclass
+class ReadReport:
+    """What a corpus read kept and skipped: the counts ``sentkit prepare`` prints, plus sentences.
+
+    ``files`` holds the reader's :class:`~sentkit.data.corpus.CorpusStats` (documents read and
+    skipped as empty / binary / not UTF-8 / bad JSON ...); ``without_sentence`` counts the
+    documents that were read but gave no sentence with a token."""
+
+    source: str
+    files: CorpusStats = field(default_factory=CorpusStats)
+    kept: int = 0
+    without_sentence: int = 0
+    sentences: int = 0
+    tokens: int = 0
+
+    def skipped(self) -> str:
+        return f"{self.without_sentence} without a sentence, {self.files.skipped_text()}"
+
+    def summary(self) -> str:
+        """Two lines, in the words of ``sentkit prepare``."""
+        return (f"read {self.files.read} documents; kept {self.kept} ({self.sentences:,} sentences, "
+                f"{self.tokens:,} tokens)\nskipped: {self.skipped()}")
+
+    def one_line(self) -> str:
+        return (f"read {self.files.read} documents, kept {self.kept} with {self.sentences:,} sentences; "
+                f"skipped {self.skipped()}")
+
+    def error(self, problem: str, advice: str, fixes: Iterable[Fix] = ()) -> CorpusError:
+        """A one-line CorpusError naming the corpus, what is missing, the counts and the way out
+        (``fixes``: settings the CLI shows as flags of the command that was run)."""
+        return CorpusError(f"corpus {self.source}: {problem} ({self.one_line()}); {advice}", fixes=fixes)
+
+
+def source_name(source: object) -> str:
+    """How a corpus is named in messages: its path, or the number of documents given in Python."""
+    if isinstance(source, (str, Path)):
+        return str(source)
+    n = len(source) if isinstance(source, Sequence) else "?"
+    return f"<{n} documents given in Python>"
+
+
+@dataclass
 class TokenizedCorpus:
     """Sentences of a corpus in document order, as ids into ``words``.
 
@@ -95,6 +138,7 @@ class TokenizedCorpus:
     tokens: np.ndarray  # int32 [n_tokens]
     offsets: np.ndarray  # int64 [n_sentences + 1]
     doc_ids: np.ndarray  # int32 [n_sentences]
+    report: ReadReport | None = None  # set by read_corpus
 
     def __len__(self) -> int:
         return int(self.offsets.shape[0] - 1)
@@ -130,7 +174,8 @@ class TokenizedCorpus:
         v.counts_ = np.zeros(len(keep), dtype=np.int64)
         tokens, offsets = self.encode_with(v)
         counts = self.counts[[i for i, w in enumerate(self.words) if not is_punctuation(w)]]
-        return TokenizedCorpus(keep, np.asarray(counts, dtype=np.int64), tokens, offsets, self.doc_ids)
+        return TokenizedCorpus(keep, np.asarray(counts, dtype=np.int64), tokens, offsets, self.doc_ids,
+                               self.report)
 
     def encode_with(self, vocab: Vocabulary, *, unk: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Token ids under ``vocab`` and new offsets; out-of-vocabulary words are dropped,
@@ -155,18 +200,57 @@ CorpusSource = str | Path | Sequence[str]
 
 
 def iter_document_sentences(
-    source: CorpusSource, *, field: str = "text", txt_mode: str = "file"
+    source: CorpusSource, *, field: str = "text", txt_mode: str = "file",
+    stats: CorpusStats | None = None,
 ) -> Iterator[list[str]]:
-    """Raw sentences of each document: a path goes through ``iter_documents``; a list of
-    strings is taken as documents."""
+    """Raw sentences of each usable document: a path goes through ``iter_documents``; a list
+    of strings is taken as documents (blank ones skipped). ``stats`` counts what was read and
+    skipped."""
+    st = stats if stats is not None else CorpusStats()
     if isinstance(source, (str, Path)):
         from sentkit.data.corpus import iter_documents
 
-        for doc in iter_documents(source, field=field, txt_mode=txt_mode):
+        for doc in iter_documents(source, field=field, txt_mode=txt_mode, stats=st):
             yield split_sentences(doc.text)
+        return
+    if isinstance(source, (bytes, bytearray)) or not isinstance(source, Iterable):
+        raise TypeError(f"corpus must be a path or a list of document strings, got {type(source).__name__}")
+    for i, text in enumerate(source):
+        if not isinstance(text, str):
+            raise TypeError(f"corpus document {i} is {type(text).__name__}, not str")
+        if not text.strip():
+            st.skip("empty", f"document {i}")
+            continue
+        st.read += 1
+        yield split_sentences(text)
+
+
+def iter_text_lines(path: str | Path, stats: CorpusStats) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the usable lines of a text file, decoded as the corpus reader
+    decodes a document (UTF-8, or UTF-16/32 with a byte-order mark); blank lines are passed over,
+    binary and not-UTF-8 lines are counted in ``stats`` and skipped."""
+    from sentkit.data.corpus import _decode, bom_encoding
+
+    p = Path(path)
+    with p.open("rb") as f:
+        wide = bom_encoding(f.read(4))
+    if wide is not None:
+        with p.open(encoding=wide, errors="replace", newline="") as t:
+            raw_lines: Iterable[bytes] = [ln.encode("utf-8") for ln in t]
     else:
-        for text in source:
-            yield split_sentences(text)
+        raw_lines = p.open("rb")
+    try:
+        for i, raw in enumerate(raw_lines, 1):
+            raw = raw.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            text = _decode(raw, f"{p}:{i}", stats)
+            if text is not None:
+                stats.read += 1
+                yield i, text
+    finally:
+        if hasattr(raw_lines, "close"):
+            raw_lines.close()
 
 
 def read_corpus(
@@ -180,8 +264,11 @@ def read_corpus(
     txt_mode: str = "file",
     progress: bool = True,
 ) -> TokenizedCorpus:
-    """Segment, tokenise and index a corpus in one pass, keeping document order."""
+    """Segment, tokenise and index a corpus in one pass, keeping document order. The result's
+    ``report`` says how many documents were read, kept and skipped."""
     from tqdm.auto import tqdm
+
+    report = ReadReport(source_name(source))
 
     index: dict[str, int] = {}
     words: list[str] = []
@@ -192,7 +279,9 @@ def read_corpus(
     n = 0
     bar = tqdm(desc="reading sentences", unit=" sent", disable=not progress, mininterval=1.0)
     done = False
-    for d, sentences in enumerate(iter_document_sentences(source, field=field, txt_mode=txt_mode)):
+    docs = iter_document_sentences(source, field=field, txt_mode=txt_mode, stats=report.files)
+    for d, sentences in enumerate(docs):
+        before = n
         for s in sentences:
             toks = tokenize(s, lowercase=lowercase, punctuation=punctuation)
             if len(toks) < min_tokens:
@@ -211,6 +300,10 @@ def read_corpus(
             if max_sentences is not None and n >= max_sentences:
                 done = True
                 break
+        if n > before:
+            report.kept += 1
+        else:
+            report.without_sentence += 1
         bar.update(len(sentences))
         if done:
             break
@@ -221,7 +314,9 @@ def read_corpus(
         tokens=np.asarray(tokens, dtype=np.int32),
         offsets=np.asarray(offsets, dtype=np.int64),
         doc_ids=np.asarray(doc_ids, dtype=np.int32),
+        report=report,
     )
+    report.sentences, report.tokens = len(corpus), corpus.n_tokens
     log.info("read %d sentences, %d tokens, %d types", len(corpus), corpus.n_tokens, len(words))
     return corpus
 
