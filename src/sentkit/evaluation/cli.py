@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,16 +90,60 @@ def set_threads(n: int) -> None:
         pass
 
 
+def check_outputs(outputs: list[tuple[str | None, str]], *, plot: str | None = None) -> None:
+    """Before any expensive work: every output path can be written (PathError naming the flag
+    otherwise), and matplotlib is there when a chart is asked for."""
+    from sentkit.io import check_writable
+
+    for path, flag in outputs:
+        if path is not None:
+            check_writable(path, what=flag)
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            from sentkit.config import ConfigError
+
+            raise ConfigError("--plot needs matplotlib: pip install matplotlib (or 'sentkit[report]')") from None
+
+
+def save_or_keep(path: str, text: str, what: str) -> str | None:
+    """Write `text` to `path` atomically. If that fails, keep it in a fallback file (the temp
+    folder, else the current folder) and return the error line naming both; None on success."""
+    import tempfile
+    import time
+
+    from sentkit.io import atomic_write_text, describe_os_error
+
+    try:
+        atomic_write_text(path, text)
+        return None
+    except OSError as e:
+        why = describe_os_error(e)
+    name = f"sentkit-{what.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{Path(path).suffix}"
+    for folder in (Path(tempfile.gettempdir()), Path.cwd()):
+        try:
+            atomic_write_text(folder / name, text)
+            return f"cannot write the {what} to {path} ({why}); they were saved to {folder / name}"
+        except OSError:
+            continue
+    sys.stdout.write(text)
+    return f"cannot write the {what} to {path} ({why}), nor to a fallback file; they were printed above"
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import logging
 
-    from sentkit.config import parse_overrides
+    from sentkit.config import ConfigError, parse_overrides
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.models import load_model
     from sentkit.evaluation.report import markdown_table, plot_runs
-    from sentkit.io import atomic_write_text
 
-    if args.threads:
+    check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
+                  plot=args.plot)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         set_threads(args.threads)
     overrides: dict[str, Any] = parse_overrides(args.set)
     for key in ("seed", "encode_batch_size", "cache_dir"):
@@ -110,38 +155,44 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["raw"] = True
     model = load_model(args.model)
     results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
-                       fingerprint=args.fingerprint or model.fingerprint, model_name=model.name, **overrides)
-    atomic_write_text(args.output, json.dumps(results, indent=1, sort_keys=False) + "\n")
+                       fingerprint=args.fingerprint or model.fingerprint, model_name=model.name,
+                       progress=not getattr(args, "quiet", False), **overrides)
+    failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     table = markdown_table(results)
     if args.markdown:
-        atomic_write_text(args.markdown, table)
+        failed.append(save_or_keep(args.markdown, table, "Markdown table"))
     if args.plot and results["results"]:
-        plot_runs([results], args.plot)
+        try:
+            plot_runs([results], args.plot)
+        except OSError as e:
+            from sentkit.io import describe_os_error
+
+            failed.append(f"cannot write the chart to {args.plot} ({describe_os_error(e)})")
     print(table)
-    print(f"results written to {args.output}")
-    if results["errors"]:
-        for name, err in results["errors"].items():
-            logging.getLogger("sentkit.evaluate").error("task %s failed: %s", name, err)
-        return 1
-    return 0
+    if failed[0] is None:
+        print(f"results written to {args.output}")
+    log = logging.getLogger("sentkit.evaluate")
+    for name, err in results["errors"].items():
+        log.error("task %s failed: %s", name, err)
+    for line in filter(None, failed):
+        print(f"sentkit evaluate: error: {line}", file=sys.stderr)
+    return 1 if results["errors"] or any(failed) else 0
 
 
 def _report(args: argparse.Namespace) -> int:
+    from sentkit.config import ConfigError
     from sentkit.evaluation.report import load_run, markdown_table, plot_runs, side_by_side
     from sentkit.io import atomic_write_text
 
+    check_outputs([(args.output, "--output"), (args.plot, "--plot")], plot=args.plot)
     runs = []
     for path in args.results:
         try:
             runs.append(load_run(path))
         except ValueError as e:
-            from sentkit.config import ConfigError
-
             raise ConfigError(str(e)) from None
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     if labels is not None and len(labels) != len(runs):
-        from sentkit.config import ConfigError
-
         raise ConfigError(f"--labels has {len(labels)} labels for {len(runs)} results files")
     text = markdown_table(runs[0]) if args.detail and len(runs) == 1 else side_by_side(runs, labels)
     print(text)
@@ -161,7 +212,10 @@ def _data_check(args: argparse.Namespace) -> int:
     print(f"data folder: {resolve_data_dir(args.data_dir)}")
     width = max(len(s.task) for s in statuses)
     for s in statuses:
-        if s.present:
+        if s.present and s.changed:
+            more = f" (+{len(s.changed) - 1} more)" if len(s.changed) > 1 else ""
+            print(f"  {s.task:<{width}}  CHANGED {s.changed[0]}{more} -> fix: {s.fix}")
+        elif s.present:
             print(f"  {s.task:<{width}}  present")
         else:
             first = s.missing[0]

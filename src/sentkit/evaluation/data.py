@@ -6,7 +6,7 @@ import hashlib
 import logging
 import shutil
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sentkit.evaluation.sources import SOURCES
@@ -23,6 +23,21 @@ class TaskStatus:
     folder: Path
     missing: list[Path]
     fix: str
+    changed: list[str] = field(default_factory=list)  # files whose size differs from SentEval's
+
+
+def size_mismatches(task: str, data_dir: str | Path | None = None) -> list[str]:
+    """Files of `task` whose size differs from SentEval's pinned copy (a truncated download, an
+    edited file): one line each. Only a `stat` per file; files of unknown size are not checked."""
+    spec = get_task(task)
+    d = resolve_data_dir(data_dir) / spec.folder
+    known = {rel: size for rel, _, _, size in SOURCES.get(spec.folder, []) if size is not None}
+    out = []
+    for rel in spec.files:
+        p = d / rel
+        if rel in known and p.is_file() and p.stat().st_size != known[rel]:
+            out.append(f"{p} has {p.stat().st_size:,} bytes, SentEval's copy {known[rel]:,} (truncated or changed?)")
+    return out
 
 
 def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) -> list[TaskStatus]:
@@ -32,8 +47,10 @@ def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) ->
     for name in tasks or ALL_TASKS:
         spec = get_task(name)
         missing = spec.missing(d)
+        changed = size_mismatches(spec.name, d)
         out.append(TaskStatus(spec.name, not missing, d / spec.folder, missing,
-                              "" if not missing else download_hint(spec.name, d)))
+                              "" if not (missing or changed) else f"{download_hint(spec.name, d)} --force",
+                              changed))
     return out
 
 

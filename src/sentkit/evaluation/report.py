@@ -4,25 +4,37 @@ several side by side) and a PNG chart."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 from pathlib import Path
 from typing import Any
 
 from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, PROBING, get_task
 
+log = logging.getLogger(__name__)
+
 COCO_RECALLS = ("r1_i2t", "r5_i2t", "r10_i2t", "r1_t2i", "r5_t2i", "r10_t2i")
 
 
+def _finite(v: Any, scale: float = 1.0) -> float | None:
+    """``scale * v`` as a float, or None for a missing, NaN or infinite value."""
+    if v is None:
+        return None
+    f = float(v)
+    return scale * f if math.isfinite(f) else None
+
+
 def main_score(name: str, res: dict[str, Any]) -> float | None:
-    """The headline number of a task, on a 0-100 scale."""
+    """The headline number of a task, on a 0-100 scale (None when it is missing or NaN)."""
     kind = get_task(name).kind
     if kind in ("cv", "kfold", "split"):
-        return float(res["acc"])
+        return _finite(res["acc"])
     if kind == "relatedness":
-        return 100 * float(res["spearman"])
+        return _finite(res["spearman"], 100)
     if kind == "sts":
-        return 100 * float(res["all"]["spearman"]["mean"])
+        return _finite(res["all"]["spearman"]["mean"], 100)
     if kind == "ranking":
-        return float(res["mean_recall"])
+        return _finite(res["mean_recall"])
     return None
 
 
@@ -30,7 +42,8 @@ def declutr_score(name: str, res: dict[str, Any]) -> float | None:
     """DeCLUTR (Giorgi et al. 2021, appendix C.2): Spearman for SICK-R/STS-B, mean Spearman for
     STS12-16, mean of accuracy and F1 for MRPC, mean of the six recalls for COCO, else accuracy."""
     if name == "MRPC":
-        return (float(res["acc"]) + float(res["f1"])) / 2
+        acc, f1 = _finite(res["acc"]), _finite(res["f1"])
+        return None if acc is None or f1 is None else (acc + f1) / 2
     return main_score(name, res)
 
 
@@ -56,25 +69,31 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _n(v: Any, digits: int) -> str:
+    """A metric with `digits` decimals; "—" when it is missing, null or NaN (a bad type raises)."""
+    f = _finite(v)
+    return "—" if f is None else f"{f:.{digits}f}"
+
+
 def detail(name: str, res: dict[str, Any]) -> str:
     """Secondary metrics in words (for the Markdown table)."""
     kind = get_task(name).kind
     if name == "MRPC":
-        return f"acc {res['acc']:.2f} / F1 {res['f1']:.2f}"
+        return f"acc {_n(res['acc'], 2)} / F1 {_n(res['f1'], 2)}"
     if kind == "relatedness":
         u = res.get("unsupervised", {})
-        return (f"Pearson {res['pearson']:.4f} / Spearman {res['spearman']:.4f}; "
-                f"cosine {u.get('pearson', float('nan')):.4f} / {u.get('spearman', float('nan')):.4f}")
+        return (f"Pearson {_n(res['pearson'], 4)} / Spearman {_n(res['spearman'], 4)}; "
+                f"cosine {_n(u.get('pearson'), 4)} / {_n(u.get('spearman'), 4)}")
     if kind == "sts":
         a = res["all"]
-        return (f"Pearson mean {a['pearson']['mean']:.4f} wmean {a['pearson']['wmean']:.4f}; "
-                f"Spearman mean {a['spearman']['mean']:.4f} wmean {a['spearman']['wmean']:.4f}; "
-                f"concat {a['concatenated']['spearman']:.4f}")
+        return (f"Pearson mean {_n(a['pearson']['mean'], 4)} wmean {_n(a['pearson']['wmean'], 4)}; "
+                f"Spearman mean {_n(a['spearman']['mean'], 4)} wmean {_n(a['spearman']['wmean'], 4)}; "
+                f"concat {_n(a['concatenated']['spearman'], 4)}")
     if kind == "ranking":
-        return ("i2t R@1/5/10 " + "/".join(f"{res[k]:.1f}" for k in COCO_RECALLS[:3])
-                + f" medr {res['medr_i2t']:.0f}; t2i " + "/".join(f"{res[k]:.1f}" for k in COCO_RECALLS[3:])
-                + f" medr {res['medr_t2i']:.0f}")
-    return f"dev {res.get('devacc', float('nan')):.2f}"
+        return ("i2t R@1/5/10 " + "/".join(_n(res[k], 1) for k in COCO_RECALLS[:3])
+                + f" medr {_n(res['medr_i2t'], 0)}; t2i " + "/".join(_n(res[k], 1) for k in COCO_RECALLS[3:])
+                + f" medr {_n(res['medr_t2i'], 0)}")
+    return f"dev {_n(res.get('devacc'), 2)}"
 
 
 def _fmt(v: float | None) -> str:
@@ -84,8 +103,9 @@ def _fmt(v: float | None) -> str:
 def markdown_table(run: dict[str, Any]) -> str:
     """One run: task, score, details, time."""
     res, timings = run["results"], run.get("timings", {}).get("tasks", {})
-    lines = [f"Model: `{run['model']['name']}` (fingerprint {run['model'].get('fingerprint')}), "
-             f"preset `{run['config']['preset']}`, seed {run['seed']}", "",
+    model, config = run.get("model", {}), run.get("config", {})
+    lines = [f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
+             f"preset `{config.get('preset')}`, seed {run.get('seed')}", "",
              "| task | score | details | time (s) |", "|---|---:|---|---:|"]
     for name in ALL_TASKS:
         if name in res:
@@ -94,7 +114,7 @@ def markdown_table(run: dict[str, Any]) -> str:
             lines.append(f"| {name} | {_fmt(main_score(name, res[name]))} | {detail(name, res[name])} | {secs:.1f} |")
     for name, err in run.get("errors", {}).items():
         lines.append(f"| {name} | error | {err.splitlines()[0][:200]} | |")
-    avg = run.get("declutr_average") or declutr_average(res)
+    avg = declutr_average(res)
     lines += ["", f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({avg['n_downstream']} tasks), "
               f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
               f"({avg['n_probing']} tasks)."]
@@ -108,20 +128,53 @@ def markdown_table(run: dict[str, Any]) -> str:
 
 
 def load_run(path: str | Path) -> dict[str, Any]:
+    """Read and check a results file written by `sentkit evaluate`. FileNotFoundError when it
+    is missing; ValueError naming the file (and task) when it is not one: not UTF-8, not JSON, no
+    `results`, a task without its metrics. A task whose score is NaN is kept (shown as —), with a
+    warning; an unknown task name is dropped, with a warning."""
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{p} is a folder, not a results file (give the JSON that `sentkit evaluate -o` wrote)")
     if not p.is_file():
         raise FileNotFoundError(f"results file {p} does not exist")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: not a results file (not UTF-8 text; a UTF-16 or binary file?)") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: not a JSON results file ({e})") from None
-    if not isinstance(data, dict) or "results" not in data:
-        raise ValueError(f"{p}: not a sentkit results file (no 'results' key)")
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise ValueError(f"{p}: not a sentkit results file (no 'results' object)")
+    for key in ("model", "config", "timings"):
+        if not isinstance(data.get(key, {}), dict):
+            raise ValueError(f"{p}: not a sentkit results file ('{key}' is not an object)")
+    results: dict[str, Any] = {}
+    for name, res in data["results"].items():
+        try:
+            canonical = get_task(name).name
+        except KeyError:
+            log.warning("%s: unknown task %r left out", p, name)
+            continue
+        try:
+            if not isinstance(res, dict):
+                raise TypeError(f"{type(res).__name__}, not an object")
+            score = declutr_score(canonical, res)
+            detail(canonical, res)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"{p}: task {name}: malformed results ({type(e).__name__}: {e})") from None
+        if score is None:
+            log.warning("%s: task %s has no finite score (NaN or null); shown as —", p, name)
+        results[canonical] = res
+    data["results"] = results
+    total = data.get("timings", {}).get("total_s")
+    if total is not None and not isinstance(total, int | float):
+        raise ValueError(f"{p}: timings.total_s is {total!r}, not a number")
     return data
 
 
 def _label(run: dict[str, Any], path: str) -> str:
-    return f"{run['model']['name']} ({run['config']['preset']})" if run.get("model") else path
+    model, config = run.get("model") or {}, run.get("config") or {}
+    return f"{model.get('name')} ({config.get('preset')})" if model else path
 
 
 def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
@@ -138,7 +191,7 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
 
     for t in tasks:
         lines.append(row(t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]))
-    avgs = [r.get("declutr_average") or declutr_average(r["results"]) for r in runs]
+    avgs = [declutr_average(r["results"]) for r in runs]
     lines.append(row("**downstream avg**", [a["downstream"] for a in avgs]))
     lines.append(row("downstream avg w/o SNLI", [a["downstream_without_snli"] for a in avgs]))
     lines.append(row("**probing avg**", [a["probing"] for a in avgs]))

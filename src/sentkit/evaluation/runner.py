@@ -19,14 +19,23 @@ from sentkit.encoder import as_encoder, check_embeddings
 from sentkit.evaluation import protocols as P
 from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 from sentkit.evaluation.config import EvalConfig, make_config
-from sentkit.evaluation.tasks import TaskData, expand_tasks, get_task, load_task, resolve_data_dir
+from sentkit.evaluation.data import size_mismatches
+from sentkit.evaluation.progress import EvalProgress
+from sentkit.evaluation.tasks import (
+    TaskData,
+    download_hint,
+    expand_tasks,
+    get_task,
+    load_task,
+    resolve_data_dir,
+)
 from sentkit.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 
 class EncoderOutputError(ValueError):
-    """The encoder returned the wrong shape, NaN or inf."""
+    """The encoder returned the wrong shape, NaN or inf, or raised."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,27 +46,67 @@ class EmbeddingStore:
     encode: Callable[[list[str]], Any]
     batch_size: int
     cache: EmbeddingCache | None = None
+    progress: EvalProgress | None = None
     rows: dict[str, int] = field(default_factory=dict)
     chunks: list[np.ndarray] = field(default_factory=list)
     n_encoded: int = 0
     n_cached: int = 0
     n_requested: int = 0
+    n_checked: int = 0  # cached sentences encoded again to check their shard
     encode_s: float = 0.0
     dim: int | None = None
     _matrix: np.ndarray | None = None
 
+    def _encode_batch(self, batch: list[str], what: str) -> np.ndarray:
+        """The encoder's embeddings of `batch`, checked: [len(batch), dim] float32, finite, the same
+        dim as before. Anything else (or an exception in the encoder) is an EncoderOutputError."""
+        try:
+            out = self.encode(batch)
+        except Exception as e:
+            raise EncoderOutputError(f"task {what}: encoder raised {type(e).__name__}: {e}") from e
+        try:
+            arr = check_embeddings(out, len(batch), what=f"task {what}: encoder")
+        except (ValueError, TypeError) as e:
+            raise EncoderOutputError(str(e) if str(e).startswith("task ") else
+                                     f"task {what}: encoder output: {e}") from None
+        if arr.shape[1] == 0:
+            raise EncoderOutputError(f"task {what}: encoder returned embeddings of dim 0")
+        if self.dim is not None and arr.shape[1] != self.dim:
+            raise EncoderOutputError(
+                f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
+        self.dim = int(arr.shape[1])
+        return arr
+
+    def _check_cache(self, texts: list[str], what: str) -> None:
+        """Encode one sentence of every cache shard not checked yet; shards that disagree go."""
+        assert self.cache is not None
+        samples = self.cache.unverified(texts)
+        if not samples:
+            return
+        sample_texts = list(samples.values())
+        t0 = time.perf_counter()
+        fresh = self._encode_batch(sample_texts, what)
+        self.encode_s += time.perf_counter() - t0
+        self.n_checked += len(sample_texts)
+        for (shard, text), vec in zip(samples.items(), fresh):
+            self.cache.settle(shard, vec, text)
+
     def ensure(self, texts: list[str], what: str) -> None:
         """Encode the texts not seen yet (cache first); errors name `what` (the task)."""
         self.n_requested += len(texts)
-        new = list(dict.fromkeys(t for t in texts if t not in self.rows))
-        if not new:
-            return
-        if self.cache is not None:
+        unique = list(dict.fromkeys(texts))
+        new = [t for t in unique if t not in self.rows]
+        n_cached = 0
+        if new and self.cache is not None:
+            self._check_cache(new, what)
             found, emb = self.cache.lookup(new)
             if emb is not None:
                 self._append([t for t, f in zip(new, found) if f], emb)
-                self.n_cached += int(found.sum())
+                n_cached = int(found.sum())
+                self.n_cached += n_cached
             new = [t for t, f in zip(new, found) if not f]
+        if self.progress is not None:
+            self.progress.encode_start(what, len(new), n_cached, len(unique) - len(new) - n_cached)
         if not new:
             return
         order = sorted(range(len(new)), key=lambda i: len(new[i]))  # length-sorted batches
@@ -65,17 +114,12 @@ class EmbeddingStore:
         outs: list[np.ndarray] = []
         for s in range(0, len(order), self.batch_size):
             batch = [new[i] for i in order[s : s + self.batch_size]]
-            try:
-                arr = check_embeddings(self.encode(batch), len(batch), what=f"task {what}: encoder")
-            except ValueError as e:
-                raise EncoderOutputError(str(e)) from None
-            if self.dim is not None and arr.shape[1] != self.dim:
-                raise EncoderOutputError(
-                    f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
+            arr = self._encode_batch(batch, what)
             if not outs:  # every task that adds rows: all embeddings so far plus these must fit
                 _check_memory(len(self.rows) + len(new), int(arr.shape[1]), what)
-            self.dim = int(arr.shape[1])
             outs.append(arr)
+            if self.progress is not None:
+                self.progress.encoded_batch(len(batch))
         emb = np.empty((len(new), self.dim or 0), dtype=np.float32)
         emb[np.array(order)] = np.concatenate(outs)
         self.encode_s += time.perf_counter() - t0
@@ -222,14 +266,16 @@ def evaluate(
     fingerprint: str | None = None,
     model_name: str | None = None,
     raise_errors: bool = False,
+    progress: bool | EvalProgress = True,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Score `encoder` (an object with `encode(list[str]) -> array`, or a callable) on SentEval
     tasks with SentEval's protocol. `tasks`: 'all' (every task whose data is present), a
     comma-separated string or a list of names. `overrides`: any `EvalConfig` field.
 
-    A task that fails (missing data, bad encoder output) is reported under `errors` and the
-    others still run; `raise_errors=True` re-raises instead.
+    A task that fails (missing or malformed data, bad encoder output, an undefined score) is
+    reported under `errors` and the others still run; `raise_errors=True` re-raises instead.
+    `progress`: bars on a terminal, else log lines (see `EvalProgress`); False for none.
     """
     cfg = make_config(preset, **overrides)
     ddir = resolve_data_dir(data_dir)
@@ -245,15 +291,23 @@ def evaluate(
         cache = EmbeddingCache(cfg.cache_dir or default_cache_root(), fp)
     elif cfg.use_cache:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
-    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache)
+    bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))
+    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache, bar)
     t_start = time.perf_counter()
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
+    warnings: dict[str, list[str]] = {}
     timings: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in names:
         spec = get_task(name)
         t0 = time.perf_counter()
+        changed = size_mismatches(name, ddir)
+        if changed:
+            more = f" (and {len(changed) - 1} more files)" if len(changed) > 1 else ""
+            logger.warning("task %s: %s%s; fetch SentEval's files again with `%s --force`", name, changed[0],
+                           more, download_hint(name, ddir))
+            warnings[name] = changed
         try:
             data = load_task(name, ddir, raw=cfg.raw)
             counts[name] = _counts(data)
@@ -262,17 +316,22 @@ def evaluate(
             t1, c1 = time.perf_counter(), time.process_time()
             res = RUNNERS.get(spec.kind)(data, store, cfg)
             t2, c2 = time.perf_counter(), time.process_time()
+            _check_score(name, res)
         except Exception as e:
             if raise_errors:
                 raise
             logger.error("task %s failed: %s", name, e)
             errors[name] = f"{type(e).__name__}: {e}"
             continue
+        finally:
+            bar.task_end(name)
         res["kind"] = spec.kind
         results[name] = res
         timings[name] = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.encode_s - e0, 3),
                          "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
         logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
+    if not isinstance(progress, EvalProgress):
+        bar.close()
     from sentkit.evaluation.report import declutr_average
 
     out = {
@@ -284,15 +343,29 @@ def evaluate(
         "tasks_requested": names,
         "results": _jsonable(results),
         "errors": errors,
+        "warnings": warnings,
         "counts": counts,
         "timings": {"tasks": timings, "encode_s": round(store.encode_s, 3),
                     "total_s": round(time.perf_counter() - t_start, 3),
                     "sentences_requested": store.n_requested, "sentences_unique": len(store.rows),
-                    "sentences_encoded": store.n_encoded, "sentences_from_cache": store.n_cached},
+                    "sentences_encoded": store.n_encoded, "sentences_from_cache": store.n_cached,
+                    "sentences_checked": store.n_checked},
         "versions": library_versions(),
     }
     out["declutr_average"] = declutr_average(out["results"])
     return out
+
+
+def _check_score(name: str, res: dict[str, Any]) -> None:
+    """A task whose headline score is NaN (e.g. every pair got the same similarity, so the
+    correlation is undefined) failed: it must never be reported as a score."""
+    from sentkit.evaluation.report import main_score
+
+    v = main_score(name, res)
+    if v is None:
+        raise EncoderOutputError(
+            f"task {name}: the score is undefined (NaN): the embeddings do not vary enough to be ranked "
+            "(e.g. every sentence gets the same vector)")
 
 
 def _headline(name: str, res: dict[str, Any]) -> str:
@@ -311,6 +384,6 @@ def _jsonable(x: Any) -> Any:
         return x.tolist()
     if isinstance(x, np.integer):
         return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
+    if isinstance(x, float | np.floating):
+        return float(x) if np.isfinite(x) else None  # JSON has no NaN: an undefined metric is null
     return x

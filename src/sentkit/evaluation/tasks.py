@@ -8,6 +8,7 @@ permutations index into that order, so we reproduce it to get SentEval's numbers
 
 from __future__ import annotations
 
+import codecs
 import os
 import pickle
 from collections.abc import Callable, Iterator
@@ -135,9 +136,39 @@ def require_files(task: str, paths: list[Path], data_dir: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Low-level readers
 # --------------------------------------------------------------------------------------------
+class TaskDataError(ValueError):
+    """A task file that is not in SentEval's format; the message names the file (and line)."""
+
+
 def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
-    with open(path, encoding=encoding) as f:
-        return f.read().splitlines()
+    """The lines of a SentEval text file; TaskDataError for a UTF-16 / binary file (NUL bytes) or
+    one that is not in `encoding` (SentEval's files are UTF-8 or latin-1 and never hold NUL)."""
+    raw = path.read_bytes()
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise TaskDataError(f"{path}: UTF-16 text, not SentEval's {encoding} file")
+    if b"\x00" in raw:
+        raise TaskDataError(f"{path}: has NUL bytes (a binary or UTF-16 file), not SentEval's {encoding} text")
+    try:
+        return raw.decode(encoding).splitlines()
+    except UnicodeDecodeError as e:
+        raise TaskDataError(f"{path}: not {encoding} text (byte {e.start}: {raw[e.start:e.start + 1]!r})") from None
+
+
+def _parse(path: Path, lines: list[str], parse: Callable[[str], Any], first: int = 0) -> list[Any]:
+    """`parse(line)` for every non-blank line from index `first`; a line that does not parse is a
+    TaskDataError naming the file and the line."""
+    out = []
+    for i in range(first, len(lines)):
+        line = lines[i]
+        if not line.strip():
+            continue
+        try:
+            out.append(parse(line))
+        except (ValueError, IndexError, KeyError) as e:
+            why = f"unknown label {e}" if isinstance(e, KeyError) else (
+                "too few columns" if isinstance(e, IndexError) else str(e))
+            raise TaskDataError(f"{path}, line {i + 1}: {why}: {line[:80]!r}") from None
+    return out
 
 
 def _join(tokens: list[str]) -> str:
@@ -165,7 +196,7 @@ def _raw_texts(raw: list[str] | None, tokens: list[list[str]], what: Path) -> li
     if raw is None:
         return [_join(t) for t in tokens]
     if len(raw) != len(tokens):
-        raise ValueError(f"{what}: raw file has {len(raw)} rows, processed file {len(tokens)}")
+        raise TaskDataError(f"{what}: raw file has {len(raw)} rows, processed file {len(tokens)}")
     return raw
 
 
@@ -188,18 +219,14 @@ def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     """TREC: `COARSE:fine question` lines, ISO-8859-1."""
     paths = spec.paths(data_dir)
     require_files(spec.name, paths, data_dir)
-    splits = {}
-    for key, p in zip(("train", "test"), paths):
-        rows = []
-        for i, line in enumerate(_lines(p, "latin-1")):
-            if not line.strip():
-                continue
-            target, sample = line.strip().split(":", 1)
-            if target not in TREC_LABELS:
-                raise ValueError(f"{p}:{i + 1}: unknown TREC class {target!r}")
-            toks = sample.split(" ", 1)[1].split()
-            rows.append((toks, TREC_LABELS[target], _join(toks)))
-        splits[key] = _single(rows)
+    def parse(line: str) -> tuple[list[str], int, str]:
+        target, sample = line.strip().split(":", 1)
+        if target not in TREC_LABELS:
+            raise ValueError(f"unknown TREC class {target!r}")
+        toks = sample.split(" ", 1)[1].split()
+        return toks, TREC_LABELS[target], _join(toks)
+
+    splits = {key: _single(_parse(p, _lines(p, "latin-1"), parse)) for key, p in zip(("train", "test"), paths)}
     return TaskData(spec.name, splits, nclasses=6)
 
 
@@ -208,53 +235,49 @@ def load_sst(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     paths = spec.paths(data_dir)
     require_files(spec.name, paths, data_dir)
     nclasses = 2 if spec.name == "SST2" else 5
-    splits = {}
-    for key, p in zip(("train", "dev", "test"), paths):
-        rows = []
-        for line in _lines(p):
-            if not line.strip():
-                continue
-            if nclasses == 2:
-                sent, lab = line.strip().split("\t")
-            else:
-                lab, sent = line.strip().split(" ", 1)
-            toks = sent.split()
-            rows.append((toks, int(lab), _join(toks)))
-        splits[key] = _single(rows)
+
+    def parse(line: str) -> tuple[list[str], int, str]:
+        if nclasses == 2:
+            sent, lab = line.strip().split("\t")
+        else:
+            lab, sent = line.strip().split(" ", 1)
+        toks = sent.split()
+        return toks, int(lab), _join(toks)
+
+    splits = {key: _single(_parse(p, _lines(p), parse)) for key, p in zip(("train", "dev", "test"), paths)}
     return TaskData(spec.name, splits, nclasses=nclasses)
 
 
 SICK_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
 
 
-def _read_sick(p: Path, col: int) -> tuple[list[list[str]], list[list[str]], list[str]]:
-    a, b, y = [], [], []
-    for line in _lines(p)[1:]:
-        if not line.strip():
-            continue
+Columns = tuple[list[list[str]], list[list[str]], list[Any]]
+
+
+def _read_pairs(p: Path, ca: int, cb: int, cy: int, label: Callable[[str], Any], *, header: bool,
+                encoding: str = "utf-8") -> Columns:
+    """Tab-separated pair rows: tokens of columns `ca`, `cb` and `label(column cy)`."""
+    def parse(line: str) -> tuple[list[str], list[str], Any]:
         t = line.strip().split("\t")
-        a.append(t[1].split())
-        b.append(t[2].split())
-        y.append(t[col])
-    return a, b, y
+        return t[ca].split(), t[cb].split(), label(t[cy])
+
+    rows = _parse(p, _lines(p, encoding), parse, 1 if header else 0)
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
 def _read_raw_pairs(p: Path, ca: int, cb: int, header: bool) -> tuple[list[str], list[str]]:
-    ra, rb = [], []
-    lines = _lines(p, "utf-8-sig")
-    for line in lines[1 if header else 0 :]:
-        if not line.strip():
-            continue
+    def parse(line: str) -> tuple[str, str]:
         t = line.rstrip("\r\n").split("\t")
-        ra.append(t[ca].strip())
-        rb.append(t[cb].strip())
-    return ra, rb
+        return t[ca].strip(), t[cb].strip()
+
+    rows = _parse(p, _lines(p, "utf-8-sig"), parse, 1 if header else 0)
+    return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def _pair_task(
     spec: TaskSpec,
     data_dir: Path,
-    reader: Callable[[Path], tuple[list[list[str]], list[list[str]], list[Any]]],
+    reader: Callable[[Path], Columns],
     raw_reader: Callable[[Path], tuple[list[str], list[str]]] | None,
     keys: tuple[str, ...],
     raw: bool,
@@ -277,9 +300,8 @@ def _pair_task(
 
 
 def load_sick_e(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
-        a, b, y = _read_sick(p, 4)
-        return a, b, [SICK_LABELS[v] for v in y]
+    def reader(p: Path) -> Columns:
+        return _read_pairs(p, 1, 2, 4, SICK_LABELS.__getitem__, header=True)
 
     splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
                         ("train", "dev", "test"), raw, np.int64)
@@ -287,9 +309,8 @@ def load_sick_e(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 
 
 def load_sick_r(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
-        a, b, y = _read_sick(p, 3)
-        return a, b, [float(v) for v in y]
+    def reader(p: Path) -> Columns:
+        return _read_pairs(p, 1, 2, 3, float, header=True)
 
     splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
                         ("train", "dev", "test"), raw, np.float64)
@@ -299,16 +320,8 @@ def load_sick_r(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 def load_stsb(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     """STS-B: `genre file year id score sent1 sent2`."""
 
-    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
-        a, b, y = [], [], []
-        for line in _lines(p):
-            if not line.strip():
-                continue
-            t = line.strip().split("\t")
-            a.append(t[5].split())
-            b.append(t[6].split())
-            y.append(float(t[4]))
-        return a, b, y
+    def reader(p: Path) -> Columns:
+        return _read_pairs(p, 5, 6, 4, float, header=False)
 
     splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 5, 6, False),
                         ("train", "dev", "test"), raw, np.float64)
@@ -318,16 +331,8 @@ def load_stsb(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 def load_mrpc(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     """MRPC: TSV with a header, `Quality #1ID #2ID #1String #2String` (UTF-8 with BOM)."""
 
-    def reader(p: Path) -> tuple[list[list[str]], list[list[str]], list[Any]]:
-        a, b, y = [], [], []
-        for line in _lines(p, "utf-8-sig")[1:]:
-            if not line.strip():
-                continue
-            t = line.strip().split("\t")
-            a.append(t[3].split())
-            b.append(t[4].split())
-            y.append(int(t[0]))
-        return a, b, y
+    def reader(p: Path) -> Columns:
+        return _read_pairs(p, 3, 4, 0, int, header=True, encoding="utf-8-sig")
 
     splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 3, 4, True),
                         ("train", "test"), raw, np.int64)
@@ -353,7 +358,7 @@ def load_sts(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
         pairs = [ln.split("\t") for ln in _lines(inp)]
         scores = _lines(gs)
         if len(scores) != len(pairs):
-            raise ValueError(f"{gs}: {len(scores)} scores for {len(pairs)} pairs in {inp}")
+            raise TaskDataError(f"{gs}: {len(scores)} scores for {len(pairs)} pairs in {inp}")
         keep = [i for i, s in enumerate(scores) if s != ""]
         a = [pairs[i][0].split() for i in keep]
         b = [pairs[i][1].split() for i in keep]
@@ -366,7 +371,7 @@ def load_sts(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
             require_files(spec.name, [rp], data_dir)
             rpairs = [ln.split("\t") for ln in _lines(rp, "utf-8-sig")]
             if len(rpairs) != len(pairs):
-                raise ValueError(f"{rp}: {len(rpairs)} rows, processed file {len(pairs)}")
+                raise TaskDataError(f"{rp}: {len(rpairs)} rows, processed file {len(pairs)}")
             ta = [rpairs[i][0].strip() for i in keep]
             tb = [rpairs[i][1].strip() for i in keep]
         splits[subset] = _pair(list(zip(a, b, y, ta, tb)), np.float64)
@@ -386,7 +391,7 @@ def load_snli(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
         s2 = [ln.split() for ln in _lines(folder / f"s2.{suffix}", "latin-1")]
         lab = _lines(folder / f"labels.{suffix}")
         if not (len(s1) == len(s2) == len(lab)):
-            raise ValueError(f"{folder}: s1/s2/labels .{suffix} have different lengths")
+            raise TaskDataError(f"{folder}: s1/s2/labels .{suffix} have different lengths")
         rows = sorted(zip(s2, s1, lab), key=lambda z: (len(z[0]), len(z[1]), z[2]))
         splits[key] = Split(a=[_join(r[1]) for r in rows], b=[_join(r[0]) for r in rows],
                             y=np.array([SNLI_LABELS[r[2]] for r in rows], dtype=np.int64))
@@ -412,7 +417,7 @@ def load_probing(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
             continue
         t = line.rstrip().split("\t")
         if len(t) < 3 or t[0] not in PROBING_SPLITS:
-            raise ValueError(f"{path}:{i + 1}: expected `tr|va|te<TAB>label<TAB>sentence`")
+            raise TaskDataError(f"{path}:{i + 1}: expected `tr|va|te<TAB>label<TAB>sentence`")
         data[PROBING_SPLITS[t[0]]].append((t[-1].split(), t[1]))
     labels = sorted({lab for _, lab in data["train"]})
     tok2label = {lab: i for i, lab in enumerate(labels)}
@@ -420,7 +425,7 @@ def load_probing(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     for key, rows in data.items():
         unknown = {lab for _, lab in rows} - set(tok2label)
         if unknown:
-            raise ValueError(f"{path}: {key} labels {sorted(unknown)[:5]} absent from train")
+            raise TaskDataError(f"{path}: {key} labels {sorted(unknown)[:5]} absent from train")
         splits[key] = _single([(t, tok2label[lab], _join(t)) for t, lab in rows])
     return TaskData(spec.name, splits, nclasses=len(labels), extra={"labels": labels})
 
@@ -439,7 +444,7 @@ def load_coco(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
         for imgkey in range(len(coco["features"])):
             ids = coco["image_to_caption_ids"][imgkey]
             if len(ids) < 5:
-                raise ValueError(f"{p}: image {imgkey} has {len(ids)} captions (< 5)")
+                raise TaskDataError(f"{p}: image {imgkey} has {len(ids)} captions (< 5)")
             for cid in ids[:5]:
                 sents.append(_join((coco["captions"][cid]["cleaned_caption"] + " .").split()))
                 img_rows.append(imgkey)
@@ -517,9 +522,16 @@ ALL_TASKS = DOWNSTREAM + PROBING
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:
-    """Load task `name` from `data_dir` (raw=True: untokenized originals for pair tasks)."""
+    """Load task `name` from `data_dir` (raw=True: untokenized originals for pair tasks). A file
+    that is not in SentEval's format is a TaskDataError naming the task, the file and the fix."""
     spec = get_task(name)
-    return spec.loader(resolve_data_dir(data_dir), spec, raw=raw and spec.pair)
+    ddir = resolve_data_dir(data_dir)
+    try:
+        return spec.loader(ddir, spec, raw=raw and spec.pair)
+    except (ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError) as e:
+        why = str(e) if isinstance(e, TaskDataError) else f"malformed data ({type(e).__name__}: {e})"
+        raise TaskDataError(f"task {spec.name}: {why}. Fetch the files again with "
+                            f"`{download_hint(spec.name, ddir)} --force`") from None
 
 
 def available_tasks(data_dir: str | Path | None = None) -> list[str]:
@@ -532,6 +544,10 @@ def expand_tasks(tasks: str | list[str] | None, data_dir: str | Path | None = No
     if tasks is None or tasks == "all" or tasks == ["all"]:
         return available_tasks(data_dir)
     items = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t.strip()]
+    if not items:
+        from sentkit.config import ConfigError
+
+        raise ConfigError("no task given: name tasks (e.g. --tasks MR,STSB), or use 'all', 'downstream' or 'probing'")
     out: list[str] = []
     for t in items:
         if _norm(t) in ("downstream", "probing"):
