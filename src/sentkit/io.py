@@ -112,9 +112,11 @@ def _fsync_dir(folder: Path) -> None:
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success it is fsynced, given the user's normal
-    file mode and renamed onto `path`. On any error (or Ctrl-C) the temporary file is removed and
+    file mode and renamed onto `path` (onto the file it links to, when `path` is a symbolic link). On any error (or Ctrl-C) the temporary file is removed and
     `path` is left as it was."""
     target = Path(path)
+    if target.is_symlink():  # write through the link: replace the file it points to, not the link
+        target = Path(os.path.realpath(target))
     if target.is_dir():
         raise PathError(errno.EISDIR, "is a directory, not a file", "output", target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -219,8 +221,10 @@ def check_writable(path: str | Path, *, what: str = "output") -> None:
     p = Path(path)
     if str(path) == "":
         raise PathError(errno.ENOENT, "is empty; give a file name", what, "''")
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))  # the file the link points to is what gets written
     if p.is_dir():
-        raise PathError(errno.EISDIR, "is a directory; give a file name inside it", what, p)
+        raise PathError(errno.EISDIR, "is a directory; give a file name inside it", what, path)
     base = _nearest_existing(p.parent if str(p.parent) else Path("."))
     if base.is_symlink() and not base.exists():
         raise PathError(errno.ENOENT, f"{base} is a broken symbolic link", what, p)
