@@ -11,6 +11,7 @@ import pytest
 import sentkit
 from sentkit.config import ConfigError
 from sentkit.experiments import load_experiment, run_experiment
+from sentkit.experiments import paper as paper_mod
 from sentkit.experiments.report import cronbach_alpha, write_report
 from sentkit.experiments.runner import collect
 from sentkit.methods import METHODS, Method, write_marker
@@ -70,13 +71,14 @@ def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
     KEYS.clear()
 
 
-def _write(tmp_path: Path, extra: str = "") -> Path:
+def _write(tmp_path: Path, extra: str = "", head: str = "") -> Path:
     f = tmp_path / "exp.toml"
     f.write_text(f'''
 name = "t"
 output = "{tmp_path / 'out'}"
 corpus = "unused"
 seeds = [0, 1]
+{head}
 [[cell]]
 name = "small"
 method = "fake-exp"
@@ -114,6 +116,49 @@ def test_run_is_resumable_and_reports(tmp_path: Path, fake_method: None) -> None
     text = md.read_text()
     assert "| small |" in text and "| big |" in text
     assert (tmp_path / "results.png").is_file()
+
+
+def test_runs_are_published_to_the_committed_folder(tmp_path: Path, fake_method: None) -> None:
+    from sentkit.experiments.runner import results_source
+
+    committed = tmp_path / "committed"
+    spec = load_experiment(_write(tmp_path, head=f'results = "{committed}"'))
+    run_experiment(spec)
+    files = sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*.json"))
+    assert files == ["big/seed-0.json", "small/seed-0.json", "small/seed-1.json"]
+    assert (committed / "big" / "seed-0.json").read_text() == (tmp_path / "out" / "big" / "seed-0" / "results.json").read_text()
+    assert results_source(spec) == str(committed) and len(collect(committed)) == 3
+    # a finished run whose committed copy is missing (run before `results` was set) is published on the next run
+    (committed / "small" / "seed-1.json").unlink()
+    assert run_experiment(spec)["small/seed-1"] == "skipped (finished)"
+    assert (committed / "small" / "seed-1.json").is_file() and not TRAINED[3:]
+    # the report says which declared runs have results
+    (committed / "small" / "seed-1.json").unlink()
+    text = write_report(collect(committed), tmp_path / "r.md", spec=spec, source="committed").read_text()
+    assert "**Runs:** 2 of the 3 declared (cell, seed) runs have results. Not run yet: small (seed 1)." in text
+    assert "from the results files in `committed` alone" in text
+
+
+def test_import_copies_only_the_runs_the_file_declares(tmp_path: Path, fake_method: None) -> None:
+    from sentkit.cli.main import main
+    from sentkit.experiments.runner import import_results
+
+    run_experiment(load_experiment(_write(tmp_path)), seeds=[0])  # a run elsewhere, no `results`
+    f = _write(tmp_path, head=f'results = "{tmp_path / "committed"}"')
+    spec = load_experiment(f)
+    status = import_results(spec, tmp_path / "out")
+    assert status == {"small/seed-0": "published", "small/seed-1": "missing", "big/seed-0": "published"}
+    assert import_results(spec, tmp_path / "out", only=["big"]) == {"big/seed-0": "unchanged"}
+    # the file changed since that run: its results are stale and are not copied
+    f.write_text(f.read_text().replace("scale = 3.0", "scale = 4.0"))
+    (tmp_path / "committed" / "big" / "seed-0.json").unlink()
+    st = import_results(load_experiment(f), tmp_path / "out")["big/seed-0"]
+    assert st.startswith("stale: ") and "'scale': 3.0" in st and "'scale': 4.0" in st
+    assert not (tmp_path / "committed" / "big" / "seed-0.json").exists()
+    assert main(["experiment", "import", str(f), "--from", str(tmp_path / "out")]) == 1  # stale runs: exit 1
+    assert main(["experiment", "import", str(f), "--from", str(tmp_path / "out"), "--only", "small"]) == 0
+    with pytest.raises(ConfigError, match="no `results` folder"):
+        import_results(load_experiment(_write(tmp_path)), tmp_path / "out")
 
 
 def test_failing_cell_does_not_stop_the_grid(tmp_path: Path, fake_method: None) -> None:
@@ -231,21 +276,59 @@ def test_file_lock_serialises_holders(tmp_path: Path) -> None:
     assert events == ["a in", "a out", "b in", "b out"]
 
 
+def _hill_result(cell: str, method: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    per = {"MRPC": 70.0, "MR": 60.0, "CR": 61.0, "SUBJ": 62.0, "MPQA": 63.0, "TREC": 64.0}
+    subsets = {s: {"spearman": 0.3 + 0.01 * i, "pearson": 0.0, "nsamples": 10} for i, s in enumerate(paper_mod.STS14_SUBSETS)}
+    sts14 = {**subsets, "all": {"spearman": {"mean": 0.5}, "concatenated": {"spearman": 0.45}}}
+    return {"experiment": {"cell": cell, "method": method, "group": "hill", "seed": 0, "settings": settings or {}},
+            "declutr_average": {"per_task": per},
+            "results": {"MRPC": {"acc": 66.0, "f1": 74.0}, "STS14": sts14, "SICKR": {"unsupervised": {"spearman": 0.55}}}}
+
+
 def test_hill_rows_sit_next_to_the_paper_figures() -> None:
-    from sentkit.experiments import paper
     from sentkit.experiments.report import hill_comparison, summarise
 
-    per = {"MRPC": 70.0, "MR": 60.0, "CR": 61.0, "SUBJ": 62.0, "MPQA": 63.0, "TREC": 64.0}
-    res = {"experiment": {"cell": "fs", "method": "fastsent", "group": "hill", "seed": 0},
-           "declutr_average": {"per_task": per},
-           "results": {"MRPC": {"acc": 66.0, "f1": 74.0}, "STS14": {"all": {"spearman": {"mean": 0.5}}}}}
-    other = {**res, "experiment": {**res["experiment"], "cell": "x", "method": "declutr"}}
-    lines = hill_comparison([res, other], summarise([res, other]))
+    res = [_hill_result("fs", "fastsent"), _hill_result("db", "dictrep-bow", {"pretrained_inputs": True}),
+           _hill_result("x", "declutr")]
+    lines = hill_comparison(res, summarise(res))
     rows = [ln for ln in lines if ln.startswith("| fs |")]
-    p = paper.HILL_TABLE3["fastsent"]
-    assert rows == [f"| fs | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
-                    f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 50.0 / 63.0 | — / 61.0 |"]
+    p = paper_mod.HILL_TABLE3["FastSent"]
+    # last column: the cohort mean, MSRP counted once as the mean of accuracy and F1 (ours 63.3, FastSent 78.6)
+    assert rows[0] == (f"| fs | FastSent | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
+                       f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 63.3 / 78.6 |")
+    # Table 4: the six subsets, then STS14 All beside the pooled score (45), not the subsets' mean (50)
+    assert rows[1] == ("| fs | FastSent | 30.0 / 58.0 | 31.0 / 41.0 | 32.0 / 74.0 | 33.0 / 63.0 | 34.0 / 74.0 | "
+                       "35.0 / 57.0 | 45.0 / 63.0 | 55.0 / 61.0 | 36.9 / 61.4 |")
+    assert any(ln.startswith("| db | DictRep BOW+embs. | 66.0 / 68.4 |") for ln in lines)  # fixed GloVe inputs
     assert not any(ln.startswith("| x |") for ln in lines)  # methods without paper figures are left out
+    assert any(ln.startswith("| — | SDAE+embs. | — / 73.7 |") for ln in lines)  # rows no cell runs
+
+
+def test_claims_show_the_papers_side() -> None:
+    from sentkit.experiments.claims import ClaimSpec, render
+    from sentkit.experiments.report import paper_summary, summarise
+
+    res = [_hill_result("deep", "skipthought"), _hill_result("shallow", "cbow")]
+    spec = ClaimSpec(paper="Hill", claim="deep leads", cells=["deep"], baseline=["shallow"], metric="avg:hill_table3",
+                     also=["avg:supervised"], note="a note")
+    text = "\n".join(render([spec], summarise(res), paper_summary(res)))
+    # SkipThought 84.50 vs CBOW 79.84 in Table 3 (MSRP as the mean of accuracy and F1)
+    assert "| 84.50 vs 79.84 (+4.66) |" in text and "the same rule gives **held**" in text
+    assert "| avg:supervised |" in text and text.count(" — |") >= 1  # no paper figure for a SentEval average
+    # without the paper's figures the table keeps four columns
+    assert "| paper |" not in "\n".join(render([spec], summarise(res)))
+
+
+def test_a_claim_not_run_shows_its_table_but_not_its_note() -> None:
+    from sentkit.experiments.claims import ClaimSpec, judge, render
+
+    spec = ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b"], metric="avg:downstream", note="interpretation")
+    summary = _summary(a=(70.0, 0.3, 3))
+    v = judge(spec, summary)
+    assert v.verdict == "not run" and v.rows and "70.00" in v.rows[0][1]
+    text = "\n".join(render([spec], summary))
+    assert "**not run**" in text and "interpretation" not in text
+    assert "interpretation" in "\n".join(render([spec], {**summary, **_summary(b=(69.0, 0.3, 3))}))
 
 
 def test_cache_key_follows_the_model_not_the_cell_name(tmp_path: Path, fake_method: None) -> None:

@@ -18,10 +18,21 @@ def register(sub: Any) -> None:
     r.add_argument("--seeds", default=None, help="comma-separated seeds to run (default: every cell's seeds)")
     r.add_argument("--stop-on-error", action="store_true", help="stop at the first failing cell")
     r.set_defaults(func=cmd_run)
-    rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files")
+    rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files",
+                          description="Reads the experiment's committed `results` folder (else its `output`).")
     rep.add_argument("experiment", help="experiment TOML file")
     rep.add_argument("--output", default="docs/results.md", help="Markdown file to write (default docs/results.md)")
+    rep.add_argument("--from", dest="source", default=None,
+                     help="read results from this folder instead (a run output or a results folder)")
     rep.set_defaults(func=cmd_report)
+    imp = ssub.add_parser("import", help="copy finished results of a run output into the committed results folder",
+                          description="For every declared (cell, seed) with FROM/<cell>/seed-<s>/results.json, write "
+                          "<results>/<cell>/seed-<s>.json. Results whose method or settings differ from the file's "
+                          "(an older grid) are reported as stale and not copied.")
+    imp.add_argument("experiment", help="experiment TOML file (with `results = ...`)")
+    imp.add_argument("--from", dest="source", required=True, help="run output folder (the file's `output` layout)")
+    imp.add_argument("--only", default=None, help="comma-separated cell names to import")
+    imp.set_defaults(func=cmd_import)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
@@ -29,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sentkit.experiments import load_experiment, run_experiment
 
     spec = load_experiment(args.experiment)
-    only = [s for s in args.only.split(",") if s] if args.only else None
+    only = _cells(args.only)
     seeds = [int(s) for s in args.seeds.split(",") if s] if args.seeds else None
     status = run_experiment(spec, only=only, seeds=seeds, keep_going=not args.stop_on_error)
     for key, st in status.items():
@@ -37,12 +48,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if any(st.startswith("failed") for st in status.values()) else 0
 
 
+def _cells(value: str | None) -> list[str] | None:
+    return [s for s in value.split(",") if s] if value else None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from sentkit.experiments import load_experiment
     from sentkit.experiments.report import write_report
-    from sentkit.experiments.runner import collect
+    from sentkit.experiments.runner import collect, results_source
 
     spec = load_experiment(args.experiment)
-    path = write_report(collect(spec.output), args.output, title=f"Results: {spec.name}", spec=spec)
-    print(f"wrote {path}")
+    source = args.source or results_source(spec)
+    path = write_report(collect(source), args.output, spec=spec, source=source)
+    print(f"wrote {path} from {source}")
     return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from sentkit.experiments import load_experiment
+    from sentkit.experiments.runner import import_results
+
+    spec = load_experiment(args.experiment)
+    status = import_results(spec, args.source, only=_cells(args.only))
+    for key, st in status.items():
+        print(f"{key:40s} {st}")
+    n = sum(st in ("published", "unchanged") for st in status.values())
+    print(f"{n} of {len(status)} runs are in {spec.results}")
+    return 1 if any(st.startswith("stale") for st in status.values()) else 0

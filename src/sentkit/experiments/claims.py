@@ -12,6 +12,9 @@
 Verdicts: **held**, **did not hold**, **unclear** (the difference is inside the seed-to-seed noise
 or the margin), or **not run** (a cell has no results). A difference counts only when it exceeds
 both ``margin`` points and twice its standard error over seeds (cells with one seed add no error).
+
+Where the paper's own figures for the claim's cells are known (a second summary, ``paper``), each
+row also shows the paper's side and the same rule is applied to the paper's figures.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class Verdict:
     verdict: str  # held | did not hold | unclear | not run
     reason: str
     rows: list[tuple[str, str, str, str]]  # (score, cells side, baseline side, difference)
+    paper: list[str] = field(default_factory=list)  # per row: the paper's figures ("" where unknown)
 
 
 def side(summary: Summary, cells: list[str], metric: str) -> Side | None:
@@ -102,10 +106,10 @@ def _sign(d: float, se: float, margin: float) -> int:
 
 def judge(spec: ClaimSpec, summary: Summary) -> Verdict:
     """The claim's verdict on its metric, with rows for the metric and `also` scores."""
+    rows = [r for m in (spec.metric, *spec.also) for r in _rows(spec, summary, m)]
     missing = [c for c in spec.all_cells() if c not in summary]
     if missing:
-        return Verdict("not run", f"no results for {', '.join(missing)}", [])
-    rows = [r for m in (spec.metric, *spec.also) for r in _rows(spec, summary, m)]
+        return Verdict("not run", f"no results for {', '.join(missing)}", rows)
     if spec.kind == "top":
         return _judge_top(spec, summary, rows)
     if spec.kind == "increasing":
@@ -161,34 +165,70 @@ def _judge_top(spec: ClaimSpec, summary: Summary, rows: list[tuple[str, str, str
 
 
 def _rows(spec: ClaimSpec, summary: Summary, metric: str) -> list[tuple[str, str, str, str]]:
-    a = side(summary, spec.cells, metric)
+    return [row for row, _ in _rows_with_paper(spec, summary, metric, None)]
+
+
+def _rows_with_paper(spec: ClaimSpec, summary: Summary, metric: str,
+                     paper: Summary | None) -> list[tuple[tuple[str, str, str, str], str]]:
+    """Rows for one score, each with the paper's figures for the same cells ("" where unknown)."""
+    known = paper is not None and all(metric in paper.get(c, {}) for c in spec.all_cells())
+    pp: Summary = paper if paper is not None and known else {}
+
+    def pv(cells: list[str]) -> float:
+        s = side(pp, cells, metric)
+        return s.mean if s else float("nan")
+
     if spec.kind == "increasing":
         vals = [side(summary, [c], metric) for c in spec.cells]
-        return [(metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(spec.cells, vals)), "", "")]
+        row = (metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(spec.cells, vals)), "", "")
+        return [(row, " → ".join(f"{pv([c]):.2f}" for c in spec.cells) if known else "")]
     if spec.kind == "top":  # the ranking, best first
         ranked = sorted(((c, side(summary, [c], metric)) for c in spec.all_cells()),
                         key=lambda cv: -cv[1].mean if cv[1] else float("inf"))
-        return [(metric, ", ".join(f"{c} {v.mean:.2f}" if v else f"{c} —" for c, v in ranked), "", "")]
+        row = (metric, ", ".join(f"{c} {v.mean:.2f}" if v else f"{c} —" for c, v in ranked), "", "")
+        ptext = ", ".join(f"{c} {pv([c]):.2f}" for c in sorted(spec.all_cells(), key=lambda c: -pv([c])))
+        return [(row, ptext if known else "")]
+    a = side(summary, spec.cells, metric)
     baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
     out = []
     for b in baselines:
         bs = side(summary, b, metric)
         d = "{:+.2f} ± {:.2f}".format(*_diff(a, bs)) if a and bs else "—"
-        out.append((metric, f"{', '.join(spec.cells)}: {a.label() if a else '—'}",
-                    f"{', '.join(b)}: {bs.label() if bs else '—'}", d))
+        row = (metric, f"{', '.join(spec.cells)}: {a.label() if a else '—'}", f"{', '.join(b)}: {bs.label() if bs else '—'}", d)
+        pa, pb = pv(spec.cells), pv(b)
+        out.append((row, f"{pa:.2f} vs {pb:.2f} ({pa - pb:+.2f})" if known else ""))
     return out
 
 
-def render(claims: list[ClaimSpec], summary: Summary) -> list[str]:
-    """Markdown lines: one section per claim, its verdict, the numbers and the note."""
+def judge_with_paper(spec: ClaimSpec, summary: Summary, paper: Summary) -> tuple[Verdict, Verdict | None]:
+    """The verdict on the runs, its rows carrying the paper's figures, and the verdict the same rule
+    gives on the paper's figures (None unless the paper has every cell's metric)."""
+    v = judge(spec, summary)
+    v.paper = [p for m in (spec.metric, *spec.also) for _, p in _rows_with_paper(spec, summary, m, paper)]
+    on_paper = all(spec.metric in paper.get(c, {}) for c in spec.all_cells())
+    return v, judge(spec, paper) if on_paper else None
+
+
+def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = None,
+           paper_label: str = "") -> list[str]:
+    """Markdown lines: one section per claim, its verdict, the numbers and the note (a claim not run
+    yet shows its table but not its note, which interprets numbers it does not have). With `paper`
+    (the paper's figures as one-seed cells), rows show the paper's side too."""
     lines: list[str] = []
     for spec in claims:
-        v = judge(spec, summary)
+        v, pv = judge_with_paper(spec, summary, paper or {})
         lines += [f"### {spec.paper}: {spec.claim} — **{v.verdict}**", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}.", ""]
+        if pv is not None:
+            where = f" ({paper_label})" if paper_label else ""
+            lines += [f"On the paper's own figures for the same models{where}, the same rule gives **{pv.verdict}**: "
+                      f"{pv.reason}.", ""]
+        with_paper = any(v.paper)
         if v.rows:
-            lines += ["| score | claim side | other side | difference ± s.e. |", "|---|---|---|---|"]
-            lines += [f"| {m} | {a} | {b} | {d} |" for m, a, b, d in v.rows]
+            head = "| score | claim side | other side | difference ± s.e. |" + (" paper |" if with_paper else "")
+            lines += [head, "|---|---|---|---|" + ("---|" if with_paper else "")]
+            for (m, a, b, d), p in zip(v.rows, v.paper or [""] * len(v.rows), strict=True):
+                lines.append(f"| {m} | {a} | {b} | {d} |" + (f" {p or '—'} |" if with_paper else ""))
             lines.append("")
-        if spec.note:
+        if spec.note and v.verdict != "not run":
             lines += [spec.note.strip(), ""]
     return lines

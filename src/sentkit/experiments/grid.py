@@ -2,6 +2,7 @@
 
     name = "laptop"
     output = "runs/experiments/laptop"      # every cell's model and results live under here
+    results = "experiments/results/laptop"  # a committed copy of each results JSON: <cell>/seed-<s>.json
     corpus = "../shared/data/corpus/gutenberg"
     tasks = "all"
     preset = "prototyping"
@@ -56,6 +57,7 @@ class ExperimentSpec:
     eval_settings: dict[str, Any] = field(default_factory=dict)
     claims: list[ClaimSpec] = field(default_factory=list)  # [[claim]] tables, judged by the report
     summary: str = ""  # Markdown the report puts under its title (what the results mean)
+    results: str | None = None  # folder of committed results (<cell>/seed-<s>.json) the report reads
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
@@ -75,7 +77,8 @@ class ExperimentSpec:
 
 
 def load_experiment(path: str | Path) -> ExperimentSpec:
-    """Parse and validate an experiment TOML file; relative paths are relative to the file."""
+    """Parse and validate an experiment TOML file; relative paths (output, results, corpus) are
+    relative to the working directory, as the commands run from the project's root."""
     p = Path(path)
     raw = dict(load_toml(p))
     cells_raw = raw.pop("cell", [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -14,23 +15,44 @@ from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.io import atomic_write_text
 
+log = logging.getLogger(__name__)
+
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-# Hill et al. (2016) Table 6 cohorts, on the tasks SentEval has.
+# SentEval's supervised (classifier-scored) and unsupervised (cosine) downstream tasks: wider cohorts
+# than Hill et al.'s Table 6, whose cohorts are paper.HILL_SUPERVISED / paper.HILL_UNSUPERVISED.
 SUPERVISED = ("MR", "CR", "SUBJ", "MPQA", "TREC", "SST2", "SST5", "MRPC", "SICKE", "SICKR", "STSB", "SNLI")
 UNSUPERVISED = (*STS, "STSB-cos", "SICKR-cos")
-HILL_TABLE3_TASKS = ("MRPC", "MR", "CR", "SUBJ", "MPQA", "TREC")  # Hill et al.'s supervised tasks
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")
 AVERAGES = ("avg:downstream", "avg:downstream_without_snli", "avg:probing", "avg:supervised", "avg:hill_table3",
-            "avg:unsupervised_sts")
+            "avg:unsupervised_sts", "avg:hill_table4")
+AVERAGE_HELP = {
+    "avg:downstream": "the DeCLUTR paper's average over the downstream tasks present",
+    "avg:downstream_without_snli": "the same without SNLI",
+    "avg:probing": "the mean over the probing tasks present",
+    "avg:supervised": "the mean over SentEval's classifier-scored tasks present (MR, CR, SUBJ, MPQA, TREC, SST2, "
+                      "SST5, MRPC, SICK-E, SICK-R, STS-B, SNLI); wider than Hill et al.'s supervised cohort",
+    "avg:hill_table3": "Hill et al.'s supervised cohort (Tables 3 and 6): MRPC (mean of accuracy and F1), MR, CR, "
+                       "SUBJ, MPQA, TREC",
+    "avg:unsupervised_sts": "the mean cosine-similarity Spearman over STS12-16 (SentEval's mean over subsets), "
+                            "STS-B and SICK-R",
+    "avg:hill_table4": "Hill et al.'s unsupervised cohort (Tables 4 and 6): cosine Spearman on STS14's six subsets, "
+                       "STS14 over all pairs pooled (the paper's \"All\") and SICK-R",
+}
 
 
 def unsupervised_scores(results: dict[str, Any]) -> dict[str, float]:
-    """Cosine-similarity scores (Spearman x 100): STS12-16 (mean over subsets), STS-B and SICK-R."""
+    """Cosine-similarity scores (Spearman x 100): STS12-16 (SentEval's mean over subsets; each
+    subset as `STS14:images`; all pairs pooled as `STS14:pooled`), STS-B and SICK-R."""
     out: dict[str, float] = {}
     for name in STS:
         r = results.get(name)
         if r and "all" in r:
             out[name] = 100 * float(r["all"]["spearman"]["mean"])
+            if "concatenated" in r["all"]:
+                out[f"{name}:pooled"] = 100 * float(r["all"]["concatenated"]["spearman"])
+            for sub, v in r.items():
+                if sub != "all" and isinstance(v, dict) and "spearman" in v:
+                    out[f"{name}:{sub}"] = 100 * float(v["spearman"])
     for name in ("STSB", "SICKR"):
         u = (results.get(name) or {}).get("unsupervised")
         if u and "spearman" in u:
@@ -52,12 +74,11 @@ def cell_scores(res: dict[str, Any]) -> dict[str, float]:
     sup = [v for k, v in scores.items() if k in SUPERVISED]
     if sup:
         scores["avg:supervised"] = float(np.mean(sup))
-    if all(t in scores for t in HILL_TABLE3_TASKS):
-        scores["avg:hill_table3"] = float(np.mean([scores[t] for t in HILL_TABLE3_TASKS]))
     mrpc = res.get("results", {}).get("MRPC") or {}
     for key in ("acc", "f1"):
         if key in mrpc:
             scores[f"MRPC:{key}"] = float(mrpc[key])
+    scores.update(paper.cohort_averages(scores))
     return scores
 
 
@@ -96,16 +117,30 @@ def summarise(all_results: list[dict[str, Any]]) -> dict[str, dict[str, tuple[fl
     return out
 
 
-def consistency(summary: dict[str, dict[str, tuple[float, float, int]]], cohort: tuple[str, ...]) -> dict[str, float]:
-    """Cronbach's alpha of a cohort across cells, overall and with each task left out."""
-    tasks = [t for t in cohort if all(t in s for s in summary.values())]
-    if len(tasks) < 2 or len(summary) < 2:
+def alphas(scores: dict[str, dict[str, float]], cohort: tuple[str, ...],
+           rescale: tuple[str, ...] = ()) -> dict[str, float]:
+    """Cronbach's alpha of a cohort of tasks across models (rows: the models that have every task),
+    overall ("all") and with each task left out ("without T"); tasks in `rescale` are divided by
+    100 first (correlations on their 0-1 scale). Empty with fewer than two models or tasks."""
+    rows = [r for r in scores.values() if all(t in r for t in cohort)]
+    if len(cohort) < 2 or len(rows) < 2:
         return {}
-    m = np.array([[summary[c][t][0] for t in tasks] for c in summary])
+    m = np.array([[r[t] / (100 if t in rescale else 1) for t in cohort] for r in rows])
     out = {"all": cronbach_alpha(m)}
-    for j, t in enumerate(tasks):
+    for j, t in enumerate(cohort):
         out[f"without {t}"] = cronbach_alpha(np.delete(m, j, axis=1))
     return out
+
+
+def consistency(summary: dict[str, dict[str, tuple[float, float, int]]], cohort: tuple[str, ...]) -> dict[str, float]:
+    """Cronbach's alpha of a cohort across cells (its tasks that every cell has), overall and with
+    each task left out."""
+    tasks = tuple(t for t in cohort if all(t in s for s in summary.values()))
+    return alphas(_means(summary), tasks)
+
+
+def _means(summary: dict[str, dict[str, tuple[float, float, int]]]) -> dict[str, dict[str, float]]:
+    return {c: {k: v[0] for k, v in s.items()} for c, s in summary.items()}
 
 
 def _fmt(v: tuple[float, float, int] | None) -> str:
@@ -115,93 +150,187 @@ def _fmt(v: tuple[float, float, int] | None) -> str:
     return f"{mean:.1f} ± {std:.1f}" if n > 1 else f"{mean:.1f}"
 
 
-def write_report(all_results: list[dict[str, Any]], out_md: str | Path, *, title: str = "Results",
-                 spec: ExperimentSpec | None = None) -> Path:
-    """Write the Markdown report and a PNG chart next to it; returns the Markdown path. With the
-    experiment spec, cells follow the file's order and its [[claim]] tables get a verdict each."""
+def collect_status(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> list[str]:
+    """Markdown: how many of the declared (cell, seed) runs have results, and which are missing."""
+    have = {(r["experiment"]["cell"], int(r["experiment"].get("seed", 0))) for r in all_results}
+    declared = [(c.name, s) for c in spec.cells for s in spec.cell_seeds(c)]
+    missing: dict[str, list[int]] = defaultdict(list)
+    for cell, seed in declared:
+        if (cell, seed) not in have:
+            missing[cell].append(seed)
+    n = len(declared) - sum(len(v) for v in missing.values())
+    text = f"**Runs:** {n} of the {len(declared)} declared (cell, seed) runs have results."
+    if missing:
+        none = [c.name for c in spec.cells if len(missing.get(c.name, [])) == len(spec.cell_seeds(c))]
+        part = [f"{c} (seed {', '.join(map(str, v))})" for c, v in missing.items() if c not in none]
+        text += " Not run yet: " + ", ".join(none + part) + ". Claims on them read *not run*."
+    extra = sorted({c for c, _ in have} - {c.name for c in spec.cells})
+    if extra:
+        text += f" Results of cells the file no longer declares: {', '.join(extra)}."
+    return [text, ""]
+
+
+def write_report(all_results: list[dict[str, Any]], out_md: str | Path, *, title: str | None = None,
+                 spec: ExperimentSpec | None = None, source: str | Path | None = None, chart: bool = True) -> Path:
+    """Write the Markdown report and a PNG chart next to it (unless `chart` is false); returns the
+    Markdown path. With the experiment spec, cells follow the file's order, the report says which
+    declared runs have results, and its [[claim]] tables get a verdict each. `source` names the
+    folder the results were read from. The Markdown does not depend on whether the chart is drawn."""
     out_md = Path(out_md)
     summary = summarise(all_results)
     if not summary:
-        raise FileNotFoundError("no results.json found: run `sentkit experiment run` first")
+        raise FileNotFoundError("no results files found: run `sentkit experiment run` (or `sentkit experiment import`)")
+    title = title or (f"Results: {spec.name}" if spec else "Results")
     order = [c.name for c in spec.cells] if spec else []
     cells = [c for c in order if c in summary] + [c for c in summary if c not in order]
     summary = {c: summary[c] for c in cells}
     groups = {r["experiment"]["cell"]: r["experiment"].get("group", "") for r in all_results}
     tasks = [t for t in (*SUPERVISED, *UNSUPERVISED) if any(t in summary[c] for c in cells)]
     avgs = [a for a in AVERAGES if any(a in summary[c] for c in cells)]
-    lines = [f"# {title}", "", "Generated by `sentkit experiment report` from the results files alone; "
+    where = f"the results files in `{Path(source).as_posix()}`" if source is not None else "the results files"
+    lines = [f"# {title}", "", f"Generated by `sentkit experiment report` from {where} alone; "
              "mean ± std over seeds (the seeds column gives their number).", ""]
+    if spec is not None:
+        lines += collect_status(spec, all_results)
     if spec is not None and spec.summary:
         lines += [spec.summary.strip(), ""]
     if spec is not None and spec.claims:
-        lines += ["## Claims", "", *claims_mod.render(spec.claims, summary)]
-    lines += ["## All scores", "", "Averages: `downstream` is the DeCLUTR paper's rule over the downstream tasks present; "
-              "`supervised` the mean of Hill et al.'s Table 6 supervised cohort; `hill_table3` the mean over their "
-              "Table 3 tasks (MRPC, MR, CR, SUBJ, MPQA, TREC); `unsupervised_sts` the mean cosine-similarity "
-              "Spearman over STS12-16, STS-B and SICK-R.", ""]
+        lines += ["## Claims", "", *claims_mod.render(spec.claims, summary, paper_summary(all_results, spec),
+                                                      "Hill et al. 2016, Tables 3 and 4")]
+    lines += ["## All scores", "", "Averages: " + "; ".join(f"`{a.split(':')[1]}` {AVERAGE_HELP[a]}" for a in avgs)
+              + ".", ""]
     head = ["cell", "group", "seeds", *[a.split(":")[1] for a in avgs], *tasks]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
         n = max(v[2] for v in summary[c].values())
         row = [c, groups.get(c, ""), str(n), *[_fmt(summary[c].get(a)) for a in avgs], *[_fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *hill_comparison(all_results, summary)]
-    lines += ["## Internal consistency (Hill et al. 2016, Table 6)", "",
-              f"Cronbach's alpha of each task cohort across the {len(cells)} cells above (higher: the tasks rank "
-              "models alike).", ""]
-    for label, cohort in (("supervised", SUPERVISED), ("unsupervised", UNSUPERVISED)):
-        alpha = consistency(summary, cohort)
-        if alpha:
-            lines.append(f"- {label} cohort: Cronbach's alpha {alpha['all']:.3f}; leaving one task out: "
-                         + ", ".join(f"{k.split(' ', 1)[1]} {v:.3f}" for k, v in alpha.items() if k != "all"))
-        else:
-            lines.append(f"- {label} cohort: needs at least two cells and two tasks")
+    lines += ["", *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
     costs = cell_costs(all_results)
-    lines += ["", "## Cost", "", "Wall-clock seconds per seed, on the machine that ran the cell (training; "
+    lines += ["## Cost", "", "Wall-clock seconds per seed, on the machine that ran the cell (training; "
               "evaluation = encoding + classifiers over all tasks).", "",
               "| cell | train s | evaluate s |", "|---|---|---|"]
     lines += [f"| {c} | {costs[c][0]:.0f} | {costs[c][1]:.0f} |" for c in cells if c in costs]
     png = out_md.with_suffix(".png")
-    try:
-        _chart(summary, [a for a in avgs if a in CHART_AVERAGES] or avgs, png)
-        lines += ["", f"![averages]({png.name})"]
-    except ImportError:
-        lines += ["", "(install matplotlib for the chart: pip install 'sentkit[report]')"]
+    lines += ["", f"![averages]({png.name})"]
+    if chart:
+        try:
+            _chart(summary, [a for a in AVERAGES if a in CHART_AVERAGES and a in avgs] or avgs, png)
+        except ImportError:
+            log.warning("chart not drawn: install matplotlib (pip install 'sentkit[report]')")
     atomic_write_text(out_md, "\n".join(lines) + "\n")
     return out_md
 
 
-def hill_comparison(all_results: list[dict[str, Any]], summary: dict[str, dict[str, tuple[float, float, int]]]) -> list[str]:
-    """Markdown: cells of Hill et al.'s methods next to the paper's Table 3 and Table 4 figures."""
-    methods = {r["experiment"]["cell"]: r["experiment"]["method"] for r in all_results}
-    rows = [c for c in summary if methods.get(c) in paper.HILL_TABLE3 or methods.get(c) in paper.HILL_TABLE4]
-    if not rows:
+def _hill_rows(all_results: list[dict[str, Any]], spec: ExperimentSpec | None = None) -> dict[str, str]:
+    """{cell: the Hill et al. table row it runs} for cells of the paper's models: the experiment
+    file's cells (run or not), then any other cell of the results."""
+    cells = [(c.name, c.method, c.settings) for c in spec.cells] if spec else []
+    cells += [(r["experiment"]["cell"], str(r["experiment"].get("method", "")), r["experiment"].get("settings") or {})
+              for r in all_results]
+    out: dict[str, str] = {}
+    for cell, method, settings in cells:
+        row = paper.hill_row(method, settings)
+        if row is not None:
+            out.setdefault(cell, row)
+    return out
+
+
+def paper_summary(all_results: list[dict[str, Any]],
+                  spec: ExperimentSpec | None = None) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """The paper's figures of each Hill et al. cell's row, as one-seed cells (for the claims)."""
+    rows = _hill_rows(all_results, spec)
+    return {c: {k: (v, 0.0, 1) for k, v in paper.hill_scores(row).items()} for c, row in rows.items()}
+
+
+def hill_comparison(all_results: list[dict[str, Any]], summary: dict[str, dict[str, tuple[float, float, int]]],
+                    spec: ExperimentSpec | None = None) -> list[str]:
+    """Markdown: cells of Hill et al.'s models next to every figure of the paper's Tables 3 and 4, then
+    the paper's rows that no cell has results for (none when the grid has no Hill et al. model)."""
+    if not _hill_rows(all_results, spec):
         return []
-    t3 = ("MRPC:acc", "MRPC:f1", "MR", "CR", "SUBJ", "MPQA", "TREC")
+    rows = {c: r for c, r in _hill_rows(all_results).items() if c in summary}
     out = ["## Hill et al. (2016) models next to the paper", "",
-           "Each cell: this run / the paper. The paper trained on the Toronto Books Corpus (0.9B words, days on a "
-           "GPU for the recurrent models); these runs train on 209 Gutenberg books (~21M tokens) within an hour "
-           "of one CPU core, so the recurrent models especially are far from converged. Paper figures: "
-           "`sentkit/experiments/paper.py`, which states their provenance (transcribed offline; six cross-checked). "
-           "Table 4's SICK is train + test; ours is SICK-R test. STS14 `all` is the mean over its six subsets.", "",
-           "| cell | " + " | ".join(paper.HILL_TABLE3_COLUMNS) + " | " + " | ".join(paper.HILL_TABLE4_COLUMNS) + " |",
-           "|" + "---|" * (1 + len(t3) + 2)]
-    for c in rows:
-        m = methods[c]
-        p3 = paper.HILL_TABLE3.get(m)
-        p4 = paper.HILL_TABLE4.get(m, (None, None))
-        ours3 = [summary[c].get(k) for k in t3]
-        ours4 = [summary[c].get("STS14"), summary[c].get("SICKR-cos")]
-        cells3 = [f"{_num(o)} / {_num(p3[i] if p3 else None)}" for i, o in enumerate(ours3)]
-        cells4 = [f"{_num(o)} / {_num(None if p is None else 100 * p)}" for o, p in zip(ours4, p4)]
-        out.append(f"| {c} | " + " | ".join(cells3 + cells4) + " |")
+           "Each cell: this run / the paper (`sentkit/experiments/paper.py`, checked against the paper's text). The "
+           "paper trained on the Toronto Books Corpus (70m sentences, 0.9B words; the recurrent models for days on a "
+           "GPU); these runs train on 209 Gutenberg books (~21M words) within about an hour of one CPU core. A cell "
+           "whose input embeddings are fixed pre-trained vectors sits beside the paper's \"+embs.\" row.", ""]
+    t3 = (*paper.HILL_TABLE3_KEYS, "avg:hill_table3")
+    out += ["**Table 3** (supervised; accuracy, MSRP accuracy and F1). `avg` is the mean over the cohort, MSRP "
+            "counted once as the mean of accuracy and F1.", "",
+            "| cell | paper row | " + " | ".join(paper.HILL_TABLE3_COLUMNS) + " | avg |", "|" + "---|" * (2 + len(t3))]
+    out += _paper_table(rows, summary, t3, set(paper.HILL_TABLE3))
+    out += ["", "Rows with a cell of `—` have no results here (not run yet, or models this grid does not train: "
+            "NMT and CaptionRep need parallel text or image features, C-PHRASE a parser)."]
+    t4 = (*paper.HILL_TABLE4_KEYS, "avg:hill_table4")
+    out += ["", "**Table 4** (unsupervised; Spearman correlation of cosine similarity x 100). The paper's STS14 "
+            "\"All\" is not the mean of its six subsets (CBOW's six average 61.5, its All is 64; SkipThought's "
+            "39.5 and 27): it fits one correlation over all 3,750 pairs pooled, so ours is the suite's `concatenated` "
+            "score (`STS14:pooled`), not SentEval's mean over subsets (the `STS14` column of *All scores*). The "
+            "paper's SICK is train + test; ours is the SICK-R test set.", "",
+            "| cell | paper row | " + " | ".join(paper.HILL_TABLE4_COLUMNS) + " | avg |", "|" + "---|" * (2 + len(t4))]
+    out += _paper_table(rows, summary, t4, set(paper.HILL_TABLE4))
     return [*out, ""]
 
 
-def _num(v: tuple[float, float, int] | float | None) -> str:
-    if v is None:
+def _paper_table(rows: dict[str, str], summary: dict[str, dict[str, tuple[float, float, int]]],
+                 keys: tuple[str, ...], table: set[str]) -> list[str]:
+    lines = []
+    for c, row in rows.items():
+        p = paper.hill_scores(row) if row in table else {}
+        lines.append(f"| {c} | {row} | " + " | ".join(f"{_num(summary[c].get(k))} / {_num(p.get(k))}" for k in keys) + " |")
+    for row in (r for r in paper.HILL_TABLE3 if r in table and r not in rows.values()):
+        p = paper.hill_scores(row)
+        lines.append(f"| — | {row} | " + " | ".join(f"— / {_num(p.get(k))}" for k in keys) + " |")
+    return lines
+
+
+def consistency_section(all_results: list[dict[str, Any]], summary: dict[str, dict[str, tuple[float, float, int]]]) -> list[str]:
+    """Markdown: Hill et al.'s Table 6 cohorts' Cronbach's alpha over this grid's Hill cells, beside
+    the paper's figures and the same formula on the paper's Tables 3 and 4; then SentEval's wider cohorts."""
+    means = _means(summary)
+    hill = {c: means[c] for c in _hill_rows(all_results) if c in means}
+    ppr = {r: paper.hill_scores(r) for r in paper.HILL_TABLE3}
+    both = (*paper.HILL_SUPERVISED, *paper.HILL_UNSUPERVISED)
+    cohorts = [("supervised: MSRP, MR, CR, SUBJ, MPQA, TREC", paper.HILL_SUPERVISED, (), "supervised"),
+               ("unsupervised: STS14's six subsets, STS14 All, SICK", paper.HILL_UNSUPERVISED, (), "unsupervised"),
+               ("all 14, correlations on their 0-1 scale", both, paper.HILL_UNSUPERVISED, "all"),
+               ("all 14, every score in points", both, (), "")]
+    out = ["## Internal consistency (Hill et al. 2016, Table 6)", "",
+           f"Cronbach's alpha of Hill et al.'s task cohorts across the {len(hill)} cells that run one of the paper's "
+           "models (higher: the tasks rank models alike), beside the paper's Table 6 and, as a check of the formula, "
+           f"the same computation on the paper's own Tables 3 and 4 ({len(ppr)} rows). The paper's 0.81 for all 14 "
+           "evaluations together is reproduced only with the correlations on their 0-1 scale next to accuracies "
+           "in %, which is what that row does; the paper does not say how it scaled them.", "",
+           "| cohort | this grid | paper (Table 6) | paper's Tables 3-4 recomputed |", "|---|---|---|---|"]
+    for label, cohort, rescale, key in cohorts:
+        ours, theirs = alphas(hill, cohort, rescale).get("all"), alphas(ppr, cohort, rescale).get("all")
+        out.append(f"| {label} | {_num(ours, 2)} | {_num(paper.HILL_ALPHA.get(key), 2)} | {_num(theirs, 2)} |")
+    out += ["", "With one task left out of its cohort (the paper's consistency rank in brackets, 1 = most "
+            "consistent with the other evaluations):", "",
+            "| left out | this grid | paper (Table 6) | paper's Tables 3-4 recomputed |", "|---|---|---|---|"]
+    for cohort in (paper.HILL_SUPERVISED, paper.HILL_UNSUPERVISED):
+        left, left_paper = alphas(hill, cohort), alphas(ppr, cohort)
+        for t in cohort:
+            a, rank = paper.HILL_ALPHA_WITHOUT[t]
+            out.append(f"| {paper.HILL_LABELS[t]} (`{t}`) | {_num(left.get(f'without {t}'), 2)} | {a:.2f} ({rank}) | "
+                       f"{_num(left_paper.get(f'without {t}'), 2)} |")
+    out += ["", f"SentEval's wider cohorts (not the paper's), across all {len(summary)} cells:", ""]
+    for label, cohort in (("supervised", SUPERVISED), ("unsupervised", UNSUPERVISED)):
+        alpha = consistency(summary, cohort)
+        if alpha:
+            out.append(f"- {label} ({', '.join(k.split(' ', 1)[1] for k in alpha if k != 'all')}): Cronbach's alpha "
+                       f"{alpha['all']:.3f}; leaving one task out: "
+                       + ", ".join(f"{k.split(' ', 1)[1]} {v:.3f}" for k, v in alpha.items() if k != "all"))
+        else:
+            out.append(f"- {label}: needs at least two cells and two tasks")
+    return [*out, ""]
+
+
+def _num(v: tuple[float, float, int] | float | None, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and v != v):
         return "—"
-    return f"{v[0] if isinstance(v, tuple) else v:.1f}"
+    return f"{v[0] if isinstance(v, tuple) else v:.{digits}f}"
 
 
 def _chart(summary: dict[str, dict[str, tuple[float, float, int]]], avgs: list[str], png: Path) -> None:
@@ -226,5 +355,5 @@ def _chart(summary: dict[str, dict[str, tuple[float, float, int]]], avgs: list[s
     ax.legend()
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, metadata={"Software": None})  # no version stamp: same bytes on a rerun
     plt.close(fig)

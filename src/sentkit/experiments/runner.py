@@ -1,5 +1,10 @@
 """Run an experiment grid: train each (cell, seed), then evaluate it. Resumable: a finished cell
-(its results.json exists) is skipped; an interrupted DeCLUTR cell resumes from its checkpoint."""
+(its results.json exists) is skipped; an interrupted DeCLUTR cell resumes from its checkpoint.
+
+With ``results`` set in the experiment file, each results JSON is also published (copied) to
+``<results>/<cell>/seed-<s>.json``: a small folder meant to be committed, from which the report is
+regenerated on a clean clone. :func:`import_results` copies finished results of another run output
+(another machine, a frozen checkout) into it."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import from_dict
+from sentkit.config import ConfigError, from_dict
 from sentkit.experiments.grid import CellSpec, ExperimentSpec
 from sentkit.io import atomic_write_text
 from sentkit.methods import get_method, read_marker
@@ -33,6 +38,10 @@ class CellRun:
     @property
     def done(self) -> bool:
         return self.results_path.is_file()
+
+    def published_path(self, spec: ExperimentSpec) -> Path | None:
+        """Where the committed copy of this run's results lives (None without `results`)."""
+        return None if spec.results is None else Path(spec.results) / self.cell.name / f"seed-{self.seed}.json"
 
 
 def plan(spec: ExperimentSpec) -> list[CellRun]:
@@ -90,8 +99,60 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
                          "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1)}
-    atomic_write_text(run.results_path, json.dumps(res, indent=2, default=str) + "\n")
+    atomic_write_text(run.results_path, _dump(res))
+    publish(run, spec, res)
     return res
+
+
+def _dump(res: dict[str, Any]) -> str:
+    return json.dumps(res, indent=2, default=str) + "\n"
+
+
+def publish(run: CellRun, spec: ExperimentSpec, res: dict[str, Any]) -> str:
+    """Write `res` to the run's committed copy; returns "published", "unchanged" or "" (no `results`)."""
+    dest = run.published_path(spec)
+    if dest is None:
+        return ""
+    text = _dump(res)
+    if dest.is_file() and dest.read_text() == text:
+        return "unchanged"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(dest, text)
+    return "published"
+
+
+def import_results(spec: ExperimentSpec, source: str | Path, *, only: list[str] | None = None) -> dict[str, str]:
+    """Copy finished results of a run output folder (laid out as `output`: <cell>/seed-<s>/results.json)
+    into the committed `results` folder, for every declared (cell, seed). A results file whose cell
+    settings or method differ from the experiment file's (an older grid) is not imported. Returns
+    {cell/seed: "published" | "unchanged" | "missing" | "stale: ..."}."""
+    if spec.results is None:
+        raise ConfigError(f"experiment {spec.name!r} has no `results` folder to import into")
+    status: dict[str, str] = {}
+    for run in plan(spec):
+        if only and run.cell.name not in only:
+            continue
+        key = f"{run.cell.name}/seed-{run.seed}"
+        src = Path(source) / run.cell.name / f"seed-{run.seed}" / RESULTS
+        if not src.is_file():
+            status[key] = "missing"
+            continue
+        res = json.loads(src.read_text())
+        why = stale(run, res)
+        status[key] = f"stale: {why}" if why else publish(run, spec, res)
+    return status
+
+
+def stale(run: CellRun, res: dict[str, Any]) -> str:
+    """Why a results file is not the run the experiment file declares ("" when it is): another cell,
+    seed, method or settings (an older version of the grid)."""
+    exp = res.get("experiment") or {}
+    declared = json.loads(json.dumps(run.cell.settings, default=str))  # as the runner wrote them
+    ran = (exp.get("cell"), exp.get("seed"), exp.get("method"), exp.get("settings"))
+    if ran == (run.cell.name, run.seed, run.cell.method, declared):
+        return ""
+    return (f"ran cell {ran[0]!r} seed {ran[1]!r} method {ran[2]!r} settings {ran[3]!r}; the file declares "
+            f"{run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings {declared!r}")
 
 
 def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,
@@ -104,6 +165,9 @@ def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds
         key = f"{run.cell.name}/seed-{run.seed}"
         if run.done:
             status[key] = "skipped (finished)"
+            dest = run.published_path(spec)
+            if dest is not None and not dest.is_file():  # results of a run before `results` was set
+                publish(run, spec, json.loads(run.results_path.read_text()))
             continue
         log.info("[%d/%d] %s", i, len(runs), key)
         try:
@@ -118,5 +182,13 @@ def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds
 
 
 def collect(output: str | Path) -> list[dict[str, Any]]:
-    """Every results.json under an experiment's output folder."""
-    return [json.loads(p.read_text()) for p in sorted(Path(output).glob(f"*/seed-*/{RESULTS}"))]
+    """Every results.json under an experiment's output folder, or every <cell>/seed-<s>.json of a
+    committed results folder."""
+    root = Path(output)
+    files = sorted(root.glob(f"*/seed-*/{RESULTS}")) or sorted(root.glob("*/seed-*.json"))
+    return [json.loads(p.read_text()) for p in files]
+
+
+def results_source(spec: ExperimentSpec) -> str:
+    """The folder the report reads: the committed `results` folder when the file names one, else `output`."""
+    return spec.results if spec.results is not None else spec.output
