@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sentkit.cli.hostile import COMMANDS, build_cases, hostile_inputs, run_in_process, run_subprocess, verdict
+from sentkit.cli.hostile import (
+    COMMANDS,
+    build_cases,
+    hostile_inputs,
+    run_in_process,
+    run_subprocess,
+    verdict,
+)
 
 INPUTS = list(hostile_inputs(0.001))
 BIG = {"prepare", "embed"}  # these get the full 5 MB single line; the others 1 MB (same code paths, faster)
