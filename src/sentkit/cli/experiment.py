@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
                           description="Reads the experiment's committed `results` folder (else its `output`).")
     rep.add_argument("experiment", help="experiment TOML file")
     rep.add_argument("--output", default="docs/results.md", help="Markdown file to write (default docs/results.md)")
-    rep.add_argument("--from", dest="source", default=None,
+    rep.add_argument("--from", dest="source", default=None, metavar="DIR",
                      help="read results from this folder instead (a run output or a results folder)")
     rep.set_defaults(func=cmd_report)
     imp = ssub.add_parser("import", help="copy finished results of a run output into the committed results folder",
@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
                           "<results>/<cell>/seed-<s>.json. Results whose method or settings differ from the file's "
                           "(an older grid) are reported as stale and not copied.")
     imp.add_argument("experiment", help="experiment TOML file (with `results = ...`)")
-    imp.add_argument("--from", dest="source", required=True, help="run output folder (the file's `output` layout)")
+    imp.add_argument("--from", dest="source", required=True, metavar="DIR", help="run output folder (the file's `output` layout)")
     imp.add_argument("--only", default=None, help="comma-separated cell names to import")
     imp.set_defaults(func=cmd_import)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
