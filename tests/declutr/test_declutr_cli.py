@@ -77,3 +77,92 @@ def test_spans_command_labels_positives(tiny_corpus: Path, tiny_model_dir: Path,
     out = capsys.readouterr().out
     assert "anchor 1" in out and "hard negative" in out and "easy negative" in out
     assert any(w in out for w in ("adjacent", "overlapping", "subsumed"))
+
+
+def _embed(model: Path, src: Path, dst: Path, *extra: str) -> int:
+    return main(["embed", "--model", str(model), "--input", str(src), "--output", str(dst), *extra])
+
+
+def test_embed_writes_one_vector_per_line(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import sentkit
+
+    src = tmp_path / "t.txt"
+    # a lone \r, a form feed and U+2028 stay inside their line; CRLF and a UTF-8 BOM are stripped
+    src.write_bytes(b"\xef\xbb\xbfone\rstill one\r\ntwo\x0c two\n\xe2\x80\xa8three\n\n")
+    assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 0
+    v = np.load(tmp_path / "v.npy")
+    assert v.shape == (4, 32)
+    ref = sentkit.load(str(tiny_model_dir)).encode(["one\rstill one", "two\x0c two", "\u2028three", ""])
+    assert np.abs(v - ref).max() < 1e-5
+    src.write_bytes("a\nb\n".encode("utf-16"))  # UTF-16 with a byte-order mark is read as text
+    assert _embed(tiny_model_dir, src, tmp_path / "u.parquet") == 0
+    assert pq.read_table(tmp_path / "u.parquet").column("text").to_pylist() == ["a", "b"]
+
+
+def test_embed_empty_input_gives_valid_empty_files(tmp_path: Path, tiny_model_dir: Path) -> None:
+    src = tmp_path / "empty.txt"
+    src.write_bytes(b"")
+    assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 0
+    v = np.load(tmp_path / "v.npy")
+    assert v.shape == (0, 32) and v.dtype == np.float32
+    assert _embed(tiny_model_dir, src, tmp_path / "v.parquet") == 0
+    table = pq.read_table(tmp_path / "v.parquet")
+    assert table.num_rows == 0 and table.schema.field("embedding").type.list_size == 32
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    (b'{"text": "ok"}\n{"text": null}\n', "line 2: field 'text' is null, not a string"),
+    (b'{"text": 3}\n', "line 1: field 'text' is 3, not a string"),
+    (b'{"text": ["a", "b"]}\n', "line 1: field 'text' is [\"a\", \"b\"], not a string"),
+    (b'{"text": "ok"}\n\n{"body": "x"}\n', "line 3: no field 'text' (keys: ['body'])"),
+    (b'["a"]\n', "line 1: expected a JSON object with a 'text' field, got list"),
+    (b'[{"text": "a"},\n{"text": "b"}]\n', "one JSON object per line"),
+])
+def test_embed_jsonl_values_that_are_not_strings(content: bytes, needle: str, tmp_path: Path, tiny_model_dir: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "t.jsonl"
+    src.write_bytes(content)
+    assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 2
+    err = capsys.readouterr().err
+    assert f"t.jsonl, {needle}" in err or needle in err
+    assert "None" not in err and not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("ok\ncaf\xe9\n".encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9 at column 4)"),
+    ("no mark".encode("utf-16-le"), "line 1: contains a NUL byte"),
+    (b"ok\nbin\x00ary\n", "line 2: contains a NUL byte"),
+])
+def test_embed_non_utf8_input_names_the_line(content: bytes, needle: str, tmp_path: Path, tiny_model_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "t.txt"
+    src.write_bytes(content)
+    assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 2
+    assert f"t.txt, {needle}" in capsys.readouterr().err
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_prepare_never_deletes_a_users_folder(tmp_path: Path, tiny_corpus: Path, tiny_model_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "sub" / "notes.txt").write_text("years of work")
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    for out in (mine, link):
+        rc = main(["prepare", "--corpus", str(tiny_corpus), "--out", str(out), "--model", str(tiny_model_dir),
+                   "--max-span-len", "32"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "is not a sentkit store (it holds sub)" in err and "give a new folder" in err
+    assert (mine / "sub" / "notes.txt").read_text() == "years of work"
+
+
+def test_prepare_summary_counts_records_without_the_field(tmp_path: Path, tiny_model_dir: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import make_docs
+
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in make_docs(3, 200)) + '{"title": "x"}\n')
+    assert main(["prepare", "--corpus", str(src), "--out", str(tmp_path / "s"), "--model", str(tiny_model_dir),
+                 "--max-span-len", "32"]) == 0
+    assert "1 without the text field" in capsys.readouterr().out
