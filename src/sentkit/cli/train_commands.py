@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError, from_dict, load_toml, parse_overrides
@@ -17,7 +18,8 @@ def register(sub: Any) -> None:
         help="train a sentence encoder (DeCLUTR by default, or any registered method)",
         description="Train with --method on --corpus and save an encoder at --out. Settings come from the "
         "method's defaults, then --config run.toml, then flags, then --set key=value (last wins). The resolved "
-        "config is saved next to the model.",
+        "config is saved next to the model. --out must be new, empty or an earlier run of the same method "
+        "(--resume continues it, --overwrite replaces it); one training at a time may use it.",
     )
     t.add_argument("--method", default="declutr", help="training method (default: declutr); see --list-methods")
     t.add_argument("--list-methods", action="store_true", help="print the registered methods and exit")
@@ -26,7 +28,11 @@ def register(sub: Any) -> None:
     t.add_argument("--out", default=None, help="output directory (model, checkpoint, metrics.csv, config)")
     t.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
     t.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
-    t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint after a stop")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier sentkit run in --out (never a folder of other files)")
+    t.add_argument("--allow-config-change", action="store_true",
+                   help="with --resume: accept settings that differ from the run's (they are listed)")
     t.add_argument("--config", default=None, help="TOML file of settings (flat keys, or a [train] table)")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)")
@@ -50,10 +56,11 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
     fields = {f.name for f in all_fields}
     required = {f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed}
-    if args.resume:
-        flags["resume"] = True
+    for flag in ("resume", "overwrite", "allow_config_change"):
+        if getattr(args, flag, False):
+            flags[flag] = True
     for k, v in flags.items():
-        if v is None:
+        if v is None or (k == "overwrite" and k not in fields):  # handled by cmd_train for such methods
             continue
         if k not in fields:
             raise ConfigError(f"method {method.name!r} does not take --{k.replace('_', '-')}")
@@ -79,9 +86,32 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     import os
 
-    out = method.train(cfg)
+    from sentkit.training.config import TrainConfig
+
+    if isinstance(cfg, TrainConfig):  # the transformer loop guards its folder itself
+        out = method.train(cfg)
+    else:
+        out = _train_guarded(method, cfg, overwrite=args.overwrite)
     if os.environ.get("RANK", "0") == "0":
         print(f"saved {method.name} encoder to {out}")
     return 0
+
+
+def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:
+    """Run a method that has no run-folder rules of its own (the Hill et al. models) under the
+    transformer loop's: a new, empty or earlier-run folder (--overwrite), one process at a time."""
+    from types import SimpleNamespace
+
+    from sentkit.training.rundir import claim, run_lock, write_run
+
+    target = getattr(cfg, "out", None)
+    if not target:
+        return method.train(cfg)
+    out = Path(target)
+    claim(out, method.name, SimpleNamespace(overwrite=overwrite, resume=False))
+    with run_lock(out):
+        result = method.train(cfg)
+        write_run(out, method.name, cfg, status="done")
+    return result
 
 

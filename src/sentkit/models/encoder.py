@@ -284,7 +284,7 @@ def save_st_directory(
     masked-LM checkpoint that training can continue from; sentence-transformers and
     ``AutoModel`` read its base model. `method` is recorded in ``sentkit.json``."""
     from sentkit import __version__
-    from sentkit.io import make_temp_dir, remove_stale_temps
+    from sentkit.io import default_file_mode, make_temp_dir, remove_stale_temps
     from sentkit.methods import write_marker
 
     out = Path(out)
@@ -319,6 +319,10 @@ def save_st_directory(
     )
     write_marker(tmp, method, pooling=pooling, max_length=max_length, **(extra or {}))
     (tmp / "README.md").write_text(model_card or f"# sentkit encoder\n\nPooling: {pooling}; max length {max_length}.\n")
+    # transformers writes some files with mode 0600: give every file the user's normal mode
+    for f in tmp.rglob("*"):
+        if f.is_file():
+            os.chmod(f, default_file_mode())
     # Move each finished file into place; other files already in `out` (checkpoints, logs) stay.
     out.mkdir(parents=True, exist_ok=True)
     from sentkit.methods import MARKER_FILE

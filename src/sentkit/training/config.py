@@ -89,9 +89,9 @@ class TrainConfig:
             raise ConfigError("--overwrite and --resume contradict each other: pick one")
 
 
-def config_diff(saved: dict[str, Any], current: TrainConfig) -> list[str]:
-    """Keys whose values differ between a checkpoint's saved config and `current`, ignoring the
-    bookkeeping keys a resume may change; each entry reads `key: saved -> current`."""
+def config_diff(saved: dict[str, Any], current: Any) -> list[str]:
+    """Keys whose values differ between a run's saved config and `current` (a config dataclass),
+    ignoring the bookkeeping keys a resume may change; each entry reads `key: saved -> current`."""
     now = dataclasses.asdict(current)
-    keys = sorted((set(saved) | set(now)) - set(current.RESUME_SAFE))
+    keys = sorted((set(saved) | set(now)) - set(getattr(current, "RESUME_SAFE", TrainConfig.RESUME_SAFE)))
     return [f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}" for k in keys if saved.get(k) != now.get(k)]

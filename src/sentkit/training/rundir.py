@@ -25,7 +25,7 @@ from typing import Any
 
 from sentkit.config import ConfigError, to_dict
 from sentkit.io import atomic_write_text, remove_stale_temps
-from sentkit.training.config import TrainConfig, config_diff
+from sentkit.training.config import config_diff
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,11 @@ def read_run(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and "method" in data else None
 
 
-def write_run(out: Path, method: str, cfg: TrainConfig, **extra: Any) -> None:
-    """Record (atomically) that `out` is a run of `method` with `cfg`, and which entries it made."""
+def write_run(out: Path, method: str, cfg: Any, **extra: Any) -> None:
+    """Record (atomically) that `out` is a run of `method` with `cfg` (a config dataclass or dict),
+    and which entries it made."""
     entries = sorted(set(_list(out)) | set((read_run(out) or {}).get("entries", [])) | {RUN_FILE})
-    data = {"method": method, "config": to_dict(cfg), "entries": entries, **extra}
+    data = {"method": method, "config": cfg if isinstance(cfg, dict) else to_dict(cfg), "entries": entries, **extra}
     atomic_write_text(out / RUN_FILE, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -63,25 +64,28 @@ def _list(out: Path) -> list[str]:
         return []
 
 
-def claim(out: Path, method: str, cfg: TrainConfig) -> dict[str, Any] | None:
+def claim(out: Path, method: str, cfg: Any) -> dict[str, Any] | None:
     """Check that this run may use `out` (see the module docstring); with --overwrite, clear the
-    earlier run. Returns the earlier run's record when resuming, else None."""
+    earlier run. Returns the earlier run's record when resuming, else None.
+
+    `cfg` is the run's config: a `TrainConfig`, or any config with ``resume`` / ``overwrite`` /
+    ``allow_config_change`` attributes (absent ones read False)."""
+    resume = bool(getattr(cfg, "resume", False))
+    overwrite = bool(getattr(cfg, "overwrite", False))
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: is a file, not a folder; choose a folder name")
     entries = [e for e in _list(out) if e != LOCK_FILE and not (e.startswith(".") and e.endswith(".tmp"))]
     if not entries:
-        if cfg.resume:
+        if resume:
             log.warning("--resume given but %s holds no run; starting from step 0", out)
         return None
-    prev = read_run(out)
-    legacy = prev is None and (out / "train_config.json").is_file() and (out / "checkpoint").is_dir()
-    if prev is None and not legacy:
+    prev = read_run(out) or _legacy_run(out, entries)
+    if prev is None:
         raise RunDirError(
             f"--out {out}: the folder already holds files that sentkit did not write ({_names(entries)}); "
             "choose a new or empty folder for --out"
         )
-    prev = prev or {"method": method, "config": _json(out / "train_config.json"), "entries": entries}
-    if cfg.overwrite:
+    if overwrite:
         unknown = sorted(set(entries) - set(prev.get("entries", [])) - _OWN)
         if unknown:
             raise RunDirError(
@@ -96,7 +100,7 @@ def claim(out: Path, method: str, cfg: TrainConfig) -> dict[str, Any] | None:
             else:
                 p.unlink()
         return None
-    if not cfg.resume:
+    if not resume:
         raise RunDirError(
             f"--out {out}: holds an earlier {prev['method']} run; add --resume to continue it, "
             "--overwrite to replace it, or choose another --out"
@@ -107,7 +111,7 @@ def claim(out: Path, method: str, cfg: TrainConfig) -> dict[str, Any] | None:
             "method: choose another --out (or --overwrite to replace it)"
         )
     diff = config_diff(prev.get("config") or {}, cfg)
-    if diff and not cfg.allow_config_change:
+    if diff and not getattr(cfg, "allow_config_change", False):
         raise RunDirError(
             f"--out {out}: --resume with settings that differ from the run's ({'; '.join(diff)}); "
             "resume with the same settings, or add --allow-config-change to accept them"
@@ -115,6 +119,22 @@ def claim(out: Path, method: str, cfg: TrainConfig) -> dict[str, Any] | None:
     if diff:
         log.warning("resuming %s with changed settings: %s", out, "; ".join(diff))
     return prev
+
+
+def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:
+    """The record of a run folder written before run.json existed: a checkpoint with its config, or
+    a saved model (``sentkit.json``)."""
+    from sentkit.methods import read_marker
+
+    try:
+        marker = read_marker(out)
+    except (OSError, ValueError):
+        marker = None
+    if (out / "train_config.json").is_file() and (out / "checkpoint").is_dir():
+        return {"method": (marker or {}).get("method", "declutr"), "config": _json(out / "train_config.json"), "entries": entries}
+    if marker is not None:
+        return {"method": marker.get("method", "?"), "config": {}, "entries": entries}
+    return None
 
 
 def _names(entries: list[str], n: int = 4) -> str:
@@ -171,10 +191,30 @@ def run_log(out: Path) -> Iterator[None]:
     """Append this run's log records to `out`/train.log (never truncated) while the block runs."""
     handler = logging.FileHandler(out / LOG_FILE, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("sentkit")
-    root.addHandler(handler)
+    pkg = logging.getLogger("sentkit")
+    old_level, quiet = pkg.level, pkg.getEffectiveLevel()
+    # the file gets INFO even when the console shows less: lower the package's level, and keep the
+    # console's handlers at what they showed before
+    keep = _AtLeast(quiet)
+    consoles = [h for h in logging.getLogger().handlers if quiet > logging.INFO]
+    for h in consoles:
+        h.addFilter(keep)
+    pkg.setLevel(min(quiet, logging.INFO))
+    pkg.addHandler(handler)
     try:
         yield
     finally:
-        root.removeHandler(handler)
+        pkg.removeHandler(handler)
+        pkg.setLevel(old_level)
+        for h in consoles:
+            h.removeFilter(keep)
         handler.close()
+
+
+class _AtLeast(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or not record.name.startswith("sentkit")

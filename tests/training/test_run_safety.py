@@ -1,0 +1,209 @@
+"""The run folder: never clobber, one process at a time, append-only logs, resume checks, torn
+checkpoints, leftovers of a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from _helpers import small_config
+
+from sentkit.cli.main import main as cli
+from sentkit.training.checkpoint import CHECKPOINT, PREVIOUS, CheckpointError, load_checkpoint
+from sentkit.training.loop import train
+from sentkit.training.methods.declutr import Declutr
+from sentkit.training.metrics import read_metrics
+from sentkit.training.rundir import RunDirError
+
+
+@pytest.fixture()
+def store(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> Path:
+    from _helpers import prepare
+
+    return prepare(tiny_corpus, tiny_model_dir, tmp_path / "store", min_doc_tokens=2 * 32 * 2)
+
+
+def _cfg(store: Path, out: Path, model_dir: Path, **kw: object) -> object:
+    kw.setdefault("model", str(model_dir))
+    return small_config(str(kw.pop("corpus", store)), str(out), **kw)
+
+
+def test_refuses_a_folder_of_user_files(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    for kw in ({}, {"overwrite": True}, {"resume": True}):
+        with pytest.raises(RunDirError, match="did not write.*thesis.tex"):
+            train(_cfg(store, out, tiny_model_dir, max_steps=1, **kw), Declutr)
+    assert (out / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
+
+
+def test_refuses_a_file_as_out(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    with pytest.raises(RunDirError, match="is a file"):
+        train(_cfg(store, f, tiny_model_dir, max_steps=1), Declutr)
+    assert f.read_text() == "x"
+
+
+def test_earlier_run_needs_resume_or_overwrite(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=1), Declutr)
+    with pytest.raises(RunDirError, match="--resume.*--overwrite"):
+        train(_cfg(store, out, tiny_model_dir, max_steps=1), Declutr)
+    (out / "notes.md").write_text("mine")  # a user's file inside the run folder
+    with pytest.raises(RunDirError, match="notes.md"):
+        train(_cfg(store, out, tiny_model_dir, max_steps=1, overwrite=True), Declutr)
+    (out / "notes.md").unlink()
+    train(_cfg(store, out, tiny_model_dir, max_steps=2, overwrite=True), Declutr)
+    assert [r["step"] for r in read_metrics(out / "metrics.csv")] == [1, 2]  # a fresh history
+
+
+def test_resume_refuses_another_method(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from sentkit.training.rundir import write_run
+
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=1), Declutr)
+    write_run(out, "simcse", {})
+    with pytest.raises(RunDirError, match="simcse run, not declutr"):
+        train(_cfg(store, out, tiny_model_dir, max_steps=2, resume=True), Declutr)
+
+
+def test_resume_refuses_changed_settings_and_names_them(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2), Declutr, stop_at=2)
+    with pytest.raises(RunDirError, match=r"lr: 5e-05 -> 0\.001; max_steps: 4 -> 6") as e:
+        train(_cfg(store, out, tiny_model_dir, max_steps=6, lr=1e-3, checkpoint_every=2, resume=True), Declutr)
+    assert "--allow-config-change" in str(e.value)
+    for key, value in (("num_anchors", 1), ("max_span_len", 16), ("corpus", str(tmp_path)), ("model", "x")):
+        with pytest.raises(RunDirError, match=key):
+            train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2, resume=True, **{key: value}), Declutr)
+    # bookkeeping may change; an accepted change is applied
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=3, log_every=2, resume=True), Declutr)
+    out2 = tmp_path / "run2"
+    train(_cfg(store, out2, tiny_model_dir, max_steps=4, checkpoint_every=2), Declutr, stop_at=2)
+    train(_cfg(store, out2, tiny_model_dir, max_steps=5, checkpoint_every=2, resume=True, allow_config_change=True), Declutr)
+    assert torch.load(out2 / CHECKPOINT, weights_only=False)["step"] == 5
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+def test_torn_checkpoint_falls_back_to_the_previous_one(store: Path, tiny_model_dir: Path, tmp_path: Path,
+                                                        damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=6, checkpoint_every=2), Declutr, stop_at=4)
+    assert torch.load(out / PREVIOUS, weights_only=False)["step"] == 2
+    latest = out / CHECKPOINT
+    data = latest.read_bytes()
+    latest.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "garbage": b"\x00junk" * 100}[damage])
+    state, path = load_checkpoint(out)
+    assert path == out / PREVIOUS and state["step"] == 2
+    assert "truncated or corrupt" in caplog.text
+    assert not latest.exists(), "the torn file is removed, so it can never replace the good one"
+    train(_cfg(store, out, tiny_model_dir, max_steps=6, checkpoint_every=2, resume=True), Declutr)
+    assert torch.load(latest, weights_only=False)["step"] == 6
+
+
+def test_no_usable_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / CHECKPOINT).write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty file.*--overwrite"):
+        load_checkpoint(tmp_path)
+
+
+def test_metrics_are_append_only(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A resume appends; it never rewrites what the killed run logged (a kill right after --resume
+    used to truncate the history). A torn last row is ended, not glued to the next one."""
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=6, checkpoint_every=2), Declutr, stop_at=3)
+    before = (out / "metrics.csv").read_bytes()
+    with (out / "metrics.csv").open("ab") as f:
+        f.write(b"4,12.5")  # the kill came while row 4 was written
+    train(_cfg(store, out, tiny_model_dir, max_steps=6, checkpoint_every=2, resume=True), Declutr)
+    after = (out / "metrics.csv").read_bytes()
+    assert after.startswith(before + b"4,12.5\n")
+    assert [int(r["step"]) for r in read_metrics(out / "metrics.csv")] == [1, 2, 3, 4, 5, 6]
+    log = (out / "train.log").read_text()
+    assert log.count("resumed from") == 1
+
+
+def test_leftover_temporaries_are_removed(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2), Declutr, stop_at=2)
+    dead = 999_999  # no such process
+    from sentkit.io import temp_prefix
+
+    stale = [
+        out / "checkpoint" / (temp_prefix("state.pt").replace(f"-{os.getpid()}.", f"-{dead}.") + "x.tmp"),
+        out / (temp_prefix("train_config.json").replace(f"-{os.getpid()}.", f"-{dead}.") + "y.tmp"),
+    ]
+    for p in stale:
+        p.write_bytes(b"half")
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2, resume=True), Declutr)
+    assert not any(p.exists() for p in stale)
+
+
+def test_outputs_get_the_normal_file_mode(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        out = train(_cfg(store, tmp_path / "run", tiny_model_dir, max_steps=1), Declutr)
+    finally:
+        os.umask(old)
+    for name in (CHECKPOINT, "train_config.json", "run.json", "sentkit.json", "model.safetensors"):
+        assert (out / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_second_training_on_the_same_folder_refuses(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """While one process trains into --out, another refuses at once; a killed holder leaves no
+    stuck lock."""
+    out = tmp_path / "run"
+    args = ["train", "--corpus", str(store), "--out", str(out), "--model", str(tiny_model_dir), "--max-steps", "100000",
+            "--set", "batch_size=4", "--set", "min_span_len=8", "--set", "max_span_len=32", "--set", "checkpoint_every=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "sentkit.cli.main", "-q", *args], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while not (out / CHECKPOINT).exists():
+            assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
+            assert time.time() < deadline
+            time.sleep(0.2)
+        rc = cli([*args, "--resume"])
+        assert rc == 2
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # the kernel dropped the dead holder's lock: a resume now runs
+    assert cli(["-q", *args[:8], "1", *args[9:], "--resume", "--allow-config-change"]) == 0
+
+
+def test_cli_overwrite_and_error_line(store: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    args = ["-q", "train", "--corpus", str(store), "--out", str(out), "--model", str(tiny_model_dir), "--max-steps", "1",
+            "--set", "batch_size=4", "--set", "min_span_len=8", "--set", "max_span_len=32"]
+    assert cli(args) == 0
+    capsys.readouterr()
+    assert cli(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sentkit train: error: ") and "--overwrite" in err[0]
+    assert cli([*args, "--overwrite"]) == 0
+
+
+def test_hill_method_folder_is_guarded_too(tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tfidf"
+    args = ["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(out)]
+    assert cli(args) == 0
+    assert cli(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert cli([*args, "--overwrite"]) == 0
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "data.csv").write_text("1,2")
+    assert cli(["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(user)]) == 2
+    assert (user / "data.csv").read_text() == "1,2"
