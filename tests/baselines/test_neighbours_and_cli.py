@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -124,3 +125,61 @@ def test_cli_train_dictrep_from_wordnet_folder_and_glove_average(tmp_path: Path)
     out2 = tmp_path / "ga"
     assert main(["-q", "train", "--method", "glove-average", "--corpus", "unused", "--out", str(out2)]) == 0
     assert sentkit.load(str(out2)).encode(["the cat"]).shape == (1, 50)
+
+
+# -- hostile input for `sentkit neighbours` --------------------------------------------------------
+@pytest.fixture(scope="module")
+def tfidf_model(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from sentkit.cli.main import main
+
+    out = tmp_path_factory.mktemp("nb") / "tfidf"
+    assert main(["-q", "train", "--method", "tfidf", "--corpus", str(corpus_dir), "--out", str(out),
+                 "--set", "progress=false"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("kind", ["empty_files", "binary", "short_sentences"])
+def test_neighbours_on_a_corpus_with_nothing_to_search(kind: str, tfidf_model: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from sentkit.cli.main import main
+
+    c = tmp_path / kind
+    c.mkdir()
+    (c / "a.txt").write_bytes({"empty_files": b"", "binary": b"\x00\x01\x02",
+                               "short_sentences": b"Yes. No. Maybe so."}[kind])
+    rc = main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(c), "--query", "ship",
+               "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"corpus {c}: no sentence of at least 3 words" in err
+    assert {"empty_files": "1 empty", "binary": "1 binary", "short_sentences": "1 without a sentence"}[kind] in err
+
+
+def test_neighbours_with_an_unwritable_cache_dir_still_answer_with_one_warning(tfidf_model: Path, corpus_dir: Path,  # type: ignore[no-untyped-def]
+                                                                               tmp_path: Path, capsys, caplog) -> None:
+    from sentkit.cli.main import main
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with caplog.at_level("WARNING"):
+        rc = main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(corpus_dir), "-k", "3",
+                   "--query", "Sailor ocean harbour.", "--cache-dir", str(blocker / "cache")])
+    assert rc == 0 and "  3. " in capsys.readouterr().out
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "without writing the cache" in warnings[0]
+
+
+def test_a_damaged_index_cache_is_rebuilt(corpus: Any, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    corpus_file = tmp_path / "c.txt"
+    corpus_file.write_text("Apples are red here. Bananas are yellow here. Avocados are green here.\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    index, built, where = get_index(model, corpus_file, _Onehot(), progress=False)
+    assert built
+    for damage in (lambda: (where / "embeddings.npy").write_bytes(b"\x93NUMPY truncated"),
+                   lambda: (where / "meta.json").write_text("{not json"),
+                   lambda: (where / "sentences.txt").write_text("only one sentence\n")):
+        damage()
+        caplog.clear()
+        again, built2, _ = get_index(model, corpus_file, _Onehot(), progress=False)
+        assert built2 and again.sentences == index.sentences
+        assert any("damaged" in r.getMessage() for r in caplog.records)
+        assert not get_index(model, corpus_file, _Onehot(), progress=False)[1]  # the rebuilt one is good

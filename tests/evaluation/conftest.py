@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from pathlib import Path
 
@@ -91,3 +92,23 @@ def make_senteval_dir(root: Path, seed: int = 0) -> Path:
 def senteval_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_senteval_dir(tmp_path_factory.mktemp("senteval"))
 
+
+
+class HashEncoder:
+    """An oracle whose right answer is known: a deterministic pseudo-random vector per sentence
+    (seeded by its md5). Records every sentence it encodes."""
+
+    def __init__(self, dim: int = 8) -> None:
+        self.dim = dim
+        self.seen: list[str] = []
+
+    def vector(self, text: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.md5(text.encode()).digest()[:4], "little")
+        return np.random.default_rng(seed).normal(size=self.dim).astype(np.float32)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def fingerprint(self) -> str:
+        return f"hash-{self.dim}"

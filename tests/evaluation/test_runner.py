@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 
 import numpy as np
@@ -12,24 +11,7 @@ import sentkit
 from sentkit.evaluation import evaluate, load_task
 from sentkit.evaluation.report import declutr_average, markdown_table, side_by_side
 
-
-class HashEncoder:
-    """Deterministic pseudo-random vectors per sentence; records every sentence it encodes."""
-
-    def __init__(self, dim: int = 8) -> None:
-        self.dim = dim
-        self.seen: list[str] = []
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        self.seen.extend(texts)
-        out = np.empty((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            seed = int.from_bytes(hashlib.md5(t.encode()).digest()[:4], "little")
-            out[i] = np.random.default_rng(seed).normal(size=self.dim)
-        return out
-
-    def fingerprint(self) -> str:
-        return f"hash-{self.dim}"
+from .conftest import HashEncoder
 
 
 class OracleEncoder:

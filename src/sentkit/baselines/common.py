@@ -86,7 +86,8 @@ def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: BaselineConfig, met
         what = "word" if cfg.punctuation else "word (punctuation is dropped: punctuation=false)"
         raise corpus_report(data).error(
             f"no sentence with a {what}, nothing to train {method or 'the model'} on",
-            "bring documents of plain UTF-8 text (a folder of .txt files, or .jsonl with --set text_field=NAME)")
+            "bring documents of plain UTF-8 text (a folder of .txt files, one document each, or .jsonl "
+            "records whose text field is named by the setting text_field)")
     return data
 
 

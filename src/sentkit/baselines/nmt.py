@@ -49,7 +49,7 @@ def read_parallel(path: str | Path, source_field: str = "source", target_field: 
         return (src, tgt) if src is not None and tgt is not None else None
 
     what = (f"a .tsv file of source<TAB>target lines or a .jsonl file with fields {source_field!r} and "
-            f"{target_field!r} (--set source_field=NAME --set target_field=NAME)")
+            f"{target_field!r} (their names are the settings source_field and target_field)")
     return read_records(path, (source_field, target_field), convert, limit=limit, what=what,
                         kind="sentence pair")
 
