@@ -186,6 +186,7 @@ def prepare_store(
     show_progress: bool = True,
     rule: LengthRule | None = None,
     what: str = "store folder",
+    unit: str = "document",
 ) -> PrepareReport:
     """Tokenize `corpus` once and write a store at `out` (atomically). Returns what was kept/skipped.
 
@@ -196,7 +197,10 @@ def prepare_store(
     `out` must be missing, an empty folder or a store that sentkit wrote (see
     :func:`check_store_target`; `what` names it in errors); it is checked before any work. Leftover
     temporaries of a killed earlier write are removed. `rule` (default: DeCLUTR's defaults) words
-    the suggested settings when no document is usable."""
+    the suggested settings when no document is usable.
+
+    ``unit="sentence"`` splits every document into sentences first (`split_sentences`), each kept
+    as an entry of the store (methods that train on sentences: SimCSE, TSDAE)."""
     from tqdm.auto import tqdm
 
     from sentkit.models.hub import quiet_transformers
@@ -218,7 +222,12 @@ def prepare_store(
     try:
         bar = tqdm(desc="prepare", unit="doc", disable=not show_progress)
         with open(tmp / "tokens.bin", "wb") as fout:
-            for batch in _batches(iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=stats), 32):
+            docs = iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=stats)
+            if unit == "sentence":
+                docs = _sentences(docs)
+            elif unit != "document":
+                raise CorpusError(f"unit must be 'document' or 'sentence', got {unit!r}")
+            for batch in _batches(docs, 32):
                 with quiet_transformers():
                     ids = tokenizer([d.text for d in batch], add_special_tokens=False)["input_ids"]
                 for seq in ids:
@@ -262,6 +271,7 @@ def prepare_store(
             "min_doc_tokens": min_doc_tokens,
             "max_doc_tokens": max_doc_tokens,
             "text_field": text_field,
+            "unit": unit,
             "num_docs": rep.kept,
             "num_tokens": rep.tokens_kept,
             "report": {k: v for k, v in rep.__dict__.items()},
@@ -275,6 +285,15 @@ def prepare_store(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return rep
+
+
+def _sentences(docs: Iterator[Document]) -> Iterator[Document]:
+    """Every sentence of every document, as a document of its own (id "<doc>#<n>")."""
+    from sentkit.data.sentences import split_sentences
+
+    for d in docs:
+        for i, sent in enumerate(split_sentences(d.text)):
+            yield Document(f"{d.id}#{i}", sent)
 
 
 def _fsync(path: Path) -> None:

@@ -33,7 +33,7 @@ RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
 LOG_FILE = "train.log"
 # Entries of a run folder that sentkit writes whatever the model's files are called.
-_OWN = {RUN_FILE, LOCK_FILE, LOG_FILE, "checkpoint", "metrics.csv", "train_config.json", "tensorboard", "prepared"}
+_OWN = {RUN_FILE, LOCK_FILE, LOG_FILE, "checkpoint", "metrics.csv", "train_config.json", "tensorboard", "prepared", "tokenizer"}
 
 
 class RunDirError(ConfigError):

@@ -11,9 +11,12 @@ from typing import Any
 from sentkit.methods import Method, register_method
 from sentkit.training.loop import train
 from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+from sentkit.training.methods.mlm import MLM, MLMConfig
+from sentkit.training.methods.simcse import SimCSE, SimCSEConfig
+from sentkit.training.methods.tsdae import TSDAE, TSDAEConfig
 from sentkit.training.recipe import Recipe
 
-RECIPES: dict[str, type[Recipe]] = {r.name: r for r in (Declutr,)}
+RECIPES: dict[str, type[Recipe]] = {r.name: r for r in (Declutr, MLM, SimCSE, TSDAE)}
 
 
 def load_trained(path: Path) -> Any:
@@ -26,4 +29,4 @@ def load_trained(path: Path) -> Any:
 for _name, _recipe in RECIPES.items():
     register_method(Method(_name, _recipe.config_cls, partial(train, recipe_cls=_recipe), load_trained, _recipe.description))
 
-__all__ = ["RECIPES", "Declutr", "DeclutrConfig", "load_trained"]
+__all__ = ["MLM", "RECIPES", "TSDAE", "Declutr", "DeclutrConfig", "MLMConfig", "SimCSE", "SimCSEConfig", "TSDAEConfig", "load_trained"]

@@ -1,0 +1,231 @@
+"""Masked-language-model training of any Hugging Face masked LM: continued from a checkpoint, or from
+scratch with a small architecture (and, if asked, a WordPiece vocabulary trained on the corpus).
+
+Sequences are packed from the token store (a separator between documents), masked anew at every
+step (15 %; 80 % [MASK], 10 % random, 10 % kept), special tokens never chosen. The output is a
+masked-LM checkpoint that `--method declutr --model DIR` continues from, and a mean-pooled
+sentence encoder: the DeCLUTR paper's "Transformer" baseline, made from any corpus."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sentkit.config import ConfigError
+from sentkit.data.packing import Packing
+from sentkit.models.mlm import MaskedLM
+from sentkit.objectives.mlm import mask_tokens
+from sentkit.training.config import TrainConfig
+from sentkit.training.recipe import Batch, Recipe, Seeds, StepOut, StoreSpec, TrainModule
+
+log = logging.getLogger(__name__)
+
+TOKENIZER_DIR = "tokenizer"
+
+
+# ----------------------------------------------------------------------------- config
+@dataclass
+class MLMConfig(TrainConfig):
+    """Packed sequences of `seq_len` tokens, `batch_size` sequences a step, the DeCLUTR paper's
+    optimiser and schedule. From scratch: the architecture of `model` resized by layers / hidden /
+    heads / intermediate / max_positions (None keeps the model's), and optionally a WordPiece
+    vocabulary of `vocab_size` trained on the corpus (`train_tokenizer`)."""
+
+    seq_len: int = 128
+    batch_size: int = 32
+    mlm_probability: float = 0.15
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    intermediate: int | None = None
+    max_positions: int | None = None
+    train_tokenizer: bool = False
+    vocab_size: int = 30522
+    lowercase: bool = True  # for a trained tokenizer
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seq_len < 3:
+            raise ConfigError(f"seq_len must be at least 3, got {self.seq_len}")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError("mlm_probability must be in (0, 1)")
+        arch = self.arch()
+        if (arch or self.train_tokenizer) and not self.from_scratch:
+            what = ", ".join(sorted(arch)) or "train_tokenizer"
+            raise ConfigError(f"{what} only apply to a model built from scratch: add --set from_scratch=true")
+        for k, v in arch.items():
+            if v < 1:
+                raise ConfigError(f"{k} must be at least 1, got {v}")
+        if self.vocab_size < 100:
+            raise ConfigError(f"vocab_size must be at least 100, got {self.vocab_size}")
+
+    def arch(self) -> dict[str, int]:
+        keys = ("layers", "hidden", "heads", "intermediate", "max_positions")
+        return {k: int(getattr(self, k)) for k in keys if getattr(self, k) is not None}
+
+
+# ----------------------------------------------------------------------------- tokenizer
+def train_wordpiece(texts: Any, vocab_size: int, *, lowercase: bool = True) -> Any:
+    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK]) trained on `texts`, as a
+    transformers fast tokenizer."""
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special,
+                                                             show_progress=False))
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", do_lower_case=lowercase)
+
+
+# ----------------------------------------------------------------------------- data and model
+@dataclass
+class PackedBatch(Batch):
+    """Equal-length masked sequences and their labels ([n, L] each, -100 where not masked)."""
+
+    ids: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    pad_id: int = 0
+    padded: bool = False  # only a corpus shorter than one sequence gives a short one
+
+
+class MLMModule(TrainModule):
+    def __init__(self, mlm_model: Any) -> None:
+        super().__init__()
+        self.model = MaskedLM(mlm_model, "mean")
+        self.mlm_model = mlm_model
+
+    def forward(self, batch: Batch, group: Sequence[int], seeds: Seeds) -> StepOut:
+        assert isinstance(batch, PackedBatch) and batch.ids is not None and batch.labels is not None
+        device = next(self.parameters()).device
+        rows = torch.as_tensor(list(group))
+        ids, labels = batch.ids[rows].to(device), batch.labels[rows].to(device)
+        mask = (ids != batch.pad_id).long() if batch.padded else None  # only the lone short sequence pads
+
+        def run(chunk: list[int]) -> torch.Tensor:
+            c = torch.as_tensor(chunk, device=device)
+            hidden = self.model.hidden(ids[c], mask[c] if mask is not None else None)
+            return self.model.mlm_sum(hidden, labels[c])[0]
+
+        total = torch.zeros((), device=device)
+        for _, s in self.run_chunks([ids.shape[1]] * len(group), seeds, run):
+            total = total + s
+        return StepOut(None, {"mlm": total})
+
+
+# ----------------------------------------------------------------------------- the method
+class MLM(Recipe):
+    name = "mlm"
+    description = "Masked-LM training (continued or from scratch) on packed sequences; a base for declutr"
+    config_cls = MLMConfig
+    unit_name = "sequence"
+
+    def __init__(self, cfg: MLMConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
+        super().__init__(cfg, mlm_model, tokenizer, max_len)
+        self.cfg: MLMConfig = cfg
+        if tokenizer.mask_token_id is None:
+            raise ConfigError(f"model {cfg.model!r} has no mask token: it cannot be trained as a masked LM")
+        self.seq_len = min(cfg.seq_len, max_len)
+        if self.seq_len < cfg.seq_len:
+            log.info("seq_len lowered to %d to fit the model's positions", self.seq_len)
+        self.sep_id = int(tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id)
+        self.special = torch.tensor(sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}))
+        self.packing: Packing | None = None
+        self.loss_names = ("mlm",)
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path, info: Any) -> tuple[Any, Any]:
+        """The masked LM to train; from scratch with a tokenizer trained on the corpus when asked
+        (saved in <out>/tokenizer, reused on --resume)."""
+        from sentkit.models.hub import load_mlm, load_tokenizer
+
+        tokenizer = None
+        if cfg.train_tokenizer:
+            saved = out / TOKENIZER_DIR
+            if (saved / "tokenizer.json").is_file():
+                tokenizer = load_tokenizer(str(saved))
+            else:
+                if info.active:
+                    raise ConfigError("train the tokenizer in one process first (--set train_tokenizer=true "
+                                      "with --max-steps 1), then start the processes with --resume")
+                tokenizer = _train_on_corpus(cfg)
+                tokenizer.save_pretrained(saved)
+        arch = cfg.arch()
+        if tokenizer is None and not arch:
+            return load_mlm(cfg.model, from_scratch=cfg.from_scratch)
+        return load_mlm(cfg.model, from_scratch=True, arch=arch or None, tokenizer=tokenizer)
+
+    def store_spec(self) -> StoreSpec:
+        return StoreSpec("document", 1, None)
+
+    def units(self, store: Any) -> int:
+        body = self.seq_len - len(self.prefix) - len(self.suffix)
+        self.packing = Packing(store.offsets, body, self.sep_id)
+        return len(self.packing)
+
+    def batch(self, store: Any, units: list[int], step: int) -> PackedBatch:
+        """The packed sequences `units`, masked with a generator seeded per (seed, step, sequence)."""
+        assert self.packing is not None, "call units(store) first"
+        seqs = [self.prefix + self.packing.sequence(u, store.tokens).tolist() + self.suffix for u in units]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        labels = torch.full_like(ids, -100)
+        for r, (u, s) in enumerate(zip(units, seqs)):
+            t = torch.tensor([s])
+            maskable = ~torch.isin(t, self.special)
+            gen = torch.Generator().manual_seed(int(np.random.default_rng([self.cfg.seed, step, u, 0x3A5]).integers(2**62)))
+            m, lab = mask_tokens(t, maskable, mask_token_id=int(self.tokenizer.mask_token_id),
+                                 vocab_size=int(self.mlm_model.config.vocab_size), generator=gen,
+                                 probability=self.cfg.mlm_probability)
+            ids[r, : len(s)] = m[0]
+            labels[r, : len(s)] = lab[0]
+        return PackedBatch(len(units), {"mlm": float((labels != -100).sum())}, sum(len(s) for s in seqs), ids, labels,
+                           self.pad_id, any(len(s) < width for s in seqs))
+
+    def module(self) -> TrainModule:
+        return MLMModule(self.mlm_model)
+
+    def encoder_settings(self) -> dict[str, Any]:
+        return {"pooling": "mean"}
+
+    def card(self, steps: int, store: Any) -> str:
+        c = self.cfg
+        start = f"built from scratch on the architecture of `{c.model}`" + (f" ({c.arch()})" if c.arch() else "") \
+            if c.from_scratch else f"continued from `{c.model}`"
+        vocab = f"a WordPiece vocabulary of {c.vocab_size} trained on the corpus" if c.train_tokenizer else "the model's tokenizer"
+        return (
+            f"Masked-language-model training, {start}, with {vocab}, for {steps} steps on `{c.corpus}` "
+            f"({store.meta.get('num_tokens', 0):,} tokens packed into sequences of {self.seq_len}).\n\n"
+            f"- masking {c.mlm_probability:.0%} of tokens (80 % [MASK], 10 % random, 10 % kept), a new mask every step\n"
+            f"- batch {c.batch_size} sequences, lr {c.lr} ({c.schedule}); the encoder mean-pools\n"
+        )
+
+
+def _train_on_corpus(cfg: MLMConfig) -> Any:
+    from sentkit.data.corpus import iter_documents
+
+    texts = (d.text for d in iter_documents(cfg.corpus, field=cfg.text_field))
+    log.info("training a WordPiece vocabulary of %d on %s", cfg.vocab_size, cfg.corpus)
+    return train_wordpiece(texts, cfg.vocab_size, lowercase=cfg.lowercase)
