@@ -183,3 +183,33 @@ def test_a_damaged_index_cache_is_rebuilt(corpus: Any, tmp_path: Path, caplog) -
         assert built2 and again.sentences == index.sentences
         assert any("damaged" in r.getMessage() for r in caplog.records)
         assert not get_index(model, corpus_file, _Onehot(), progress=False)[1]  # the rebuilt one is good
+
+
+@pytest.mark.parametrize("damage", ["truncate_array", "garbage_state", "missing_key"])
+def test_a_damaged_model_folder_is_one_clear_error(damage: str, corpus: Any, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json as _json
+
+    import sentkit
+    from sentkit.baselines import model_class
+    from sentkit.cli.main import main
+
+    out = model_class("fastsent")(dim=8, min_count=1, progress=False).fit(corpus).save(tmp_path / "fs")
+    if damage == "truncate_array":
+        (out / "source.npy").write_bytes((out / "source.npy").read_bytes()[:100])
+    elif damage == "garbage_state":
+        (out / "state.json").write_text("{oops")
+    else:
+        (out / "state.json").write_text(_json.dumps({"train_stats": {}}))
+    with pytest.raises(ValueError, match="damaged or incomplete, train it again"):
+        sentkit.load(str(out))
+    rc = main(["-q", "neighbours", "--model", str(out), "--corpus", str(tmp_path), "--query", "x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "damaged or incomplete" in err
+
+
+def test_neighbours_max_sentences_must_be_positive(tfidf_model: Path, corpus_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from sentkit.cli.main import main
+
+    assert main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(corpus_dir), "--query", "x",
+                 "--max-sentences", "0"]) == 2
+    assert "--max-sentences must be >= 1" in capsys.readouterr().err

@@ -263,3 +263,32 @@ def test_report_of_a_real_run_matches_its_scores(senteval_dir, tmp_path, encoder
     table = capsys.readouterr().out
     assert f"| MR | {res['results']['MR']['acc']:.2f} |" in table
     assert not any(isinstance(v, float) and math.isnan(v) for v in res["timings"].values())
+
+
+def test_outputs_that_would_overwrite_each_other_or_an_input_are_refused(senteval_dir, tmp_path, encoder, capsys):
+    out = tmp_path / "r.json"
+    assert _evaluate(senteval_dir, encoder, "-o", str(out), "--markdown", str(out)) == 2
+    assert "--markdown" in capsys.readouterr().err and not out.exists()
+    assert _evaluate(senteval_dir, encoder, "-o", str(out)) == 0
+    before = out.read_bytes()
+    assert main(["report", str(out), "--output", str(out)]) == 2  # would replace the results with Markdown
+    assert "it would be overwritten" in capsys.readouterr().err and out.read_bytes() == before
+
+
+def test_the_results_json_never_replaces_a_file_that_is_not_results(senteval_dir, tmp_path, encoder, capsys):
+    mine = tmp_path / "results.json"
+    mine.write_text('{"my": "own data"}')
+    assert _evaluate(senteval_dir, encoder, "-o", str(mine)) == 2
+    assert "is not a sentkit results file" in capsys.readouterr().err
+    assert mine.read_text() == '{"my": "own data"}'
+    earlier = tmp_path / "earlier.json"  # an earlier run's results may be replaced
+    assert _evaluate(senteval_dir, encoder, "-o", str(earlier)) == 0
+    assert _evaluate(senteval_dir, encoder, "-o", str(earlier)) == 0
+
+
+def test_data_download_into_an_unwritable_folder_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    assert main(["data", "download", "TREC", "--data-dir", str(blocker / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data-dir" in err and "Errno" not in err

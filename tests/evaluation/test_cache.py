@@ -271,3 +271,18 @@ def test_two_evaluations_writing_one_cache_at_once_both_succeed(senteval_dir, tm
     assert ra["results"] == rb["results"] == five_cold["results"]
     third = _finish(_start(tmp_path, senteval_dir, cache, tmp_path / "c.json", 0.0), tmp_path / "c.json")
     assert third["results"] == five_cold["results"] and third["timings"]["sentences_encoded"] == 0
+
+
+def test_every_fingerprint_gets_its_own_folder_inside_the_root(tmp_path):
+    from sentkit.evaluation.cache import EmbeddingCache, folder_name
+
+    assert folder_name("hash-8") == "hash-8" and folder_name("0123abcd") == "0123abcd"  # plain names kept
+    names = [folder_name(f) for f in ("..", ".", "", "a/b", "a_b", "x" * 130 + "1", "x" * 130 + "2", ".hidden")]
+    assert len(set(names)) == len(names)
+    for n in names:
+        assert n and not n.startswith(".") and "/" not in n
+    root = tmp_path / "root"
+    for fp in ("..", "../../etc"):
+        c = EmbeddingCache(root, fp)
+        c.add(["a sentence"], np.ones((1, 3), np.float32))
+        assert c.dir.parent == root and any(c.dir.glob("shard-*.npz"))

@@ -36,6 +36,8 @@ def _neighbours(args: argparse.Namespace) -> int:
 
     if args.top_k < 1:
         raise ConfigError("--top-k must be >= 1")
+    if args.max_sentences is not None and args.max_sentences < 1:
+        raise ConfigError("--max-sentences must be >= 1")
     import sentkit
 
     t0 = time.perf_counter()

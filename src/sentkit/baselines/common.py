@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -285,16 +286,23 @@ class BaselineModel(Generic[C]):
     @classmethod
     def load(cls: type[M], path: str | Path) -> M:
         """Load a model directory written by ``save``."""
-        from sentkit.config import from_dict
+        from sentkit.config import ConfigError, from_dict
 
         d = Path(path)
         f = d / CONFIG_FILE
         if not f.is_file():
             raise FileNotFoundError(f"{f} not found: {d} is not a saved {cls.__name__} model")
-        cfg = from_dict(cls.config_cls, json.loads(f.read_text(encoding="utf-8")), where=str(f))
-        obj = cls(cfg)  # type: ignore[arg-type]
-        state = json.loads((d / "state.json").read_text(encoding="utf-8"))
-        obj._load_state(d, state)
+        try:
+            cfg = from_dict(cls.config_cls, json.loads(f.read_text(encoding="utf-8")), where=str(f))
+            obj = cls(cfg)  # type: ignore[arg-type]
+            state = json.loads((d / "state.json").read_text(encoding="utf-8"))
+            obj._load_state(d, state)
+        except ConfigError:
+            raise
+        except (ValueError, KeyError, EOFError, RuntimeError, UnicodeDecodeError, zipfile.BadZipFile) as e:
+            # a truncated .npy / model.pt, garbage JSON, a missing key: one line, not numpy's traceback
+            raise ValueError(f"{d}: cannot load this {cls.method or cls.__name__} model ({type(e).__name__}: "
+                             f"{e}); the folder is damaged or incomplete, train it again") from None
         obj.fingerprint_ = directory_digest(d)
         return obj
 

@@ -55,6 +55,16 @@ def cache_writable(d: Path, what: str = "cache") -> bool:
     return True
 
 
+def folder_name(fingerprint: str) -> str:
+    """The cache folder of a fingerprint: the fingerprint itself when it is a plain name, else a
+    sanitised prefix plus a hash of it (so that "..", "a/b" or two long fingerprints with one
+    prefix never share a folder or leave the cache root)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in fingerprint)
+    if safe == fingerprint and 0 < len(safe) <= 120 and not safe.startswith("."):
+        return safe
+    return f"{safe.lstrip('.')[:100]}-{hashlib.sha256(fingerprint.encode('utf-8')).hexdigest()[:16]}"
+
+
 class ShardError(ValueError):
     """A cache shard that cannot be used; the message says why."""
 
@@ -103,8 +113,7 @@ class EmbeddingCache:
     """Sentence -> embedding store for one model fingerprint."""
 
     def __init__(self, root: str | Path, fingerprint: str) -> None:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in fingerprint)[:120]
-        self.dir = Path(root) / safe
+        self.dir = Path(root) / folder_name(fingerprint)
         self._index: dict[bytes, tuple[int, int]] = {}
         self._shards: list[np.ndarray | None] = []  # None: discarded
         self._paths: list[Path | None] = []  # None: written this run (already checked)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,20 +91,27 @@ def set_threads(n: int) -> None:
         pass
 
 
-def check_outputs(outputs: list[tuple[str | None, str]], *, plot: str | None = None) -> None:
+def check_outputs(outputs: list[tuple[str | None, str]], *, plot: str | None = None,
+                  inputs: Sequence[str] = ()) -> None:
     """Before any expensive work: every output path can be written (PathError naming the flag
-    otherwise), and matplotlib is there when a chart is asked for."""
+    otherwise), no two outputs are one file, no output is one of the `inputs`, and matplotlib
+    is there when a chart is asked for."""
+    from sentkit.config import ConfigError
     from sentkit.io import check_writable
 
+    seen: dict[Path, str] = {Path(p).resolve(): "an input" for p in inputs}
     for path, flag in outputs:
-        if path is not None:
-            check_writable(path, what=flag)
+        if path is None:
+            continue
+        check_writable(path, what=flag)
+        key = Path(path).resolve()
+        if key in seen:
+            raise ConfigError(f"{flag} {path} is also {seen[key]}: it would be overwritten; give another path")
+        seen[key] = flag
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            from sentkit.config import ConfigError
-
             raise ConfigError("--plot needs matplotlib: pip install matplotlib (or 'sentkit[report]')") from None
 
 
@@ -131,6 +139,21 @@ def save_or_keep(path: str, text: str, what: str) -> str | None:
     return f"cannot write the {what} to {path} ({why}), nor to a fallback file; they were printed above"
 
 
+def _refuse_foreign_file(path: str) -> None:
+    """The results JSON may replace an earlier results file, never another file of the user's."""
+    from sentkit.config import ConfigError
+    from sentkit.evaluation.report import load_run
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return
+    try:
+        load_run(p)
+    except (ValueError, OSError):
+        raise ConfigError(f"--output {p} exists and is not a sentkit results file; it would be overwritten. "
+                          "Give another --output, or move that file away") from None
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import logging
 
@@ -141,6 +164,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
+    _refuse_foreign_file(args.output)
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
@@ -184,7 +208,7 @@ def _report(args: argparse.Namespace) -> int:
     from sentkit.evaluation.report import load_run, markdown_table, plot_runs, side_by_side
     from sentkit.io import atomic_write_text
 
-    check_outputs([(args.output, "--output"), (args.plot, "--plot")], plot=args.plot)
+    check_outputs([(args.output, "--output"), (args.plot, "--plot")], plot=args.plot, inputs=args.results)
     runs = []
     for path in args.results:
         try:
@@ -228,13 +252,17 @@ def _data_check(args: argparse.Namespace) -> int:
 
 def _data_download(args: argparse.Namespace) -> int:
     from sentkit.evaluation.data import download
-    from sentkit.evaluation.tasks import get_task
+    from sentkit.evaluation.tasks import get_task, resolve_data_dir
+    from sentkit.io import check_output_dir
 
     tasks = [get_task(t).name for t in args.tasks] or None
+    check_output_dir(resolve_data_dir(args.data_dir), what="--data-dir")
     try:
         fetched = download(tasks, args.data_dir, force=args.force, timeout=args.timeout)
     except OSError as e:  # network errors, checksum mismatches
-        print(f"sentkit data download: error: {e}", file=sys.stderr)
+        from sentkit.io import describe_os_error
+
+        print(f"sentkit data download: error: {describe_os_error(e)}", file=sys.stderr)
         return 1
     for folder, files in fetched.items():
         print(f"{folder}: {len(files)} file(s) downloaded")
