@@ -79,6 +79,11 @@ def _raised_in_sentkit(e: BaseException) -> bool:
         return False
 
 
+def _sentkit_class(e: BaseException) -> bool:
+    """An exception class sentkit defines (CheckpointError, ShardError, ...) is always deliberate."""
+    return type(e).__module__.split(".")[0] == "sentkit"
+
+
 def one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
@@ -134,7 +139,8 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
     """The one-line ``<what>: <why>`` and exit status for an error that ends a command.
 
     Exit 2: the input or the command line is wrong (config, corpus, a missing file, a check of
-    sentkit's own). Exit 1: the environment failed (permissions, disk full, read-only folder,
+    sentkit's own: a ValueError or TypeError raised in sentkit's code, or any exception class that
+    sentkit defines). Exit 1: the environment failed (permissions, disk full, read-only folder,
     memory) or an internal error (reported as such, with the way to see the traceback)."""
     from sentkit.config import ConfigError
     from sentkit.data.corpus import CorpusError
@@ -154,7 +160,7 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
         return "out of memory; use smaller batches (--batch-size, --block) or a machine with more memory", 1
     if isinstance(e, UnicodeDecodeError):
         return one_line(f"not UTF-8 text ({e.reason} at byte {e.start})"), 2
-    if isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e):
+    if (isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e)) or _sentkit_class(e):
         return one_line(str(e)) or type(e).__name__, 2
     return (
         one_line(f"internal error: {type(e).__name__}: {e}")
