@@ -26,8 +26,10 @@ def small_config(corpus: str, out: str, **kw: object) -> DeclutrConfig:
     return DeclutrConfig(**base)  # type: ignore[arg-type]
 
 
-def build(model_dir: str, cfg: Any, method: str = "declutr", *, dropout: float | None = None) -> tuple[Recipe, Any]:
-    """(recipe, trainable module) of `method` on the model at `model_dir`, on the CPU, fp32."""
+def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float | None = None) -> tuple[Recipe, Any]:
+    """(recipe, trainable module) of `method` (default: the one `cfg` configures) on the model at
+    `model_dir`, on the CPU, fp32."""
+    method = method or next(n for n, r in RECIPES.items() if r.config_cls is type(cfg))
     mlm, tok = load_mlm(model_dir)
     if dropout is not None:
         for m in mlm.modules():
@@ -45,7 +47,7 @@ def build(model_dir: str, cfg: Any, method: str = "declutr", *, dropout: float |
 
 
 def step_gradients(model_dir: str, store_dir: str, cfg: Any, units: list[int], info: DistInfo, *,
-                   method: str = "declutr", step: int = 0, dropout: float | None = None,
+                   method: str | None = None, step: int = 0, dropout: float | None = None,
                    reference: bool = False) -> dict[str, torch.Tensor]:
     """Gradients of one step on `units` (this rank's share), averaged over ranks by DDP.
 
