@@ -52,9 +52,22 @@ def host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
+# Room for ".", ".<host>-<pid>." and "<random>.tmp" within the usual 255-byte limit of a file name.
+MAX_NAME_IN_TEMP = 160
+
+
+def temp_name(name: str) -> str:
+    """`name` as it appears in its temporaries: cut to MAX_NAME_IN_TEMP bytes, so that the
+    temporary of a long (but valid) file name is a valid name too."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= MAX_NAME_IN_TEMP:
+        return name
+    return raw[:MAX_NAME_IN_TEMP].decode("utf-8", "ignore")
+
+
 def temp_prefix(name: str) -> str:
     """The prefix of this process's temporary siblings of ``name``: ``.NAME.<host>-<pid>.``."""
-    return f".{name}.{host_tag()}-{os.getpid()}."
+    return f".{temp_name(name)}.{host_tag()}-{os.getpid()}."
 
 
 def _pid_alive(pid: int) -> bool:
@@ -171,7 +184,7 @@ def remove_stale_temps(folder: str | Path, name: str | None = None) -> list[Path
     d = Path(folder)
     removed: list[Path] = []
     try:
-        pattern = f".{glob_escape(name)}.*{TMP_SUFFIX}" if name is not None else f".*{TMP_SUFFIX}"
+        pattern = f".{glob_escape(temp_name(name))}.*{TMP_SUFFIX}" if name is not None else f".*{TMP_SUFFIX}"
         entries = sorted(d.glob(pattern))
         legacy = d / f".{name}{TMP_SUFFIX}"
         if name is not None and (legacy.exists() or legacy.is_symlink()):

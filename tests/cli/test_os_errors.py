@@ -85,14 +85,14 @@ def test_embed_checks_its_output_before_loading_the_model(
     src = _texts(tmp_path)
     dst = {"dir": tmp_path, "under-a-file": src / "v.npy", "read-only": readonly_dir / "v.npy",
            "same-as-input": src, "bad-suffix": tmp_path / "v.csv"}[output]
-    if output == "same-as-input":
-        src = src.rename(tmp_path / "in.npy")
-        src.write_text("a\n")
-        dst = src
+    if output == "same-as-input":  # another name of the input file (a hard link)
+        dst = tmp_path / "in.npy"
+        os.link(src, dst)
     rc = main(["embed", "--model", NO_MODEL, "--input", str(src), "--output", str(dst)])
     line = _err(capsys)
     assert rc in (1, 2) and line.startswith("sentkit embed: error: ") and NO_MODEL not in line
     assert "--output" in line
+    assert src.read_text().startswith("sentence number 0")
 
 
 def test_embed_refuses_bad_numbers_and_a_folder_as_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,6 +103,30 @@ def test_embed_refuses_bad_numbers_and_a_folder_as_input(tmp_path: Path, capsys:
         assert needle in _err(capsys)
     assert main(["embed", "--model", NO_MODEL, "--input", str(tmp_path), "--output", str(tmp_path / "v.npy")]) == 2
     assert "--input" in _err(capsys)
+    for name in ("v.parquet", "t.txt.gz"):
+        (tmp_path / name).write_bytes(b"PAR1\x00\x01")
+        assert main(["embed", "--model", NO_MODEL, "--input", str(tmp_path / name), "--output", str(tmp_path / "v.npy")]) == 2
+        assert "embed reads .txt (one text per line) or .jsonl" in _err(capsys)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["embed", "--model", NO_MODEL, "--input", str(fifo), "--output", str(tmp_path / "v.npy")]) == 2
+    assert "not a regular file" in _err(capsys)
+
+
+def test_long_output_names_and_the_current_folder_as_a_store(tmp_path: Path, tiny_model_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "v" * 240 + ".npy"  # a valid name; its temporary must be valid too
+    assert main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output",
+                 str(tmp_path / name)]) == 0
+    assert np.load(tmp_path / name).shape == (3, 32)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(" ".join(["word"] * 300))
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)  # an empty current folder may hold the store
+    assert main(["prepare", "--corpus", str(corpus), "--out", ".", "--model", str(tiny_model_dir),
+                 "--max-span-len", "16"]) == 0
+    assert sorted(p.name for p in here.iterdir()) == ["meta.json", "offsets.npy", "tokens.bin"]
 
 
 def test_prepare_checks_its_out_before_tokenizing(tmp_path: Path, readonly_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

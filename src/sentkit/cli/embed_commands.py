@@ -41,6 +41,7 @@ def register(sub: Any) -> None:
 # ----------------------------------------------------------------------------- embed
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 OUTPUT_SUFFIXES = (".npy", ".parquet")
+BINARY_SUFFIXES = (".npy", ".npz", ".parquet", ".gz", ".bz2", ".xz", ".zst", ".zip", ".tar", ".pt", ".arrow")
 
 
 def _strip_eol(line: str) -> str:
@@ -128,6 +129,12 @@ def _check_embed_paths(src: Path, dst: Path) -> None:
         raise PathError(errno.ENOENT, "does not exist", "--input", src)
     if src.is_dir():
         raise PathError(errno.EISDIR, "is a directory; give a .txt (one text per line) or .jsonl file", "--input", src)
+    if not src.is_file():
+        raise PathError(errno.EINVAL, "is not a regular file (a pipe or a device); write the texts to a file first",
+                        "--input", src)
+    if src.suffix.lower() in BINARY_SUFFIXES:
+        raise PathError(errno.EINVAL, f"is a {src.suffix} file; embed reads .txt (one text per line) or .jsonl",
+                        "--input", src)
     if not os.access(src, os.R_OK):
         raise PathError(errno.EACCES, "is not readable (permission denied)", "--input", src)
     check_writable(dst, what="--output")

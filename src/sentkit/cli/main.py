@@ -150,7 +150,7 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
     if isinstance(e, (ConfigError, CorpusError, UnknownNameError)):
         return one_line(_with_fixes(e, sub) or str(e)), 2
     if isinstance(e, PathError):
-        usage = e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST)
+        usage = e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST, errno.EINVAL)
         return one_line(str(e)), 2 if usage else 1
     if isinstance(e, FileNotFoundError) and e.errno is None:
         return one_line(str(e)), 2  # sentkit's own "input X does not exist"

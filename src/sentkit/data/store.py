@@ -69,7 +69,7 @@ def check_store_target(out: str | Path, *, what: str = "store folder") -> Path:
     `out` may be missing, an empty folder, or a store sentkit wrote that holds nothing else. A file,
     or a folder with anything else in it, is refused with the way out: sentkit never deletes a
     folder it did not write."""
-    p = Path(out)
+    p = Path(os.path.abspath(out))  # "." and "sub/.." get a real name to rename onto
     if p.is_symlink():
         p = p.resolve()
     check_output_dir(p, what=what)

@@ -89,6 +89,9 @@ class TransformerEncoder:
 
         path = resolve(name_or_path)
         local = Path(path).is_dir()
+        if local and not (Path(path) / "config.json").is_file():
+            raise ConfigError(f"{path} is a folder but not a model directory (it has no config.json); give a "
+                              "directory saved by `sentkit train`, transformers or sentence-transformers")
         try:
             st_pooling, st_max, st_norm = _read_st_settings(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
