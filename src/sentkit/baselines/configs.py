@@ -171,7 +171,7 @@ class Seq2SeqConfig(BaselineConfig):
     softmax_samples: int = 1024  # sampled softmax: target words + this many random words (0 = full)
     device: str = "cpu"
     threads: int | None = None  # torch.set_num_threads (None: leave as is)
-    encode_batch_size: int = 256
+    encode_batch_size: int = 256  # unused since encode(texts, batch_size=...); kept so saved configs load
 
     def __post_init__(self) -> None:
         super().__post_init__()

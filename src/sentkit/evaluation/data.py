@@ -49,7 +49,8 @@ def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) ->
         missing = spec.missing(d)
         changed = size_mismatches(spec.name, d)
         out.append(TaskStatus(spec.name, not missing, d / spec.folder, missing,
-                              "" if not (missing or changed) else f"{download_hint(spec.name, d)} --force",
+                              download_hint(spec.name, d) if missing else
+                              f"{download_hint(spec.name, d)} --force" if changed else "",
                               changed))
     return out
 
