@@ -205,21 +205,19 @@ def test_embed_removes_stale_temporaries_and_gives_the_umask_mode(tmp_path: Path
     other = tmp_path / ".notes.tmp"  # not ours
     for p in (dead, live, other):
         p.write_bytes(b"x")
-    old = os.umask(0o022)
-    try:
-        assert main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)),
-                     "--output", str(tmp_path / "v.npy")]) == 0
-    finally:
-        os.umask(old)
+    assert _embed_under_umask(0o022, tmp_path, tiny_model_dir, "v.npy") == 0o644
     assert not dead.exists() and live.exists() and other.exists()
-    assert stat.S_IMODE((tmp_path / "v.npy").stat().st_mode) == 0o644
-    old = os.umask(0o077)
+    assert _embed_under_umask(0o077, tmp_path, tiny_model_dir, "w.npy") == 0o600
+
+
+def _embed_under_umask(mask: int, tmp_path: Path, model: Path, name: str) -> int:
+    """The mode of `name` as embed writes it under umask `mask`."""
+    old = os.umask(mask)
     try:
-        assert main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)),
-                     "--output", str(tmp_path / "w.npy")]) == 0
+        assert main(["embed", "--model", str(model), "--input", str(_texts(tmp_path)), "--output", str(tmp_path / name)]) == 0
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "w.npy").stat().st_mode) == 0o600
+    return stat.S_IMODE((tmp_path / name).stat().st_mode)
 
 
 def test_output_through_a_symlink_and_into_a_new_folder(tmp_path: Path, tiny_model_dir: Path) -> None:

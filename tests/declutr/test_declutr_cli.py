@@ -110,35 +110,25 @@ def test_embed_empty_input_gives_valid_empty_files(tmp_path: Path, tiny_model_di
     assert table.num_rows == 0 and table.schema.field("embedding").type.list_size == 32
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    (b'{"text": "ok"}\n{"text": null}\n', "line 2: field 'text' is null, not a string"),
-    (b'{"text": 3}\n', "line 1: field 'text' is 3, not a string"),
-    (b'{"text": ["a", "b"]}\n', "line 1: field 'text' is [\"a\", \"b\"], not a string"),
-    (b'{"text": "ok"}\n\n{"body": "x"}\n', "line 3: no field 'text' (keys: ['body'])"),
-    (b'["a"]\n', "line 1: expected a JSON object with a 'text' field, got list"),
-    (b'[{"text": "a"},\n{"text": "b"}]\n', "one JSON object per line"),
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("t.jsonl", b'{"text": "ok"}\n{"text": null}\n', "line 2: field 'text' is null, not a string"),
+    ("t.jsonl", b'{"text": 3}\n', "line 1: field 'text' is 3, not a string"),
+    ("t.jsonl", b'{"text": ["a", "b"]}\n', "line 1: field 'text' is [\"a\", \"b\"], not a string"),
+    ("t.jsonl", b'{"text": "ok"}\n\n{"body": "x"}\n', "line 3: no field 'text' (keys: ['body'])"),
+    ("t.jsonl", b'["a"]\n', "line 1: expected a JSON object with a 'text' field, got list"),
+    ("t.jsonl", b'[{"text": "a"},\n{"text": "b"}]\n', "line 1: not valid JSON"),
+    ("t.txt", "ok\ncaf\xe9\n".encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9 at column 4)"),
+    ("t.txt", "no mark".encode("utf-16-le"), "line 1: contains a NUL byte"),
+    ("t.txt", b"ok\nbin\x00ary\n", "line 2: contains a NUL byte"),
 ])
-def test_embed_jsonl_values_that_are_not_strings(content: bytes, needle: str, tmp_path: Path, tiny_model_dir: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    src = tmp_path / "t.jsonl"
+def test_embed_bad_lines_are_errors_naming_the_line(name: str, content: bytes, needle: str, tmp_path: Path,
+                                                    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JSONL values that are not strings (never the text "None"), non-UTF-8 or NUL bytes."""
+    src = tmp_path / name
     src.write_bytes(content)
     assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 2
     err = capsys.readouterr().err
-    assert f"t.jsonl, {needle}" in err or needle in err
-    assert "None" not in err and not (tmp_path / "v.npy").exists()
-
-
-@pytest.mark.parametrize(("content", "needle"), [
-    ("ok\ncaf\xe9\n".encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9 at column 4)"),
-    ("no mark".encode("utf-16-le"), "line 1: contains a NUL byte"),
-    (b"ok\nbin\x00ary\n", "line 2: contains a NUL byte"),
-])
-def test_embed_non_utf8_input_names_the_line(content: bytes, needle: str, tmp_path: Path, tiny_model_dir: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    src = tmp_path / "t.txt"
-    src.write_bytes(content)
-    assert _embed(tiny_model_dir, src, tmp_path / "v.npy") == 2
-    assert f"t.txt, {needle}" in capsys.readouterr().err
+    assert f"{name}, {needle}" in err and "None" not in err
     assert not (tmp_path / "v.npy").exists()
 
 
