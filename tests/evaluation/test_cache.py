@@ -248,19 +248,26 @@ def five_cold(senteval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     return _finish(_start(d, senteval_dir, d / "cache", d / "out.json", 0.0), d / "out.json")
 
 
-def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(senteval_dir, tmp_path, five_cold):
+@pytest.mark.parametrize("shards", [0, 1, 5], ids=["before-any-shard", "mid-run", "after-all-encoding"])
+def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(shards, senteval_dir, tmp_path, five_cold):
+    """Killed at three moments: while starting/encoding the first task, inside the second task's
+    encoding, and after every task's shard is written (classifiers running)."""
     cache = tmp_path / "cache"
     p = _start(tmp_path, senteval_dir, cache, tmp_path / "killed.json", 0.15)
     deadline = time.monotonic() + 120
-    while not _shards(cache) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # well inside the next task's encoding
+    while len(_shards(cache)) < max(shards, 1) and time.monotonic() < deadline and shards:
+        time.sleep(0.02)
+    time.sleep(0.3 if shards < 5 else 0.0)
+    if not shards:
+        time.sleep(1.0)
     p.send_signal(signal.SIGKILL)
     p.wait()
-    assert _shards(cache) and not (tmp_path / "killed.json").exists()
+    assert len(_shards(cache)) >= min(shards, 5) and not (tmp_path / "killed.json").exists()
     res = _finish(_start(tmp_path, senteval_dir, cache, tmp_path / "resumed.json", 0.0), tmp_path / "resumed.json")
     assert res["errors"] == {} and res["results"] == five_cold["results"]
-    assert 0 < res["timings"]["sentences_from_cache"] < res["timings"]["sentences_unique"]
+    assert res["timings"]["sentences_from_cache"] + res["timings"]["sentences_encoded"] == res["timings"]["sentences_unique"]
+    if shards == 5:
+        assert res["timings"]["sentences_encoded"] == 0
 
 
 def test_two_evaluations_writing_one_cache_at_once_both_succeed(senteval_dir, tmp_path, five_cold):
