@@ -35,6 +35,17 @@ def make_documents(n_docs: int = 24, n_sent: int = 12, seed: int = 0) -> list[st
     return docs
 
 
+@pytest.fixture(scope="module")
+def one_thread():  # type: ignore[no-untyped-def]
+    """Tiny networks run fastest on one torch thread (and the CI box may be busy)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def documents() -> list[str]:
     return make_documents()

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from sentkit.baselines import MODELS, model_class
 from sentkit.data.sentences import TokenizedCorpus
@@ -20,12 +19,7 @@ RNN = dict(emb_dim=8, hidden=12, batch_size=16, max_steps=2, min_count=1, progre
 TEXTS = ["Ship waves ocean.", "Cow farmer barn hay and the tractor in the field.", "", "zzqx unknown"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def fit_small(name: str, corpus: TokenizedCorpus) -> Any:

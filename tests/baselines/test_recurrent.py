@@ -17,13 +17,7 @@ SMALL = dict(emb_dim=16, hidden=32, batch_size=16, epochs=4, lr=3e-3, min_count=
 QUICK = {**SMALL, "max_steps": 4}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():  # type: ignore[no-untyped-def]
-    """Tiny networks run fastest on one thread (and the CI box may be busy)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def own_vs_shuffled(net, decoder: int, src: list[list[int]], tgt: list[list[int]]) -> tuple[float, float]:  # type: ignore[no-untyped-def]

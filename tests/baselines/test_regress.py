@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from sentkit.baselines import model_class
 from sentkit.baselines.wordnet import definition_pairs, iter_synsets, parse_data_line
@@ -15,12 +14,7 @@ from sentkit.data.sentences import TokenizedCorpus
 WN = Path(__file__).parent / "data" / "wordnet"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_parse_data_line() -> None:

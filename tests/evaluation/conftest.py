@@ -112,3 +112,28 @@ class HashEncoder:
 
     def fingerprint(self) -> str:
         return f"hash-{self.dim}"
+
+
+ENCODER_SOURCE = """
+import hashlib
+import numpy as np
+
+class Enc:
+    fingerprint = "cli-test-enc"
+    def encode(self, texts):
+        out = np.empty((len(texts), 6), np.float32)
+        for i, t in enumerate(texts):
+            seed = int.from_bytes(hashlib.md5(t.encode()).digest()[:4], "little")
+            out[i] = np.random.default_rng(seed).normal(size=6)
+            if NAN_ON and t.startswith(NAN_ON):
+                out[i, 0] = np.nan
+        return out
+"""
+
+
+def write_encoder(folder: Path, nan_on: str = "") -> str:
+    """A `--model file.py:Enc` encoder (hash vectors, like HashEncoder); sentences starting with
+    `nan_on` get a NaN."""
+    p = folder / "my_encoder.py"
+    p.write_text(f"NAN_ON = {nan_on!r}\n" + ENCODER_SOURCE)
+    return f"{p}:Enc"

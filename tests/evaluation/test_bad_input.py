@@ -17,29 +17,13 @@ from sentkit.cli.main import main
 from sentkit.evaluation import evaluate, load_task
 from sentkit.evaluation.tasks import TaskDataError
 
-from .conftest import HashEncoder
-
-ENCODER = '''
-import hashlib
-import numpy as np
-
-class Enc:
-    fingerprint = "bad-input-enc"
-    def encode(self, texts):
-        out = np.empty((len(texts), 6), np.float32)
-        for i, t in enumerate(texts):
-            seed = int.from_bytes(hashlib.md5(t.encode()).digest()[:4], "little")
-            out[i] = np.random.default_rng(seed).normal(size=6)
-        return out
-'''
+from .conftest import HashEncoder, write_encoder
 
 
 @pytest.fixture()
 def encoder(tmp_path: Path) -> str:
     """An encoder file for --model."""
-    p = tmp_path / "bad_input_enc.py"
-    p.write_text(ENCODER)
-    return f"{p}:Enc"
+    return write_encoder(tmp_path)
 
 
 def _evaluate(senteval_dir: Path, model: str, *extra: str) -> int:

@@ -10,28 +10,12 @@ import pytest
 
 from sentkit.cli.main import main
 
-ENCODER_PY = '''
-import hashlib
-import numpy as np
-
-class Enc:
-    fingerprint = "cli-test-enc"
-    def encode(self, texts):
-        out = np.empty((len(texts), 6), np.float32)
-        for i, t in enumerate(texts):
-            seed = int.from_bytes(hashlib.md5(t.encode()).digest()[:4], "little")
-            out[i] = np.random.default_rng(seed).normal(size=6)
-            if t.startswith("trec"):
-                out[i, 0] = np.nan
-        return out
-'''
+from .conftest import write_encoder
 
 
 @pytest.fixture()
 def encoder_file(tmp_path: Path) -> str:
-    p = tmp_path / "my_encoder.py"
-    p.write_text(ENCODER_PY)
-    return f"{p}:Enc"
+    return write_encoder(tmp_path, nan_on="trec")
 
 
 def test_evaluate_writes_json_markdown_and_png(senteval_dir, tmp_path, encoder_file, capsys):
