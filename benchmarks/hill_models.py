@@ -88,7 +88,7 @@ def run_method(name: str, data: Any, texts: list[str], args: argparse.Namespace,
     enc_texts = texts[: (args.encode // 10 if name.startswith("paragraph") else args.encode)]
     model.encode(enc_texts[:10])  # warm-up
     t1 = time.perf_counter()
-    emb = model.encode(enc_texts)
+    emb = model.encode(enc_texts, batch_size=256)  # the recurrent models' batch before encode(batch_size=)
     enc_s = time.perf_counter() - t1
     row = {
         "method": name,
