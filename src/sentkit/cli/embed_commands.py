@@ -167,6 +167,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
     enc = sentkit.load(args.model)
     kw: dict[str, Any] = {"batch_size": args.batch_size}
     if args.chunk_long:
+        import inspect
+
+        if "chunk_long" not in inspect.signature(enc.encode).parameters:
+            raise ConfigError(f"--chunk-long needs a transformer model; {args.model} ({type(enc).__name__}) has no length limit to split at")
         kw["chunk_long"] = True
 
     def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
