@@ -266,3 +266,21 @@ def test_store_errors_print_the_prepare_command_that_fixes_them(tmp_path: Path, 
     (store / "offsets.npy").write_bytes(b"garbage")
     with pytest.raises(CorpusError, match="is damaged"):
         TokenStore(store)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), OSError(28, "No space left on device")])
+def test_an_interrupted_prepare_leaves_the_old_store_and_no_temporary(stop: BaseException, tmp_path: Path,
+                                                                      tiny_model_dir: Path) -> None:
+    tok = load_tokenizer(str(tiny_model_dir))
+    corpus = _long_corpus(tmp_path)
+    store = tmp_path / "store"
+    prepare_store(corpus, tok, store, min_doc_tokens=10, show_progress=False)
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+
+    def tokenizer(*a: object, **kw: object) -> object:
+        raise stop
+
+    with pytest.raises(type(stop)):
+        prepare_store(corpus, tokenizer, store, min_doc_tokens=10, show_progress=False)
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "store"]
