@@ -1,0 +1,326 @@
+"""`sentkit explore` without a browser: the JSON API (FastAPI TestClient) and the explorer."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from sentkit.explore import Explorer
+from sentkit.explore.app import STATIC, allowed_hosts, create_app
+from sentkit.explore.core import counting
+from sentkit.explore.highlight import query_words, shared_segments
+
+from .conftest import DOCS, SENTENCE_OF_SEA
+
+
+def client(ex: Explorer) -> TestClient:
+    return TestClient(create_app(ex), base_url="http://127.0.0.1", raise_server_exceptions=False)
+
+
+@pytest.fixture()
+def bare() -> Iterator[Explorer]:
+    """An explorer with no model and no corpus (tests that open results change it)."""
+    ex = Explorer(build=False)
+    yield ex
+    ex.close()
+
+
+def column(data: dict[str, Any], model: str) -> dict[str, Any]:
+    return next(c for c in data["columns"] if c["model"] == model)
+
+
+# ------------------------------------------------------------------ neighbours
+def test_neighbours_side_by_side_with_shared_words(explorer: Explorer, models: list[str]) -> None:
+    r = client(explorer).post("/api/neighbours", json={"query": SENTENCE_OF_SEA, "k": 5})
+    assert r.status_code == 200, r.text
+    cols = r.json()["columns"]
+    assert [c["model"] for c in cols] == models
+    corpus = {s for sents in DOCS.values() for s in sents}
+    for c in cols:
+        assert c["status"] == "ready" and c["sentences"] == len(corpus) and c["ms"] >= 0
+        rows = c["neighbours"]
+        assert [row["rank"] for row in rows] == [1, 2, 3, 4, 5]
+        scores = [row["score"] for row in rows]
+        assert scores == sorted(scores, reverse=True)
+        assert all("".join(seg for seg, _ in row["segments"]) in corpus for row in rows)
+    top = column(r.json(), models[1])["neighbours"][0]  # TF-IDF finds the sentence itself
+    assert "".join(seg for seg, _ in top["segments"]) == SENTENCE_OF_SEA
+    assert top["score"] == pytest.approx(1.0, abs=1e-4)
+    marked = {seg.lower() for seg, mark in top["segments"] if mark == 2}
+    assert marked == {"ship", "sailed", "harbour", "dawn"} and top["shared"] == 4
+
+
+def test_shared_segments_marks_content_and_function_words() -> None:
+    words = query_words("The captain's SHIP, at dawn!")
+    segs, n = shared_segments("A ship left at dawn; the captain's dog stayed.", words)
+    assert "".join(s for s, _ in segs) == "A ship left at dawn; the captain's dog stayed."
+    assert {s for s, m in segs if m == 2} == {"ship", "dawn", "captain's"} and n == 3
+    assert {s for s, m in segs if m == 1} == {"at", "the"}
+    assert shared_segments("", words) == ([], 0)
+
+
+def test_index_is_cached_and_reused(explorer: Explorer, models: list[str], explore_corpus: Path,
+                                    index_cache: Path) -> None:
+    first = {j["model"]: j for j in explorer.status()["indexes"]}
+    again = Explorer(models, explore_corpus, cache_dir=index_cache)
+    try:
+        assert again.wait(60)
+        for j in again.status()["indexes"]:
+            assert j["status"] == "ready" and j["built"] is False  # read from the cache
+            assert j["folder"] == first[j["model"]]["folder"] and Path(j["folder"], "meta.json").is_file()
+    finally:
+        again.close()
+
+
+def test_progress_counts_sentences_and_keeps_sparse() -> None:
+    seen: list[int] = []
+
+    class Dense:
+        def encode(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 2), np.float32)
+
+    class Sparse(Dense):
+        def encode_sparse(self, texts: list[str]) -> str:
+            return "csr"
+
+    dense, sparse = counting(Dense(), seen.append), counting(Sparse(), seen.append)
+    assert not hasattr(dense, "encode_sparse") and dense.encode(["a", "b"]).shape == (2, 2)
+    assert sparse.encode_sparse(["a", "b", "c"]) == "csr"  # type: ignore[attr-defined]
+    assert seen == [0, 2, 0, 3]
+
+
+def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_corpus: Path,
+                                                  index_cache: Path) -> None:
+    ex = Explorer(models[1:], explore_corpus, cache_dir=index_cache)
+    try:
+        c = client(ex)
+        assert c.post("/api/models", json={"name": "no-such-model-anywhere"}).status_code == 200
+        assert ex.wait(60)
+        r = c.post("/api/neighbours", json={"query": "The farmer and his cows.", "k": 3})
+        bad, good = column(r.json(), "no-such-model-anywhere"), column(r.json(), models[1])
+        assert bad["status"] == "error" and "cannot load model 'no-such-model-anywhere'" in bad["error"]
+        assert "Traceback" not in bad["error"] and len(good["neighbours"]) == 3
+        assert c.post("/api/models", json={"name": "  "}).json() == {
+            "error": "enter a model: a registry name, a model folder or a Hugging Face id"}
+        assert c.get("/api/state").status_code == 200  # still serving
+    finally:
+        ex.close()
+
+
+def test_bad_corpus_is_a_message(models: list[str], tmp_path: Path, index_cache: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("   \n")
+    short = tmp_path / "short"
+    short.mkdir()
+    (short / "a.txt").write_text("Hi there. Go on.\n")
+    ex = Explorer(models[1:], cache_dir=index_cache)
+    try:
+        c = client(ex)
+        r = c.post("/api/corpus", json={"path": str(empty)})
+        assert r.status_code == 400 and "holds no usable document (1 empty" in r.json()["error"]
+        r = c.post("/api/corpus", json={"path": str(tmp_path / "missing")})
+        assert r.status_code == 400 and "does not exist" in r.json()["error"]
+        r = c.post("/api/neighbours", json={"query": "anything", "k": 3})
+        assert r.status_code == 400 and r.json()["error"].startswith("no corpus to search")
+        assert c.post("/api/corpus", json={"path": str(short)}).status_code == 200
+        assert ex.wait(60)
+        (job,) = ex.status()["indexes"]
+        assert job["status"] == "error" and "no sentence of at least 3 words" in job["error"]
+    finally:
+        ex.close()
+
+
+def test_bad_requests_are_messages(explorer: Explorer) -> None:
+    c = client(explorer)
+    assert c.post("/api/neighbours", json={"query": "  ", "k": 3}).json() == {"error": "type a sentence to search for"}
+    assert "k must be between 1 and 100" in c.post("/api/neighbours", json={"query": "x", "k": 0}).json()["error"]
+    r = c.post("/api/neighbours", json={"query": "x", "k": "many"})
+    assert r.status_code == 400 and r.json()["error"].startswith("bad request: k:")
+    r = c.post("/api/neighbours", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"].startswith("bad request")
+
+
+def test_internal_error_is_a_500_message_and_the_server_survives(explorer: Explorer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a: Any, **k: Any) -> None:
+        raise RuntimeError("boom\nsecond line")
+
+    c = client(explorer)
+    monkeypatch.setattr(explorer, "documents", boom)
+    r = c.get("/api/documents")
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal error (RuntimeError: boom); the server log has the details"}
+    monkeypatch.undo()
+    assert c.get("/api/documents").status_code == 200
+
+
+def test_only_local_host_names_are_answered(explorer: Explorer) -> None:
+    c = client(explorer)
+    assert c.get("/api/state").status_code == 200
+    assert c.get("/api/state", headers={"Host": "attacker.example"}).status_code == 400
+    assert allowed_hosts("0.0.0.0") == ["*"] and "box.lan" in allowed_hosts("box.lan")
+
+
+def test_page_and_assets_come_from_the_package(explorer: Explorer) -> None:
+    c = client(explorer)
+    html = c.get("/").text
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert refs and all(r.startswith(("/static/", "data:")) for r in refs)
+    for name in ("app.js", "style.css"):
+        r = c.get(f"/static/{name}")
+        assert r.status_code == 200 and len(r.text) > 1000
+    for f in STATIC.iterdir():  # nothing fetched from a CDN or another site
+        text = f.read_text(encoding="utf-8")
+        assert "https://" not in text and set(re.findall(r"http://[^\s\"'`]+", text)) <= {"http://www.w3.org/2000/svg"}
+    assert c.get("/docs").status_code == 404  # no Swagger UI (it loads from a CDN)
+
+
+# ------------------------------------------------------------------ spans
+SMALL = {"num_anchors": 2, "num_positives": 2, "min_span_len": 4, "max_span_len": 16}
+
+
+def test_spans_view_locates_every_span(explorer: Explorer, models: list[str], explore_corpus: Path) -> None:
+    c = client(explorer)
+    docs = c.get("/api/documents").json()["documents"]
+    assert [d["id"] for d in docs] == sorted(DOCS)
+    r = c.post("/api/spans", json={"document": 0, "tokenizer": models[0], "seed": 3, **SMALL})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    text = (explore_corpus / docs[0]["id"]).read_text(encoding="utf-8")
+    assert data["min_doc_tokens"] == 64 and data["easy_negative_from"].endswith(docs[1]["id"])
+    assert len(data["anchors"]) == 2
+    for a in data["anchors"]:
+        assert text[a["chars"][0]:a["chars"][1]] == a["text"] and 4 <= a["tokens"] <= 16
+        assert len(a["positives"]) == 2 and {p["relation"] for p in a["positives"]} <= {
+            "adjacent", "overlapping", "subsumed"}
+        for p in a["positives"]:
+            assert text[p["chars"][0]:p["chars"][1]] == p["text"]
+        (h,) = a["hard_negatives"]
+        assert h["text"] == data["anchors"][1 - a["index"]]["text"]
+        assert a["easy_negative"]["tokens"] == a["tokens"] and a["easy_negative"]["text"] not in text
+        segs = a["region"]["segments"]
+        r0, r1 = a["region"]["chars"]
+        assert "".join(s["text"] for s in segs) == text[r0:r1]
+        assert "".join(s["text"] for s in segs if s["anchor"]) == a["text"]
+        for j, p in enumerate(a["positives"]):
+            assert "".join(s["text"] for s in segs if j in s["positives"]) == p["text"]
+    again = c.post("/api/spans", json={"document": 0, "tokenizer": models[0], "seed": 3, **SMALL}).json()
+    assert again == data  # seeded
+
+
+@pytest.mark.parametrize(("strategy", "relations"), [("adjacent", {"adjacent"}), ("subsuming", {"subsumed"})])
+def test_spans_strategy(explorer: Explorer, models: list[str], strategy: str, relations: set[str]) -> None:
+    data = client(explorer).post("/api/spans", json={"document": 2, "tokenizer": models[0], "strategy": strategy,
+                                                     **SMALL}).json()
+    assert {p["relation"] for a in data["anchors"] for p in a["positives"]} == relations
+
+
+def test_spans_on_pasted_text_and_errors(explorer: Explorer, models: list[str]) -> None:
+    c = client(explorer)
+    pasted = " ".join(DOCS["war.txt"] + DOCS["city.txt"])
+    data = c.post("/api/spans", json={"text": pasted, "tokenizer": models[0], **SMALL}).json()
+    assert data["document"] == "pasted text" and all(a["text"] in pasted for a in data["anchors"])
+    r = c.post("/api/spans", json={"document": 0, "tokenizer": models[0]})  # the paper's 32-512 tokens
+    assert r.status_code == 400
+    assert re.match(r"this document has \d+ tokens; 2 anchors of up to 512 tokens need 2,048 .*set both span "
+                    r"lengths to \d+ tokens or less", r.json()["error"])
+    r = c.post("/api/spans", json={"document": 0, "tokenizer": models[0], "min_span_len": 9, "max_span_len": 5})
+    assert r.json()["error"] == "span settings: need 1 <= min_span_len <= max_span_len, got 9 and 5"
+    r = c.post("/api/spans", json={"document": 0, "tokenizer": models[1], **SMALL})  # TF-IDF has no tokenizer
+    assert r.status_code == 400 and r.json()["error"].startswith(f"no tokenizer for {models[1]!r}")
+    assert c.post("/api/spans", json={"document": 99, "tokenizer": models[0], **SMALL}).json() == {
+        "error": "the corpus has no document 99"}
+    assert explorer.span_models() == models[:1]
+
+
+# ------------------------------------------------------------------ results
+def test_results_of_an_evaluate_json(bare: Explorer, eval_json: Path) -> None:
+    from sentkit.experiments.report import cell_scores
+
+    src = client(bare).post("/api/results", json={"path": str(eval_json)}).json()
+    assert src["kind"] == "evaluate" and [m["label"] for m in src["models"]] == ["mini-model"]
+    want = cell_scores(json.loads(eval_json.read_text()))
+    assert {k: v[0] for k, v in src["scores"]["mini-model"].items()} == pytest.approx(want)
+    assert src["tasks"] == ["MR", "CR", "STS12"] and src["averages"][0] == "avg:downstream"
+    assert set(src["tasks"] + src["details"] + src["averages"]) == set(want)
+    assert src["claims"] == []
+
+
+def test_results_of_an_experiment_with_verdicts(experiment_toml: Path) -> None:
+    from sentkit.experiments import load_experiment
+    from sentkit.experiments.claims import judge
+    from sentkit.experiments.report import summarise
+    from sentkit.experiments.runner import collect
+
+    spec = load_experiment(experiment_toml)
+    summary = summarise(collect(spec.output))
+    ex = Explorer(results=[experiment_toml], build=False)  # opened at start, as `--results` does
+    (src,) = client(ex).get("/api/state").json()["sources"]
+    assert src["path"] == str(experiment_toml)
+    assert [m["label"] for m in src["models"]] == ["strong", "base", "weak"]
+    assert [m["seeds"] for m in src["models"]] == [2, 1, 1]
+    assert src["scores"]["strong"]["avg:downstream"] == pytest.approx(list(summary["strong"]["avg:downstream"]))
+    assert [c["verdict"] for c in src["claims"]] == [judge(c, summary).verdict for c in spec.claims]
+    assert [c["verdict"] for c in src["claims"]] == ["held", "did not hold"]
+    assert src["claims"][0]["note"] == "kept in the file"
+    # the output folder alone: the TOML is found next to it, so the claims are judged too
+    folder = ex.open_results(spec.output)
+    assert folder["kind"] == "experiment" and [c["verdict"] for c in folder["claims"]] == ["held", "did not hold"]
+    assert len(ex.results) == 2
+    ex.close()
+
+
+def test_results_folder_without_its_toml_and_a_folder_of_json(tmp_path: Path, experiment_toml: Path,
+                                                             eval_json: Path) -> None:
+    import shutil
+
+    from sentkit.explore.results_view import open_results
+
+    out = tmp_path / "copy"
+    shutil.copytree(experiment_toml.parent / "out", out)
+    src = open_results(out)
+    assert src["claims"] == [] and any("open the TOML" in n for n in src["notes"])
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    shutil.copy(eval_json, flat / "a.json")
+    (flat / "b.json").write_text('{"other": 1}')
+    src = open_results(flat)
+    assert [m["label"] for m in src["models"]] == ["mini-model"] and "1 JSON file(s)" in src["notes"][0]
+
+
+def test_bad_results_are_messages(bare: Explorer, tmp_path: Path) -> None:
+    c = client(bare)
+    (tmp_path / "notes.json").write_text("{oops")
+    (tmp_path / "other.json").write_text('{"model": "x"}')
+    (tmp_path / "empty").mkdir()
+    cases = {
+        str(tmp_path / "notes.json"): "not a JSON results file",
+        str(tmp_path / "other.json"): "not a sentkit results file",
+        str(tmp_path / "empty"): "holds no results: expected <cell>/seed-<k>/results.json",
+        str(tmp_path / "missing.json"): "does not exist",
+        "": "enter the path of a results JSON file",
+    }
+    for path, words in cases.items():
+        r = c.post("/api/results", json={"path": path})
+        assert r.status_code == 400 and words in r.json()["error"], (path, r.json())
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text("[[cell]]\nname = 3\n")
+    r = c.post("/api/results", json={"path": str(bad_toml)})
+    assert r.status_code == 400 and str(bad_toml) in r.json()["error"]
+
+
+def test_startup_problems_are_shown_not_raised(models: list[str], tmp_path: Path) -> None:
+    ex = Explorer(models[1:], tmp_path / "nowhere", [tmp_path / "nothing.json"], build=False)
+    try:
+        msgs = client(ex).get("/api/state").json()["messages"]
+        assert len(msgs) == 2 and msgs[0].startswith("corpus: corpus") and "does not exist" in msgs[1]
+    finally:
+        ex.close()

@@ -1,0 +1,259 @@
+"""`sentkit explore` in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Skips (with the reason) only where no chromium is installed or playwright is missing. The page
+may fetch nothing but the explorer itself: any other request fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sentkit.explore import Explorer
+from sentkit.explore.app import create_app
+from sentkit.explore.server import RunningServer, start_in_thread
+
+from .conftest import DOCS, SENTENCE_OF_SEA
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+expect = sync_api.expect
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "explore.png"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("no chromium on PATH: install Debian's package (apt-get install chromium; "
+                    "scripts/setup.sh does it when run as root)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def serve(ex: Explorer) -> RunningServer:
+    return start_in_thread(create_app(ex))
+
+
+@pytest.fixture(scope="module")
+def live(explorer: Explorer) -> Iterator[str]:
+    srv = serve(explorer)
+    yield srv.url
+    srv.stop()
+
+
+class Page:
+    """A fresh browser page that records script errors and requests to anywhere else."""
+
+    def __init__(self, browser: Any, url: str) -> None:
+        self.ctx = browser.new_context(viewport={"width": 1280, "height": 860})
+        self.errors: list[str] = []
+        self.page = self.ctx.new_page()
+        self.page.on("pageerror", lambda e: self.errors.append(f"script error: {e}"))
+        self.page.route("**/*", self._only_local(url))
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready]")
+
+    def _only_local(self, url: str) -> Any:
+        def handle(route: Any) -> None:
+            if route.request.url.startswith(url):
+                route.continue_()
+            else:
+                self.errors.append(f"request outside the package: {route.request.url}")
+                route.abort()
+
+        return handle
+
+    def close(self) -> None:
+        self.ctx.close()
+        assert not self.errors, self.errors
+
+
+@pytest.fixture()
+def page(browser: Any, live: str) -> Iterator[Any]:
+    p = Page(browser, live)
+    yield p.page
+    p.close()
+
+
+def col(page: Any, model: str) -> Any:
+    return page.locator(f'.column[data-model="{model}"]')
+
+
+# ------------------------------------------------------------------ neighbours
+def test_typing_a_query_shows_neighbours_side_by_side(page: Any, models: list[str]) -> None:
+    expect(page.locator(".column")).to_have_count(2)
+    expect(page.locator(".column h2")).to_have_text([Path(m).name for m in models])
+    page.fill("#k", "4")
+    page.locator("#query").press_sequentially(SENTENCE_OF_SEA)  # answers as you type
+    for m in models:
+        expect(col(page, m).locator("li.neighbour")).to_have_count(4)
+        expect(col(page, m).locator(".meta")).to_contain_text("index: 32 sentences")
+    first = col(page, models[1]).locator("li.neighbour").first  # TF-IDF: the sentence itself
+    expect(first.locator(".text")).to_have_text(SENTENCE_OF_SEA)
+    expect(first.locator(".score")).to_have_text("1.000")
+    assert set(first.locator("mark.shared").all_inner_texts()) == {"ship", "sailed", "harbour", "dawn"}
+    assert set(first.locator("mark.shared-fn").all_inner_texts()) == {"The", "the", "out", "of", "at"}
+    scores = [float(s) for s in col(page, models[0]).locator(".score").all_inner_texts()]
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+    page.uncheck(f'#model-list input[value="{models[0]}"]')  # pick the models to compare
+    expect(page.locator(".column")).to_have_count(1)
+
+
+class Gated:
+    """An encoder that waits for the test to let it finish (so the build's progress shows)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        assert self.gate.wait(60)
+        return np.random.default_rng(len(texts)).random((len(texts), 8)).astype(np.float32)
+
+
+def test_progress_while_building_then_answers_and_bad_input_messages(browser: Any, explore_corpus: Path,
+                                                                      tmp_path: Path) -> None:
+    gated = Gated()
+    ex = Explorer(["gated"], explore_corpus, cache_dir=tmp_path, encoders={"gated": gated})
+    srv = serve(ex)
+    p = Page(browser, srv.url)
+    page = p.page
+    try:
+        expect(col(page, "gated").locator(".progress")).to_be_visible()
+        expect(col(page, "gated").locator(".status-text")).to_contain_text("building the index: 0 sentences embedded")
+        page.fill("#query", "The farmer fed his cows.")
+        page.press("#query", "Enter")
+        expect(col(page, "gated").locator(".progress")).to_be_visible()
+        gated.gate.set()
+        expect(col(page, "gated").locator("li.neighbour")).to_have_count(10)  # polled, then searched again
+        expect(col(page, "gated").locator(".progress")).to_have_count(0)
+
+        page.fill("#add-model", "no-such-model-anywhere")
+        page.press("#add-model", "Enter")
+        bad = col(page, "no-such-model-anywhere").locator(".message.error")
+        expect(bad).to_contain_text("cannot load model 'no-such-model-anywhere'")
+        expect(col(page, "gated").locator("li.neighbour")).to_have_count(10)  # the other column still answers
+
+        page.fill("#corpus", str(tmp_path / "no-corpus-here"))
+        page.press("#corpus", "Enter")
+        expect(page.locator("#neighbours-message")).to_contain_text("does not exist")
+        page.fill("#query", " ")
+        page.press("#query", "Enter")
+        expect(page.locator("#neighbours-message")).to_be_hidden()
+        assert "Traceback" not in page.inner_text("body")
+    finally:
+        p.close()
+        srv.stop()
+        ex.close()
+
+
+# ------------------------------------------------------------------ spans
+def test_spans_view_colours_anchors_and_positives(page: Any) -> None:
+    page.click("#tab-spans")
+    expect(page.locator("#doc-select option")).to_have_count(len(DOCS))
+    page.select_option("#doc-select", "2")  # sea.txt
+    page.fill("#min-span-len", "4")
+    page.fill("#max-span-len", "16")
+    page.click("#spans-form button[type=submit]")
+    blocks = page.locator(".anchor-block")
+    expect(blocks).to_have_count(2)
+    expect(page.locator("#spans-out .hint")).to_contain_text("sea.txt")
+    for i in range(2):
+        b = blocks.nth(i)
+        expect(b.locator(".region .anchor-text").first).to_be_visible()
+        positives = b.locator("li.positive")
+        expect(positives).to_have_count(2)
+        for j in range(2):
+            cls = positives.nth(j).get_attribute("class") or ""
+            rel = re.search(r"rel-(adjacent|overlapping|subsumed)", cls)
+            assert rel, cls
+            expect(positives.nth(j).locator(".kind")).to_contain_text(rel.group(1))
+            expect(b.locator(f".region .pos.rel-{rel.group(1)}").first).to_be_visible()
+        expect(b.locator("li.negative.hard")).to_have_count(1)
+        expect(b.locator("li.negative.easy .kind")).to_contain_text("easy negative (other document")
+        anchor = b.locator("li.anchor .clamp").inner_text()
+        assert anchor in " ".join(DOCS["sea.txt"])
+        assert "".join(b.locator(".region .anchor-text").all_inner_texts()) == anchor
+
+    page.fill("#min-span-len", "32")
+    page.fill("#max-span-len", "512")
+    page.click("#spans-form button[type=submit]")
+    expect(page.locator("#spans-message")).to_contain_text("this document has")
+    expect(page.locator(".anchor-block")).to_have_count(0)
+
+    page.fill("#span-text", " ".join(DOCS["war.txt"]))
+    page.fill("#min-span-len", "4")
+    page.fill("#max-span-len", "16")
+    page.click("#spans-form button[type=submit]")
+    expect(page.locator("#spans-out .hint")).to_contain_text("pasted text")
+    expect(page.locator("#spans-message")).to_be_hidden()
+
+
+# ------------------------------------------------------------------ results
+def test_results_table_sorts_charts_compares_and_judges(page: Any, eval_json: Path) -> None:
+    page.click("#tab-results")
+    rows = page.locator("#results-table tbody tr")
+    expect(rows).to_have_count(3)
+    page.click('#results-table th[data-key="avg:downstream"]')
+    expect(rows.first).to_have_attribute("data-model", "strong")
+    expect(rows.last).to_have_attribute("data-model", "weak")
+    expect(page.locator('#results-table th[data-key="avg:downstream"]')).to_have_class(re.compile("sorted-desc"))
+    page.click('#results-table th[data-key="avg:downstream"]')
+    expect(rows.first).to_have_attribute("data-model", "weak")
+    expect(page.locator("#chart rect.bar-rect")).to_have_count(3)
+    expect(page.locator("#chart svg")).to_have_attribute("aria-label", "bar chart of downstream")
+    expect(page.locator(".claim .verdict")).to_have_text(["held", "did not hold"])
+    expect(page.locator(".claim").first.locator(".note")).to_have_text("kept in the file")
+    strong = rows.filter(has_text="strong").locator("td.best")
+    expect(strong.first).to_be_visible()  # the best score of a column is bold
+
+    page.locator("fieldset.source label", has_text="weak").locator("input").uncheck()
+    expect(rows).to_have_count(2)
+    expect(page.locator("#chart rect.bar-rect")).to_have_count(2)
+
+    page.fill("#results-path", str(eval_json.parent / "missing.json"))
+    page.press("#results-path", "Enter")
+    expect(page.locator("#results-message")).to_contain_text("does not exist")
+    page.fill("#results-path", str(eval_json))
+    page.press("#results-path", "Enter")
+    expect(page.locator("#results-message")).to_be_hidden()
+    expect(page.locator("fieldset.source")).to_have_count(2)
+    expect(rows).to_have_count(3)
+    expect(rows.filter(has_text="mini-model · mini-model.json")).to_have_count(1)
+
+    page.click("#transpose")  # tasks as rows, models as columns
+    expect(page.locator("#results-table thead th")).to_have_count(4)
+    expect(page.locator('#results-table tbody tr[data-key="MR"]')).to_have_count(1)
+    page.check("#show-details")
+    expect(page.locator('#results-table tbody tr[data-key="MRPC:acc"], #results-table tbody tr[data-key^="STS12:"]')
+           .first).to_be_attached()
+
+
+# ------------------------------------------------------------------ screenshot
+def test_screenshot_for_the_readme(page: Any, tmp_path: Path) -> None:
+    """Refresh docs/explore.png with SENTKIT_UPDATE_SCREENSHOT=1."""
+    page.set_viewport_size({"width": 1280, "height": 600})
+    page.fill("#k", "8")
+    page.fill("#query", "The ship left the harbour before the storm.")
+    page.press("#query", "Enter")
+    expect(page.locator("li.neighbour")).to_have_count(16)
+    out = tmp_path / "explore.png"
+    page.screenshot(path=str(out), full_page=True)
+    data = out.read_bytes()
+    assert data[:8] == PNG and len(data) > 10_000
+    if os.environ.get("SENTKIT_UPDATE_SCREENSHOT"):
+        shutil.copyfile(out, SCREENSHOT)
+    assert SCREENSHOT.read_bytes()[:8] == PNG, "docs/explore.png is missing: run with SENTKIT_UPDATE_SCREENSHOT=1"
