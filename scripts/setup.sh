@@ -12,4 +12,9 @@ PY=${PYTHON:-python3}
 if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq wordnet-base >/dev/null) || echo "note: could not install wordnet-base; DictRep tests will skip"
 fi
+# Chromium for the browser tests of `sentkit explore` (Debian's package: Playwright drives the system
+# browser and never downloads one); those tests skip without it.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "note: could not install chromium; the explore browser tests will skip"
+fi
 echo "sentkit installed in $(pwd)/.venv"
