@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from sentkit.explore import Explorer
 from sentkit.explore.app import STATIC, allowed_hosts, create_app
-from sentkit.explore.core import counting
+from sentkit.explore.core import counting, one_torch_thread
 from sentkit.explore.highlight import query_words, shared_segments
 
 from .conftest import DOCS, SENTENCE_OF_SEA
@@ -94,6 +94,15 @@ def test_progress_counts_sentences_and_keeps_sparse() -> None:
     assert not hasattr(dense, "encode_sparse") and dense.encode(["a", "b"]).shape == (2, 2)
     assert sparse.encode_sparse(["a", "b", "c"]) == "csr"  # type: ignore[attr-defined]
     assert seen == [0, 2, 0, 3]
+
+
+def test_a_query_is_encoded_with_one_torch_thread() -> None:
+    import torch
+
+    n = torch.get_num_threads()
+    with one_torch_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == n  # restored
 
 
 def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_corpus: Path,

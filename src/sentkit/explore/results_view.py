@@ -66,8 +66,8 @@ def _single_runs(runs: list[tuple[Path, dict[str, Any]]]) -> tuple[Summary, dict
     for path, run in runs:
         exp = run.get("experiment") or {}
         model = run.get("model") or {}
-        base = exp.get("cell") and f"{exp['cell']} seed {exp.get('seed', 0)}"
-        label = _unique(str(base or model.get("name") or path.stem), taken)
+        base = f"{exp['cell']} seed {exp.get('seed', 0)}" if exp.get("cell") else model.get("name") or path.stem
+        label = _unique(str(base), taken)
         summary[label] = {k: (v, 0.0, 1) for k, v in cell_scores(run).items()}
         groups[label] = str(exp.get("group") or (run.get("config") or {}).get("preset") or "")
         for task, err in (run.get("errors") or {}).items():
