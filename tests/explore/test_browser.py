@@ -147,9 +147,12 @@ def test_progress_while_building_then_answers_and_bad_input_messages(browser: An
         expect(bad).to_contain_text("cannot load model 'no-such-model-anywhere'")
         expect(col(page, "gated").locator("li.neighbour")).to_have_count(10)  # the other column still answers
 
-        page.fill("#corpus", str(tmp_path / "no-corpus-here"))
+        empty = tmp_path / "empty-corpus"
+        empty.mkdir()
+        (empty / "blank.txt").write_text("\n\n")
+        page.fill("#corpus", str(empty))
         page.press("#corpus", "Enter")
-        expect(page.locator("#neighbours-message")).to_contain_text("does not exist")
+        expect(page.locator("#neighbours-message")).to_contain_text("holds no usable document (1 empty")
         page.fill("#query", " ")
         page.press("#query", "Enter")
         expect(page.locator("#neighbours-message")).to_be_hidden()
@@ -203,7 +206,7 @@ def test_spans_view_colours_anchors_and_positives(page: Any) -> None:
 
 
 # ------------------------------------------------------------------ results
-def test_results_table_sorts_charts_compares_and_judges(page: Any, eval_json: Path) -> None:
+def test_results_table_sorts_charts_compares_and_judges(page: Any, eval_json: Path, tmp_path: Path) -> None:
     page.click("#tab-results")
     rows = page.locator("#results-table tbody tr")
     expect(rows).to_have_count(3)
@@ -224,9 +227,12 @@ def test_results_table_sorts_charts_compares_and_judges(page: Any, eval_json: Pa
     expect(rows).to_have_count(2)
     expect(page.locator("#chart rect.bar-rect")).to_have_count(2)
 
-    page.fill("#results-path", str(eval_json.parent / "missing.json"))
+    not_results = tmp_path / "settings.json"
+    not_results.write_text('{"theme": "dark"}')
+    page.fill("#results-path", str(not_results))
     page.press("#results-path", "Enter")
-    expect(page.locator("#results-message")).to_contain_text("does not exist")
+    expect(page.locator("#results-message")).to_contain_text("not a sentkit results file")
+    expect(rows).to_have_count(2)  # what was open stays
     page.fill("#results-path", str(eval_json))
     page.press("#results-path", "Enter")
     expect(page.locator("#results-message")).to_be_hidden()
