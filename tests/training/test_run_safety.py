@@ -207,3 +207,35 @@ def test_hill_method_folder_is_guarded_too(tmp_path: Path, tiny_corpus: Path, ca
     (user / "data.csv").write_text("1,2")
     assert cli(["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(user)]) == 2
     assert (user / "data.csv").read_text() == "1,2"
+
+
+def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_dir: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The error names the count and prints flags that, run as printed, train."""
+    import re
+    import shlex
+
+    from conftest import make_docs
+
+    corpus = tmp_path / "three"
+    corpus.mkdir()
+    for i, text in enumerate(make_docs(3, 200)):
+        (corpus / f"d{i}.txt").write_text(text)
+    base = ["-q", "train", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--max-steps", "1",
+            "--set", "min_span_len=8", "--set", "max_span_len=32"]
+    assert cli([*base, "--out", str(tmp_path / "fail")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fewer than batch_size=16" in err
+    fixes = re.findall(r"`([^`]+)`", err)
+    assert fixes == ["--set batch_size=3"], err  # 3 documents of about 200 tokens cannot give 16 pieces
+    for k, fix in enumerate(fixes):
+        assert cli([*base, "--out", str(tmp_path / f"fixed{k}"), *shlex.split(fix)]) == 0, fix
+        capsys.readouterr()
+    # longer documents: cutting them into pieces of the minimum length is offered too, and works
+    for i, text in enumerate(make_docs(3, 1500, seed=1)):
+        (corpus / f"d{i}.txt").write_text(text)
+    assert cli([*base, "--out", str(tmp_path / "fail2"), "--set", "max_doc_tokens=none"]) == 2
+    err = capsys.readouterr().err.strip()
+    fixes = re.findall(r"`([^`]+)`", err)
+    assert fixes == ["--set batch_size=3", "--set max_doc_tokens=128"], err
+    assert cli([*base, "--out", str(tmp_path / "fixed-cut"), *shlex.split(fixes[1])]) == 0

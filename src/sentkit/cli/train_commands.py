@@ -65,6 +65,8 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
         if k not in fields:
             raise ConfigError(f"method {method.name!r} does not take --{k.replace('_', '-')}")
         data[k] = v
+    if getattr(args, "quiet", False) and "progress" in fields:  # -q: no progress bars (unless --set progress=true)
+        data["progress"] = False
     data.update(parse_overrides(args.overrides))
     for req in ("corpus", "out"):
         if req in required and req not in data:

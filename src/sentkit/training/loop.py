@@ -108,11 +108,11 @@ def lr_lambda(cfg: TrainConfig, total: int) -> Callable[[int], float]:
     return lambda s: fn(s, total, cut_frac=cfg.cut_frac, ratio=cfg.lr_ratio)
 
 
-def too_few_units(recipe: Recipe, n: int, cfg: TrainConfig, info: DistInfo) -> CorpusError:
+def too_few_units(recipe: Recipe, store: Any, n: int, cfg: TrainConfig, info: DistInfo) -> CorpusError:
     step = info.world_size * cfg.grad_accum
     fit = max(step, (n // step) * step) if n >= step else None
     fixes = [Fix({"batch_size": fit}, f"{fit} {recipe.unit_name}s a step")] if fit else []
-    extra = recipe.more_units_fix()
+    extra = recipe.more_units_fix(store, cfg.batch_size)
     if extra is not None:
         fixes.append(extra)
     return CorpusError(
@@ -179,7 +179,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
     if cfg.corpus_fraction < 1:
         log.info("using %d of %d %ss (corpus_fraction=%g)", len(pool), n_all, recipe.unit_name, cfg.corpus_fraction)
     if len(pool) < cfg.batch_size:
-        raise too_few_units(recipe, len(pool), cfg, info)
+        raise too_few_units(recipe, store, len(pool), cfg, info)
     steps_per_epoch = len(pool) // cfg.batch_size
     total = cfg.max_steps or cfg.epochs * steps_per_epoch
 

@@ -161,8 +161,8 @@ class Recipe:
         """How the store's error messages word smaller-span fixes (None: no span settings)."""
         return None
 
-    def more_units_fix(self) -> Fix | None:
-        """A setting that gives more units when the corpus has fewer than a batch."""
+    def more_units_fix(self, store: Any, want: int) -> Fix | None:
+        """A setting that gives at least `want` units when the corpus has fewer than a batch."""
         return None
 
     def store_spec(self) -> StoreSpec:

@@ -162,10 +162,12 @@ class Declutr(Recipe):
 
         return LengthRule(self.cfg.num_anchors, self.cfg.min_span_len)
 
-    def more_units_fix(self) -> Fix | None:
+    def more_units_fix(self, store: Any, want: int) -> Fix | None:
+        """Cutting documents into pieces of the minimum length, when that gives `want` of them."""
         spec = self.store_spec()
-        if spec.max_tokens is None or spec.max_tokens > spec.min_tokens:
-            return Fix({"max_doc_tokens": spec.min_tokens}, "cuts documents into more, shorter pieces")
+        pieces = int((store.lengths() // spec.min_tokens).sum() * self.cfg.corpus_fraction)
+        if (spec.max_tokens is None or spec.max_tokens > spec.min_tokens) and pieces >= want:
+            return Fix({"max_doc_tokens": spec.min_tokens}, f"cuts documents into about {pieces} pieces")
         return None
 
     def batch(self, store: Any, units: list[int], step: int) -> SpanBatch:
