@@ -105,10 +105,8 @@ def test_anchors_are_masked_and_positives_are_not(store: Path, tiny_model_dir: P
     assert all(lb is None for lb in batch.labels[n_anchor:])
     assert batch.counts["mlm"] == labelled
     for s, lb in zip(anchors, batch.labels[:n_anchor]):
-        for t, y in zip(s, lb):
-            if y == -100:
-                continue
-            assert y != mask_id  # a label is the original token
+        assert all(y != mask_id for y in lb), "a label is the original token"
+        assert all(t != mask_id for t, y in zip(s, lb) if y == -100), "no [MASK] where nothing is predicted"
 
 
 def test_positives_are_averaged(store: Path, tiny_model_dir: Path) -> None:
