@@ -141,12 +141,13 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path, tiny_model_d
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     src = _texts(tmp_path, 2000)  # 2000 x 32 float32 = 256 kB > the 64 kB disk
     with _mounted(tmp_path / "small", "size=64k") as disk:
-        (disk / "vectors.npy").write_bytes(b"an earlier good file")
+        np.save(disk / "vectors.npy", np.ones((2, 32), dtype=np.float32))  # an earlier good output
+        before = (disk / "vectors.npy").read_bytes()
         rc = main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(disk / "vectors.npy")])
         line = _err(capsys)
         assert rc == 1 and "No space left on device" in line and "Errno" not in line
         assert sorted(p.name for p in disk.iterdir()) == ["vectors.npy"]
-        assert (disk / "vectors.npy").read_bytes() == b"an earlier good file"
+        assert (disk / "vectors.npy").read_bytes() == before
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EIO])
@@ -223,7 +224,7 @@ def _embed_under_umask(mask: int, tmp_path: Path, model: Path, name: str) -> int
 def test_output_through_a_symlink_and_into_a_new_folder(tmp_path: Path, tiny_model_dir: Path) -> None:
     real = tmp_path / "big_disk" / "v.npy"
     real.parent.mkdir()
-    real.write_bytes(b"old")
+    np.save(real, np.ones((1, 32), dtype=np.float32))
     link = tmp_path / "v.npy"
     link.symlink_to(real)
     src = _texts(tmp_path)
@@ -285,3 +286,22 @@ def test_broken_pipe_is_quiet(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Ca
     monkeypatch.setattr(main_mod, "_silence_stdout", lambda: None)
     assert main(["similarity", "--model", "m", "a", "b"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_embed_never_overwrites_a_file_it_did_not_write(tmp_path: Path, tiny_model_dir: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = _texts(tmp_path)
+    users = {"labels.npy": lambda p: np.save(p, np.arange(5)), "data.parquet": lambda p: pq.write_table(pa.table({"x": [1]}), p),
+             "notes.npy": lambda p: p.write_text("not an array")}
+    for name, write in users.items():
+        write(tmp_path / name)
+        before = (tmp_path / name).read_bytes()
+        assert main(["embed", "--model", NO_MODEL, "--input", str(src), "--output", str(tmp_path / name)]) == 2
+        assert "exists and is not a file that sentkit embed wrote" in _err(capsys)
+        assert (tmp_path / name).read_bytes() == before
+    for name in ("v.npy", "v.parquet"):  # its own earlier output is replaced
+        for _ in range(2):
+            assert main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / name)]) == 0

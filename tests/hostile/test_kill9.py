@@ -127,10 +127,11 @@ def test_kill_embed(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     src = tmp_path / "in.txt"
     src.write_text("".join(f"sentence {i} about {' '.join(make_docs(1, 8, seed=i))}\n" for i in range(3000)))
     dst = tmp_path / "v.npy"
-    dst.write_bytes(b"an earlier good output")
+    np.save(dst, np.ones((2, 32), dtype=np.float32))  # an earlier good output
+    before = dst.read_bytes()
     argv = ["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(dst), "--block", "200"]
     kill_when(argv, grows(".v.npy.*.tmp", tmp_path, 0 if moment == "temp-file-created" else 200 * 128 * 3))
-    assert dst.read_bytes() == b"an earlier good output"
+    assert dst.read_bytes() == before
     assert temporaries(tmp_path)  # the killed write's temporary is still there ...
     r = sentkit(*argv)
     assert r.returncode == 0, r.stderr

@@ -41,6 +41,7 @@ def register(sub: Any) -> None:
 # ----------------------------------------------------------------------------- embed
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 OUTPUT_SUFFIXES = (".npy", ".parquet")
+PARQUET_MARKER = b"sentkit-embeddings"  # schema metadata key of embed's Parquet files
 BINARY_SUFFIXES = (".npy", ".npz", ".parquet", ".gz", ".bz2", ".xz", ".zst", ".zip", ".tar", ".pt", ".arrow")
 
 
@@ -140,6 +141,32 @@ def _check_embed_paths(src: Path, dst: Path) -> None:
     check_writable(dst, what="--output")
     if dst.exists() and os.path.samefile(src, dst):
         raise PathError(errno.EEXIST, "is the --input file; writing it would destroy the input", "--output", dst)
+    if dst.exists() and not _is_embed_output(dst):
+        raise PathError(errno.EEXIST, "exists and is not a file that sentkit embed wrote; give another --output, "
+                        "or move that file away yourself", "--output", dst)
+
+
+def _is_embed_output(path: Path) -> bool:
+    """Whether an existing file looks like embed's output (so replacing it loses nothing of the user's):
+    a .npy of float32 [n, dim], or a .parquet with sentkit's schema metadata."""
+    import numpy as np
+
+    try:
+        if path.suffix.lower() == ".npy":
+            with path.open("rb") as f:
+                version = np.lib.format.read_magic(f)
+                reader = {(1, 0): np.lib.format.read_array_header_1_0,
+                          (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if reader is None:
+                    return False
+                shape, _, dtype = reader(f)
+            return len(shape) == 2 and dtype == np.float32
+        import pyarrow.parquet as pq
+
+        meta = pq.read_schema(path).metadata or {}
+        return PARQUET_MARKER in meta
+    except Exception:  # unreadable or another format: not ours
+        return False
 
 
 def _dim_of(enc: Any) -> int:
@@ -223,7 +250,8 @@ def _write_parquet(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(pa.float32(), dim))])
+    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(pa.float32(), dim))],
+                       metadata={PARQUET_MARKER: json.dumps({"dim": dim}).encode()})
     row = 0
     with pq.ParquetWriter(tmp, schema) as writer:
         for texts, v in blocks:
