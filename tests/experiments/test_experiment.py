@@ -404,3 +404,35 @@ def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_di
     write('[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = { model = "@bse" }\n')
     with pytest.raises(ConfigError, match="names no cell"):
         load_experiment(toml)
+
+
+def test_several_experiments_make_one_report_opening_with_the_headline(tmp_path: Path) -> None:
+    """`report A.toml B.toml`: one file, A's section first with its headline table (averages, cost,
+    CPU minutes where recorded), B's after it, headings one level down, one chart each."""
+    from sentkit.experiments.grid import CellSpec, ExperimentSpec
+    from sentkit.experiments.report import write_reports
+
+    def res(exp: str, cell: str, seed: int, sts: float, cpu: dict[str, float] | None) -> dict[str, Any]:
+        r: dict[str, Any] = {"declutr_average": {"per_task": {"MR": 70.0 + seed, "STSB": 100 * sts}, "downstream": 70.0 + seed},
+                             "results": {"STS12": {"all": {"spearman": {"mean": sts}}}},
+                             "experiment": {"name": exp, "cell": cell, "seed": seed, "method": "declutr",
+                                            "settings": {}, "train_seconds": 60.0}}
+        if cpu:
+            r["experiment"]["cpu_seconds"] = cpu
+        return r
+
+    a = ExperimentSpec("a", str(tmp_path), [CellSpec("base", "pretrained"), CellSpec("tuned", "declutr")],
+                       headline=["tuned", "base"], seeds=[0, 1])
+    b = ExperimentSpec("b", str(tmp_path), [CellSpec("other", "declutr")])
+    ra = [res("a", "tuned", s, 0.8, {"train": 120.0, "evaluate": 60.0}) for s in (0, 1)] + [res("a", "base", 0, 0.5, None)]
+    rb = [res("b", "other", 0, 0.6, None)]
+    out = write_reports([(ra, a, "ra"), (rb, b, "rb")], tmp_path / "results.md", chart=False)
+    text = out.read_text()
+    assert text.startswith("# Results\n")
+    assert text.index("## Results: a") < text.index("## Results: b")
+    assert "### All scores" in text and "\n## All scores" not in text
+    table = text[text.index("| cell | seeds | downstream"):].split("\n\n")[0].splitlines()
+    assert table[2].startswith("| tuned | 2 |") and table[2].endswith("| 60 | 0 | 3 |")  # 180 CPU s = 3 min
+    assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  |")  # no CPU time recorded
+    assert "results-a.png" in text and "results-b.png" in text
+    assert "CPU time, recorded for 2 of them: 0.1 CPU-hours" in text

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
     r.set_defaults(func=cmd_run)
     rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files",
                           description="Reads the experiment's committed `results` folder (else its `output`).")
-    rep.add_argument("experiment", help="experiment TOML file")
+    rep.add_argument("experiment", nargs="+", help="experiment TOML file(s); several make one report, in order")
     rep.add_argument("--output", default="docs/results.md", help="Markdown file to write (default docs/results.md)")
     rep.add_argument("--from", dest="source", default=None, metavar="DIR",
                      help="read results from this folder instead (a run output or a results folder)")
@@ -53,14 +53,17 @@ def _cells(value: str | None) -> list[str] | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from sentkit.config import ConfigError
     from sentkit.experiments import load_experiment
-    from sentkit.experiments.report import write_report
+    from sentkit.experiments.report import write_reports
     from sentkit.experiments.runner import collect, results_source
 
-    spec = load_experiment(args.experiment)
-    source = args.source or results_source(spec)
-    path = write_report(collect(source), args.output, spec=spec, source=source)
-    print(f"wrote {path} from {source}")
+    specs = [load_experiment(e) for e in args.experiment]
+    if args.source and len(specs) > 1:
+        raise ConfigError("--from reads one experiment's results: give one experiment file with it")
+    parts = [(collect(src), spec, src) for spec in specs for src in [args.source or results_source(spec)]]
+    path = write_reports(parts, args.output)
+    print(f"wrote {path} from {', '.join(str(src) for _, _, src in parts)}")
     return 0
 
 

@@ -63,6 +63,7 @@ class ExperimentSpec:
     claims: list[ClaimSpec] = field(default_factory=list)  # [[claim]] tables, judged by the report
     summary: str = ""  # Markdown the report puts under its title (what the results mean)
     results: str | None = None  # folder of committed results (<cell>/seed-<s>.json) the report reads
+    headline: list[str] = field(default_factory=list)  # cells of the table the report opens with
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
@@ -71,6 +72,9 @@ class ExperimentSpec:
             raise ConfigError(f"experiment {self.name!r}: duplicate cell names {sorted(dup)}")
         if not self.cells:
             raise ConfigError(f"experiment {self.name!r} declares no [[cell]]")
+        for c in self.headline:
+            if c not in names:
+                raise ConfigError(f"experiment {self.name!r}: headline names unknown cell {c!r}{suggest(c, names)}")
         for i, cell in enumerate(self.cells):  # "@cell" settings name an earlier cell (cells run in order)
             for key, value in cell.settings.items():
                 if isinstance(value, str) and value.startswith("@") and value[1:] not in names[:i]:

@@ -115,12 +115,17 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     import sentkit
 
     run.folder.mkdir(parents=True, exist_ok=True)
+    cpu0 = time.process_time()
     encoder, train_s = _train(run, spec)
+    cpu1 = time.process_time()
     fingerprint = cache_key(spec, run, encoder)
     res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
+    # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
+    cpu = {"train": round(cpu1 - cpu0, 1), "evaluate": round(time.process_time() - cpu1, 1)}
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
-                         "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1)}
+                         "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1),
+                         "cpu_seconds": cpu}
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res
