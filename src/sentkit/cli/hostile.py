@@ -261,7 +261,9 @@ def _case(command: str, name: str, inp: Path, d: Path, model: str, raw: bytes) -
                                     "--min-span-len", "4", "--width", "60"],
                     "ok" if usable_doc else "error", _check_stdout("anchor 1"), owner)
     if command == "similarity":
-        text = raw.decode("utf-8", errors="replace")
+        # texts are arguments: at most 100 kB each (the kernel's limit for one argument is 128 kB),
+        # and no NUL (an argument cannot hold one)
+        text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")[:100_000]
         texts = [text, text[: len(text) // 2]]
         return Case(command, name, ["similarity", "--model", model, *texts], "either",
                     _check_stdout("cosine similarity"), owner)
