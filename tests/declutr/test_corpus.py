@@ -284,3 +284,10 @@ def test_an_interrupted_prepare_leaves_the_old_store_and_no_temporary(stop: Base
         prepare_store(corpus, tokenizer, store, min_doc_tokens=10, show_progress=False)
     assert {p.name: p.read_bytes() for p in store.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "store"]
+
+
+def test_jsonl_with_a_byte_order_mark_keeps_its_first_record(tmp_path: Path) -> None:
+    f = tmp_path / "c.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf{"text": "first"}\n{"text": "second"}\n')
+    stats = CorpusStats()
+    assert [d.text for d in iter_documents(f, stats=stats)] == ["first", "second"] and stats.bad_json == 0

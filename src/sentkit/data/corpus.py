@@ -221,6 +221,8 @@ def _iter_jsonl(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
     with p.open("rb") as f:
         for i, raw in enumerate(f, 1):
             doc_id = f"{p}:{i}"
+            if i == 1 and raw.startswith(codecs.BOM_UTF8):  # json.loads refuses a byte-order mark
+                raw = raw[len(codecs.BOM_UTF8):]
             if not raw.strip():
                 continue
             try:
