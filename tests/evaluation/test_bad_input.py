@@ -276,3 +276,31 @@ def test_data_download_into_an_unwritable_folder_is_one_line(tmp_path, capsys):
     assert main(["data", "download", "TREC", "--data-dir", str(blocker / "data")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--data-dir" in err and "Errno" not in err
+
+
+class CtrlCOnTrec(HashEncoder):
+    def encode(self, texts):  # type: ignore[no-untyped-def]
+        if any(t.startswith("trec") for t in texts):
+            raise KeyboardInterrupt
+        return super().encode(texts)
+
+
+def test_ctrl_c_keeps_the_finished_tasks(senteval_dir, tmp_path, capsys, monkeypatch):
+    from sentkit.evaluation import EvaluationInterrupted
+
+    with pytest.raises(EvaluationInterrupted) as e:
+        evaluate(CtrlCOnTrec(), tasks="MR,TREC,STS12", data_dir=senteval_dir, use_cache=False, progress=False)
+    assert set(e.value.results["results"]) == {"MR"}
+    assert e.value.results["errors"] == {"TREC": "interrupted", "STS12": "interrupted"}
+    enc = tmp_path / "ctrlc.py"
+    enc.write_text("import numpy as np\n"
+                   "def f(texts):\n"
+                   "    if any(t.startswith('trec') for t in texts):\n"
+                   "        raise KeyboardInterrupt\n"
+                   "    return np.array([[len(t), t.count('a') + 1.0] for t in texts], np.float32)\n")
+    out = tmp_path / "r.json"
+    rc = main(["-q", "evaluate", "-m", f"{enc}:f", "--tasks", "MR,TREC", "--data-dir", str(senteval_dir),
+               "--no-cache", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 130 and "interrupted" in err and "1 finished tasks were written" in err
+    assert set(json.loads(out.read_text())["results"]) == {"MR"}

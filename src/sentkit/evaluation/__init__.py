@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sentkit.evaluation.config import PRESETS, EvalConfig, make_config
 from sentkit.evaluation.report import declutr_average, markdown_table, side_by_side
-from sentkit.evaluation.runner import EncoderOutputError, evaluate
+from sentkit.evaluation.runner import EncoderOutputError, EvaluationInterrupted, evaluate
 from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, PROBING, TASKS, get_task, load_task
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "TASKS",
     "EncoderOutputError",
     "EvalConfig",
+    "EvaluationInterrupted",
     "declutr_average",
     "evaluate",
     "get_task",

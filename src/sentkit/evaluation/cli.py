@@ -161,6 +161,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.models import load_model
     from sentkit.evaluation.report import markdown_table, plot_runs
+    from sentkit.evaluation.runner import EvaluationInterrupted
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
@@ -178,9 +179,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.raw:
         overrides["raw"] = True
     model = load_model(args.model)
-    results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
-                       fingerprint=args.fingerprint or model.fingerprint, model_name=model.name,
-                       progress=not getattr(args, "quiet", False), **overrides)
+    try:
+        results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
+                           fingerprint=args.fingerprint or model.fingerprint, model_name=model.name,
+                           progress=not getattr(args, "quiet", False), **overrides)
+    except EvaluationInterrupted as e:  # Ctrl-C: keep what was finished
+        done = len(e.results["results"])
+        line = save_or_keep(args.output, json.dumps(e.results, indent=1, allow_nan=False) + "\n", "results")
+        print("sentkit evaluate: interrupted; " + (f"the results of the {done} finished tasks were written to "
+              f"{args.output}" if line is None else line), file=sys.stderr)
+        return 130
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     table = markdown_table(results)
     if args.markdown:

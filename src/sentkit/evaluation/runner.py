@@ -38,6 +38,15 @@ class EncoderOutputError(ValueError):
     """The encoder returned the wrong shape, NaN or inf, or raised."""
 
 
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `evaluate`: `.results` is the results dict of the tasks finished so far (the
+    others are listed under `errors` as interrupted)."""
+
+    def __init__(self, results: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.results = results
+
+
 # ---------------------------------------------------------------------------------------------
 # Embedding store: every unique sentence encoded once per run
 # ---------------------------------------------------------------------------------------------
@@ -299,39 +308,25 @@ def evaluate(
     warnings: dict[str, list[str]] = {}
     timings: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, int]] = {}
-    for name in names:
-        spec = get_task(name)
-        t0 = time.perf_counter()
-        changed = size_mismatches(name, ddir)
-        if changed:
-            more = f" (and {len(changed) - 1} more files)" if len(changed) > 1 else ""
-            logger.warning("task %s: %s%s; fetch SentEval's files again with `%s --force`", name, changed[0],
-                           more, download_hint(name, ddir))
-            warnings[name] = changed
-        try:
-            data = load_task(name, ddir, raw=cfg.raw)
-            counts[name] = _counts(data)
-            e0 = store.encode_s
-            store.ensure(list(data.sentences()), name)
-            t1, c1 = time.perf_counter(), time.process_time()
-            res = RUNNERS.get(spec.kind)(data, store, cfg)
-            t2, c2 = time.perf_counter(), time.process_time()
-            _check_score(name, res)
-        except Exception as e:
-            if raise_errors:
-                raise
-            logger.error("task %s failed: %s", name, e)
-            errors[name] = f"{type(e).__name__}: {e}"
-            continue
-        finally:
-            bar.task_end(name)
-        res["kind"] = spec.kind
-        results[name] = res
-        timings[name] = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.encode_s - e0, 3),
-                         "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
-        logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
-    if not isinstance(progress, EvalProgress):
-        bar.close()
+    interrupted = False
+    try:
+        for name in names:
+            warnings.update(_check_sizes(name, ddir))
+            try:
+                results[name], timings[name], counts[name] = _run_task(name, ddir, cfg, store)
+            except Exception as e:
+                if raise_errors:
+                    raise
+                logger.error("task %s failed: %s", name, e)
+                errors[name] = f"{type(e).__name__}: {e}"
+            finally:
+                bar.task_end(name)
+    except KeyboardInterrupt:
+        interrupted = True
+        errors.update({n: "interrupted" for n in names if n not in results and n not in errors})
+    finally:
+        if not isinstance(progress, EvalProgress):
+            bar.close()
     from sentkit.evaluation.report import declutr_average
 
     out = {
@@ -353,7 +348,39 @@ def evaluate(
         "versions": library_versions(),
     }
     out["declutr_average"] = declutr_average(out["results"])
+    if interrupted:
+        raise EvaluationInterrupted(out)
     return out
+
+
+def _check_sizes(name: str, ddir: Path) -> dict[str, list[str]]:
+    """{task: files whose size differs from SentEval's copy} (with a warning), or {}."""
+    changed = size_mismatches(name, ddir)
+    if not changed:
+        return {}
+    more = f" (and {len(changed) - 1} more files)" if len(changed) > 1 else ""
+    logger.warning("task %s: %s%s; fetch SentEval's files again with `%s --force`", name, changed[0], more,
+                   download_hint(name, ddir))
+    return {name: changed}
+
+
+def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
+              ) -> tuple[dict[str, Any], dict[str, float], dict[str, int]]:
+    """Load, encode and score one task -> (results, timings, counts); raises on any failure."""
+    spec = get_task(name)
+    t0 = time.perf_counter()
+    data = load_task(name, ddir, raw=cfg.raw)
+    e0 = store.encode_s
+    store.ensure(list(data.sentences()), name)
+    t1, c1 = time.perf_counter(), time.process_time()
+    res = RUNNERS.get(spec.kind)(data, store, cfg)
+    t2, c2 = time.perf_counter(), time.process_time()
+    _check_score(name, res)
+    res["kind"] = spec.kind
+    logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
+    timing = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.encode_s - e0, 3),
+              "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
+    return res, timing, _counts(data)
 
 
 def _check_score(name: str, res: dict[str, Any]) -> None:
