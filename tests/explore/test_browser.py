@@ -25,6 +25,7 @@ from .conftest import DOCS, SENTENCE_OF_SEA
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
 expect = sync_api.expect
+expect.set_options(timeout=20_000)  # generous: CI and this machine share their cores
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -62,6 +63,7 @@ class Page:
         self.ctx = browser.new_context(viewport={"width": 1280, "height": 860})
         self.errors: list[str] = []
         self.page = self.ctx.new_page()
+        self.page.set_default_timeout(20_000)
         self.page.on("pageerror", lambda e: self.errors.append(f"script error: {e}"))
         self.page.route("**/*", self._only_local(url))
         self.page.goto(url)

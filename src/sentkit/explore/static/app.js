@@ -74,6 +74,8 @@ async function refreshState() {
     data = await api("/api/state");
   } catch (e) {
     showMessage("#neighbours-message", e.message);
+    clearTimeout(S.poll);
+    S.poll = setTimeout(refreshState, 2000);  // keep asking: the server may be busy or restarting
     return;
   }
   S.state = data;
