@@ -304,3 +304,21 @@ def test_ctrl_c_keeps_the_finished_tasks(senteval_dir, tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert rc == 130 and "interrupted" in err and "1 finished tasks were written" in err
     assert set(json.loads(out.read_text())["results"]) == {"MR"}
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"", "no sentence in the all split"),
+    (b"  \n\t\n   \n", "no sentence in the all split"),
+    (b"one sentence\nanother\n", "4 samples, too few for 5-fold"),
+])
+def test_an_empty_or_tiny_task_is_a_data_error_in_one_line(senteval_dir, tmp_path, encoder, capsys, content, match):
+    d = _copy(senteval_dir, tmp_path, "MR")
+    for f in ("rt-polarity.pos", "rt-polarity.neg"):
+        (d / "MR" / f).write_bytes(content)
+    shutil.copytree(senteval_dir / "STS12", d / "STS12")
+    rc = main(["-q", "evaluate", "-m", encoder, "--tasks", "MR,STS12", "--data-dir", str(d), "--no-cache",
+               "-o", str(tmp_path / "r.json")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sentkit ")]
+    assert rc == 1 and len(err) == 1
+    assert err[0].startswith("sentkit evaluate: error: 1 of 2 tasks failed: task MR: ") and match in err[0]
+    assert "STS12" in json.loads((tmp_path / "r.json").read_text())["results"]

@@ -155,8 +155,6 @@ def _refuse_foreign_file(path: str) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import logging
-
     from sentkit.config import ConfigError, parse_overrides
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.models import load_model
@@ -203,12 +201,23 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(table)
     if failed[0] is None:
         print(f"results written to {args.output}")
-    log = logging.getLogger("sentkit.evaluate")
-    for name, err in results["errors"].items():
-        log.error("task %s failed: %s", name, err)
-    for line in filter(None, failed):
-        print(f"sentkit evaluate: error: {line}", file=sys.stderr)
-    return 1 if results["errors"] or any(failed) else 0
+    problems = [p for p in failed if p]
+    if results["errors"]:  # the table has a row per failed task; the error line sums them up
+        errs = results["errors"]
+        n = len(results["tasks_requested"])
+        lines = [_one_line(msg) for msg in errs.values()]
+        lines = [ln if ln.startswith(f"task {name}") else f"task {name}: {ln}" for name, ln in zip(errs, lines)]
+        problems.insert(0, f"{len(errs)} of {n} tasks failed: " + "; ".join(ln[:300] for ln in lines))
+    if problems:
+        print(f"sentkit evaluate: error: {'; '.join(problems)}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line, without the exception class prefix the runner records."""
+    flat = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    head, sep, rest = flat.partition(": ")
+    return rest if sep and head.isidentifier() and head[:1].isupper() else flat
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from sentkit.evaluation.data import size_mismatches
 from sentkit.evaluation.progress import EvalProgress
 from sentkit.evaluation.tasks import (
     TaskData,
+    TaskDataError,
     download_hint,
     expand_tasks,
     get_task,
@@ -370,6 +371,11 @@ def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
     spec = get_task(name)
     t0 = time.perf_counter()
     data = load_task(name, ddir, raw=cfg.raw)
+    if spec.kind in ("cv", "kfold"):
+        n = len(data.splits["all" if spec.kind == "cv" else "train"])
+        if n < 2 * cfg.kfold:
+            raise TaskDataError(f"task {name}: {n} samples, too few for {cfg.kfold}-fold cross-validation "
+                                f"(SentEval's file has thousands): is {ddir / spec.folder} truncated?")
     e0 = store.encode_s
     store.ensure(list(data.sentences()), name)
     t1, c1 = time.perf_counter(), time.process_time()

@@ -527,7 +527,12 @@ def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = Fals
     spec = get_task(name)
     ddir = resolve_data_dir(data_dir)
     try:
-        return spec.loader(ddir, spec, raw=raw and spec.pair)
+        data = spec.loader(ddir, spec, raw=raw and spec.pair)
+        empty = [k for k, split in data.splits.items() if not any(t.strip() for t in split.a)]
+        if empty:
+            raise TaskDataError(f"no sentence in the {', '.join(empty)} split(s) of "
+                                f"{', '.join(str(p) for p in spec.paths(ddir))}")
+        return data
     except (ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError) as e:
         why = str(e) if isinstance(e, TaskDataError) else f"malformed data ({type(e).__name__}: {e})"
         raise TaskDataError(f"task {spec.name}: {why}. Fetch the files again with "
