@@ -239,3 +239,19 @@ def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_d
     fixes = re.findall(r"`([^`]+)`", err)
     assert fixes == ["--set batch_size=3", "--set max_doc_tokens=128"], err
     assert cli([*base, "--out", str(tmp_path / "fixed-cut"), *shlex.split(fixes[1])]) == 0
+
+
+def test_no_lock_file_in_a_refused_folder_and_resume_before_any_checkpoint(store: Path, tiny_model_dir: Path,
+                                                                           tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "a.txt").write_text("mine")
+    with pytest.raises(RunDirError):
+        train(_cfg(store, user, tiny_model_dir, max_steps=1), Declutr)
+    assert sorted(p.name for p in user.iterdir()) == ["a.txt"], "not even a .lock is left"
+    # a run killed before its first checkpoint: --resume starts it from step 0
+    out = tmp_path / "run"
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=10), Declutr, stop_at=2)
+    assert not (out / CHECKPOINT).exists()
+    train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=10, resume=True), Declutr)
+    assert torch.load(out / CHECKPOINT, weights_only=False)["step"] == 4

@@ -110,8 +110,10 @@ def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:
     if not target:
         return method.train(cfg)
     out = Path(target)
-    claim(out, method.name, SimpleNamespace(overwrite=overwrite, resume=False))
+    guard = SimpleNamespace(overwrite=overwrite, resume=False)
+    claim(out, method.name, guard, dry_run=True)
     with run_lock(out):
+        claim(out, method.name, guard)
         result = method.train(cfg)
         write_run(out, method.name, cfg, status="done")
     return result

@@ -21,7 +21,13 @@ import torch
 from sentkit.config import ConfigError, save_json, to_dict
 from sentkit.data.corpus import CorpusError, Fix
 from sentkit.training.batching import docs_for_step
-from sentkit.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from sentkit.training.checkpoint import (
+    has_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from sentkit.training.config import TrainConfig
 from sentkit.training.distributed import DistInfo, unwrap, wrap
 from sentkit.training.metrics import MetricsLogger
@@ -144,13 +150,16 @@ def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = N
     # --- the output folder: ours to write, one process at a time, leftovers of a kill removed
     with contextlib.ExitStack() as stack:
         if info.is_main:
-            prev = claim(out, recipe_cls.name, cfg)
+            claim(out, recipe_cls.name, cfg, dry_run=True)  # refuse before writing anything
             stack.enter_context(run_lock(out))
+            prev = claim(out, recipe_cls.name, cfg)  # again, under the lock
             clean_stale(out)
             stack.enter_context(run_log(out))
         else:
             prev = None
-        resuming = cfg.resume and prev is not None
+        resuming = cfg.resume and prev is not None and has_checkpoint(out)
+        if cfg.resume and prev is not None and not resuming:
+            log.warning("%s holds a run that was stopped before its first checkpoint; starting from step 0", out)
         return _run(cfg, recipe_cls, out, device, info, precision, resuming, stop_at)
 
 

@@ -9,7 +9,9 @@ sentkit made). Rules, checked before any expensive work:
   ``--allow-config-change``), or replaced with ``--overwrite`` (only if every entry is one sentkit
   wrote);
 - one process at a time: ``.lock`` is held (``flock``) for the whole run; the kernel drops it when the
-  process dies, so a crashed run never leaves it stuck.
+  process dies, so a crashed run never leaves it stuck. The folder is checked once before the lock
+  is taken (so nothing, not even the lock file, is written into a folder of someone else's files)
+  and again under it, before --overwrite removes anything.
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ def _list(out: Path) -> list[str]:
         return []
 
 
-def claim(out: Path, method: str, cfg: Any) -> dict[str, Any] | None:
+def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[str, Any] | None:
     """Check that this run may use `out` (see the module docstring); with --overwrite, clear the
-    earlier run. Returns the earlier run's record when resuming, else None.
+    earlier run (not with `dry_run`: a check that changes nothing, made before taking the lock).
+    Returns the earlier run's record when resuming, else None.
 
     `cfg` is the run's config: a `TrainConfig`, or any config with ``resume`` / ``overwrite`` /
     ``allow_config_change`` attributes (absent ones read False)."""
@@ -76,7 +79,7 @@ def claim(out: Path, method: str, cfg: Any) -> dict[str, Any] | None:
         raise RunDirError(f"--out {out}: is a file, not a folder; choose a folder name")
     entries = [e for e in _list(out) if e != LOCK_FILE and not (e.startswith(".") and e.endswith(".tmp"))]
     if not entries:
-        if resume:
+        if resume and not dry_run:
             log.warning("--resume given but %s holds no run; starting from step 0", out)
         return None
     prev = read_run(out) or _legacy_run(out, entries)
@@ -92,6 +95,8 @@ def claim(out: Path, method: str, cfg: Any) -> dict[str, Any] | None:
                 f"--out {out}: --overwrite would delete files that sentkit did not write ({_names(unknown)}); "
                 "move them away or choose another --out"
             )
+        if dry_run:
+            return None
         log.warning("--overwrite: replacing the earlier %s run in %s", prev["method"], out)
         for e in entries:
             p = out / e
@@ -116,7 +121,7 @@ def claim(out: Path, method: str, cfg: Any) -> dict[str, Any] | None:
             f"--out {out}: --resume with settings that differ from the run's ({'; '.join(diff)}); "
             "resume with the same settings, or add --allow-config-change to accept them"
         )
-    if diff:
+    if diff and not dry_run:
         log.warning("resuming %s with changed settings: %s", out, "; ".join(diff))
     return prev
 
