@@ -135,7 +135,7 @@ def test_mlm_head_matches_the_models_own_logits(family: str, tmp_path: Path) -> 
     from sentkit.models.mlm import MLM_HEADS, MaskedLM
 
     model_dir = _family_model(family, tmp_path / family)
-    mlm, tok = load_mlm(str(model_dir))
+    mlm, _tok = load_mlm(str(model_dir))
     assert mlm.config.model_type in MLM_HEADS
     mlm.eval()
     limit = position_limit(mlm.config)

@@ -137,7 +137,7 @@ def test_tsdae_decoder_is_causal_and_tied(sentences: Path, tiny_model_dir: Path,
     memory = torch.randn(1, 32)
     t = TokenStore(store).doc(0)[:8].tolist()
     seq = recipe.prefix + t + recipe.suffix
-    changed = seq[:-3] + [seq[-3] + 1] + seq[-2:]
+    changed = [*seq[:-3], seq[-3] + 1, *seq[-2:]]
     hid = [module.decoder_base(input_ids=torch.tensor([s[:-1]]), encoder_hidden_states=memory[:, None]).last_hidden_state
            for s in (seq, changed)]
     k = len(seq) - 4  # positions before the changed token see the same prefix
