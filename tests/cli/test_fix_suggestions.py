@@ -73,14 +73,6 @@ def test_embed_jsonl_without_the_text_field(tmp_path: Path, tiny_model_dir: Path
     assert _rerun_with_fix(argv, capsys) == ["--text-field", "body"]
 
 
-TRAIN_LEFTOVERS = (
-    "owned by training (lead engineer): a train that fails on its corpus leaves .prepared.lock and "
-    "train.log in --out, and the same command rerun with the suggested fix is refused with 'the folder "
-    "already holds files that sentkit did not write (.prepared.lock, train.log)'"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=TRAIN_LEFTOVERS)
 def test_train_no_usable_document(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "run"), "--model", str(tiny_model_dir),
             "--max-steps", "1", "--set", "progress=false"]
@@ -90,7 +82,7 @@ def test_train_no_usable_document(tmp_path: Path, tiny_model_dir: Path, capsys: 
 
 def test_train_suggestions_work_in_a_fresh_folder(tmp_path: Path, tiny_model_dir: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The suggested flags themselves are right for train (the rerun above fails for another reason)."""
+    """The suggested flags are right for train in a fresh folder too."""
     base = ["--model", str(tiny_model_dir), "--max-steps", "1", "--set", "progress=false"]
     argv = ["train", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "run"), *base]
     assert main(argv) == 2
@@ -98,7 +90,6 @@ def test_train_suggestions_work_in_a_fresh_folder(tmp_path: Path, tiny_model_dir
     assert main(["train", "--corpus", str(tmp_path / "short"), "--out", str(tmp_path / "run2"), *base, *fix]) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=TRAIN_LEFTOVERS)
 def test_train_jsonl_without_the_text_field(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", "--corpus", str(_jsonl_body(tmp_path)), "--out", str(tmp_path / "run"), "--model", str(tiny_model_dir),
             "--max-steps", "1", "--set", "progress=false", "--set", "max_span_len=32", "--set", "min_span_len=8"]

@@ -144,15 +144,8 @@ TRAIN_SETTINGS = ["--set", "max_span_len=16", "--set", "min_span_len=4", "--set"
                   "--set", "checkpoint_every=2", "--set", "progress=false"]
 
 
-KILLED_WHILE_PREPARING = (
-    "owned by training (lead engineer): after a kill while preparing, `train --resume` (and the same "
-    "command without --resume) is refused: 'the folder already holds files that sentkit did not write "
-    "(.prepared.lock, train.log)', though sentkit wrote both"
-)
-
-
 @pytest.mark.parametrize("moment", [
-    pytest.param("while-preparing", marks=pytest.mark.xfail(strict=True, reason=KILLED_WHILE_PREPARING)),
+    "while-preparing",
     "after-a-checkpoint",
 ])
 def test_kill_train(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None:

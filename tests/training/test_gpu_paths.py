@@ -163,7 +163,8 @@ def test_one_training_step_per_family(family: str, tmp_path: Path, tiny_corpus: 
     rows = read_metrics(out / "metrics.csv")
     assert rows and rows[0]["mlm"] > 0 and rows[0]["contrastive"] > 0
     enc = load_trained(out)
-    v = enc.encode(["a river in winter " * 20])
+    assert enc.max_length == 16  # the encoder knows the family's position scheme too
+    v = enc.encode(["a river in winter " * 20])  # longer than 16 tokens: truncated, never out of the table
     assert v.shape[-1] == 32
     from transformers import AutoConfig
 

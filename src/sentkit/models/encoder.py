@@ -18,6 +18,7 @@ from sentkit.encoder import as_text_list
 from sentkit.models.hub import (
     load_tokenizer,
     not_found,
+    position_limit,
     quiet_transformers,
     resolve,
     special_affixes,
@@ -60,9 +61,7 @@ class TransformerEncoder:
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.pool_fn = POOLINGS.get(pooling)
-        limit = int(getattr(model.config, "max_position_embeddings", 512) or 512)
-        if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-            limit -= 2  # RoBERTa position ids start after the padding index
+        limit = position_limit(model.config)  # positions after the padding index for RoBERTa, MPNet, ...
         self.max_length = min(max_length or limit, limit)
         try:
             self.device = pick_device(device)

@@ -80,6 +80,7 @@ def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out
             with file_lock(target.with_name(f".{target.name}.lock")):
                 if not _store_matches(target, spec, tokenizer):
                     kw: dict[str, Any] = {"rule": rule} if rule is not None else {}
+                    kw["what"] = "prepared_dir" if cfg.prepared_dir else "store folder"
                     if spec.unit != "document":
                         kw["unit"] = spec.unit
                     rep = prepare_store(

@@ -78,10 +78,12 @@ def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[st
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: is a file, not a folder; choose a folder name")
     entries = [e for e in _list(out) if e != LOCK_FILE and not (e.startswith(".") and e.endswith(".tmp"))]
-    if not entries:
+    if not entries or _scaffolding_only(out, entries):
+        # nothing to lose: empty, or what a run that failed or was killed before its first checkpoint
+        # left (its log, the store it prepared, locks): a rerun (with the suggested fix) uses it
         if resume and not dry_run:
-            log.warning("--resume given but %s holds no run; starting from step 0", out)
-        return None
+            log.warning("--resume given but %s holds no checkpoint; starting from step 0", out)
+        return read_run(out) if resume else None
     prev = read_run(out) or _legacy_run(out, entries)
     if prev is None:
         raise RunDirError(
@@ -124,6 +126,16 @@ def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[st
     if diff and not dry_run:
         log.warning("resuming %s with changed settings: %s", out, "; ".join(diff))
     return prev
+
+
+def _scaffolding_only(out: Path, entries: list[str]) -> bool:
+    """Whether every entry is one a run writes before it has a checkpoint or a model."""
+    from sentkit.methods import MARKER_FILE
+
+    early = {RUN_FILE, LOG_FILE, "metrics.csv", "train_config.json", "prepared", "tokenizer", "tensorboard"}
+    if (out / MARKER_FILE).exists() or any((out / "checkpoint").glob("*.pt")):
+        return False
+    return all(e in early or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock")) for e in entries)
 
 
 def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:

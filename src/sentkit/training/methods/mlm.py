@@ -20,7 +20,7 @@ import torch
 from sentkit.config import ConfigError
 from sentkit.data.packing import Packing
 from sentkit.models.mlm import MaskedLM
-from sentkit.objectives.mlm import mask_tokens
+from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.training.config import TrainConfig
 from sentkit.training.recipe import Batch, Recipe, Seeds, StepOut, StoreSpec, TrainModule
 
@@ -188,21 +188,41 @@ class MLM(Recipe):
     def batch(self, store: Any, units: list[int], step: int) -> PackedBatch:
         """The packed sequences `units`, masked with a generator seeded per (seed, step, sequence)."""
         assert self.packing is not None, "call units(store) first"
-        seqs = [self.prefix + self.packing.sequence(u, store.tokens).tolist() + self.suffix for u in units]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        labels = torch.full_like(ids, -100)
-        for r, (u, s) in enumerate(zip(units, seqs)):
-            t = torch.tensor([s])
-            maskable = ~torch.isin(t, self.special)
-            gen = torch.Generator().manual_seed(int(np.random.default_rng([self.cfg.seed, step, u, 0x3A5]).integers(2**62)))
-            m, lab = mask_tokens(t, maskable, mask_token_id=int(self.tokenizer.mask_token_id),
-                                 vocab_size=int(self.mlm_model.config.vocab_size), generator=gen,
-                                 probability=self.cfg.mlm_probability)
-            ids[r, : len(s)] = m[0]
-            labels[r, : len(s)] = lab[0]
-        return PackedBatch(len(units), {"mlm": float((labels != -100).sum())}, sum(len(s) for s in seqs), ids, labels,
-                           self.pad_id, any(len(s) < width for s in seqs))
+        pre, suf = np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64)
+        seqs = [np.concatenate([pre, self.packing.sequence(u, store.tokens), suf]) for u in units]
+        lengths = [len(s) for s in seqs]
+        width = max(lengths)
+        if min(lengths) == width:
+            ids = torch.from_numpy(np.stack(seqs))
+        else:  # only a corpus shorter than one sequence gives a short one
+            ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+            for r, s in enumerate(seqs):
+                ids[r, : len(s)] = torch.from_numpy(s)
+        ids, labels = self.mask(ids, lengths, [self.mask_seed(step, u) for u in units])
+        return PackedBatch(len(units), {"mlm": float((labels != IGNORE_INDEX).sum())}, sum(lengths), ids, labels,
+                           self.pad_id, min(lengths) < width)
+
+    def mask_seed(self, step: int, unit: int) -> int:
+        """The seed of sequence `unit`'s mask at `step`."""
+        return int(np.random.default_rng([self.cfg.seed, step, unit, 0x3A5]).integers(2**62))
+
+    def mask(self, ids: torch.Tensor, lengths: list[int], seeds: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """`mask_tokens` applied to each row of ids [n, L] with its own generator (row r: the first
+        lengths[r] positions, generator seeded with seeds[r]), the rule applied to all rows at once:
+        the same draws, so the same masks, as calling it row by row."""
+        n, width = ids.shape
+        pick, u = torch.zeros(n, width), torch.zeros(n, width)
+        rand = torch.zeros(n, width, dtype=torch.long)
+        vocab = int(self.mlm_model.config.vocab_size)
+        for r, (length, seed) in enumerate(zip(lengths, seeds)):  # mask_tokens' draws, in its order
+            gen = torch.Generator().manual_seed(seed)
+            pick[r, :length] = torch.bernoulli(torch.full((length,), self.cfg.mlm_probability), generator=gen)
+            u[r, :length] = torch.rand(length, generator=gen)
+            rand[r, :length] = torch.randint(vocab, (length,), generator=gen)
+        chosen = pick.bool() & ~torch.isin(ids, self.special)  # never past a row's length: pick is 0 there
+        labels = ids.masked_fill(~chosen, IGNORE_INDEX)
+        out = torch.where(chosen & (u < 0.8), int(self.tokenizer.mask_token_id), ids)
+        return torch.where(chosen & (u >= 0.8) & (u < 0.9), rand, out), labels
 
     def module(self) -> TrainModule:
         return MLMModule(self.mlm_model)
