@@ -126,6 +126,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}): TOML files are UTF-8") from None
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:

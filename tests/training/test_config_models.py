@@ -76,3 +76,13 @@ def test_from_dict_rejects_non_dataclass() -> None:
     with pytest.raises(TypeError):
         from_dict(int, {})
     assert from_dict(_Cfg, {"x": "3"}).x == 3
+
+
+@pytest.mark.parametrize("raw", [b'name = "\xe9t\xe9"\n', b"\xff\xfen\x00a\x00", b"\x00\x01\x02"])
+def test_toml_that_is_not_utf8_names_the_file(tmp_path: Path, raw: bytes) -> None:
+    from sentkit.config import load_toml
+
+    f = tmp_path / "run.toml"
+    f.write_bytes(raw)
+    with pytest.raises(ConfigError, match=f"{f}: (not UTF-8 text|invalid TOML)"):
+        load_toml(f)
