@@ -33,6 +33,14 @@ def register(sub: Any) -> None:
     imp.add_argument("--from", dest="source", required=True, metavar="DIR", help="run output folder (the file's `output` layout)")
     imp.add_argument("--only", default=None, help="comma-separated cell names to import")
     imp.set_defaults(func=cmd_import)
+    d = ssub.add_parser("diagnose", help="anisotropy, training curves and span statistics of trained runs",
+                        description="For every finished (cell, seed) with a model, write its diagnostics (mean "
+                        "cosine of random sentence pairs, first/last losses, tokens seen, DeCLUTR span statistics) "
+                        "beside its committed results; the report shows them.")
+    d.add_argument("experiment", help="experiment TOML file (with `results = ...`)")
+    d.add_argument("--only", default=None, help="comma-separated cell names")
+    d.add_argument("--force", action="store_true", help="recompute diagnostics that exist")
+    d.set_defaults(func=cmd_diagnose)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
@@ -78,3 +86,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     n = sum(st in ("published", "unchanged") for st in status.values())
     print(f"{n} of {len(status)} runs are in {spec.results}")
     return 1 if any(st.startswith("stale") for st in status.values()) else 0
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from sentkit.experiments import load_experiment
+    from sentkit.experiments.diagnostics import diagnose
+
+    status = diagnose(load_experiment(args.experiment), only=_cells(args.only), force=args.force)
+    for key, st in status.items():
+        print(f"{key:40s} {st}")
+    return 0

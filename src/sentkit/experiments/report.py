@@ -247,6 +247,40 @@ def cost_totals(all_results: list[dict[str, Any]]) -> str:
     return text
 
 
+def diagnostics_section(source: str | Path, cells: list[str]) -> list[str]:
+    """The diagnostics of `sentkit experiment diagnose` (anisotropy, training curve, spans), mean
+    over seeds; nothing when the results folder holds none."""
+    from sentkit.experiments.diagnostics import collect_diagnostics
+
+    diag = collect_diagnostics(source)
+    rows = [c for c in cells if c in diag]
+    if not rows:
+        return []
+
+    def mean(values: list[float]) -> str:
+        return f"{statistics.fmean(values):.3f}" if values else ""
+
+    lines = ["## Diagnostics", "", "Anisotropy: mean cosine of 2,000 random pairs of different STS-B test sentences "
+             "(1: every vector points the same way). Losses: the first and last logged value (mean over seeds). "
+             "Spans: mean anchor and positive lengths and the share of positives adjacent to, overlapping or "
+             "subsumed by their anchor, sampled with the run's settings (`sentkit experiment diagnose`).", "",
+             "| cell | anisotropy | losses, first -> last | tokens seen | anchor / positive tokens | adjacent / overlapping / subsumed |",
+             "|---|---|---|---|---|---|"]
+    for c in rows:
+        ds = diag[c]
+        curves = [d["training"] for d in ds if d.get("training")]
+        loss = "; ".join(f"{k} {mean([t['first'][k] for t in curves])} -> {mean([t['last'][k] for t in curves])}"
+                         for k in (curves[0]["first"] if curves else {}) if k != "loss" or len(curves[0]["first"]) == 1)
+        tokens = f"{statistics.fmean(t['tokens'] for t in curves) / 1e6:.2f}M" if curves else ""
+        spans = [d["spans"] for d in ds if d.get("spans")]
+        lengths = (f"{statistics.fmean(sp['anchor_tokens'] for sp in spans):.0f} / "
+                   f"{statistics.fmean(sp['positive_tokens'] for sp in spans):.0f}") if spans else ""
+        shares = " / ".join(f"{statistics.fmean(sp['relations'].get(r, 0.0) for sp in spans):.2f}"
+                            for r in ("adjacent", "overlapping", "subsumed")) if spans else ""
+        lines.append(f"| {c} | {mean([d['anisotropy'] for d in ds])} | {loss} | {tokens} | {lengths} | {shares} |")
+    return [*lines, ""]
+
+
 def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
                  png: Path, title: str | None = None, chart: bool = True) -> list[str]:
     """The Markdown lines of one experiment's report (and its chart at `png`)."""
@@ -281,6 +315,8 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         row = [c, groups.get(c, ""), str(n), *[_fmt(summary[c].get(a)) for a in avgs], *[_fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
+    if source is not None:
+        lines += diagnostics_section(source, cells)
     costs = cell_costs(all_results)
     lines += ["## Cost", "", "Wall-clock seconds per seed, on the machine that ran the cell (training; "
               "evaluation = encoding + classifiers over all tasks). " + cost_totals(all_results), "",
