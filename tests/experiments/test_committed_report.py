@@ -1,4 +1,4 @@
-"""docs/results.md is regenerated from the committed results (experiments/results/laptop) unchanged.
+"""docs/results.md is regenerated from the committed results (experiments/results/plain and laptop) unchanged.
 
 The PNG chart next to it is not compared: its bytes depend on the matplotlib and FreeType versions
 that draw it, and it plots the same summary as the Markdown tables, which are compared here.
@@ -12,35 +12,38 @@ from pathlib import Path
 import pytest
 
 from sentkit.experiments import ExperimentSpec, load_experiment
-from sentkit.experiments.report import write_report
+from sentkit.experiments.report import write_reports
 from sentkit.experiments.runner import collect, plan, stale
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+EXPERIMENTS = ("experiments/plain.toml", "experiments/laptop.toml")  # docs/results.md's sections, in order
+
+
 @pytest.fixture()
-def laptop(monkeypatch: pytest.MonkeyPatch) -> ExperimentSpec:
-    monkeypatch.chdir(REPO)  # the file's paths are relative to the project's root
-    spec = load_experiment("experiments/laptop.toml")
-    assert spec.results == "experiments/results/laptop"
-    return spec
+def specs(monkeypatch: pytest.MonkeyPatch) -> list[ExperimentSpec]:
+    monkeypatch.chdir(REPO)  # the files' paths are relative to the project's root
+    out = [load_experiment(e) for e in EXPERIMENTS]
+    assert [s.results for s in out] == ["experiments/results/plain", "experiments/results/laptop"]
+    return out
 
 
-def test_docs_results_md_is_regenerated_unchanged(laptop: ExperimentSpec, tmp_path: Path) -> None:
-    assert laptop.results is not None
-    results = collect(laptop.results)
-    assert results, f"no results files in {laptop.results}"
-    out = write_report(results, tmp_path / "results.md", spec=laptop, source=laptop.results, chart=False)
+def test_docs_results_md_is_regenerated_unchanged(specs: list[ExperimentSpec], tmp_path: Path) -> None:
+    parts = [(collect(s.results), s, s.results) for s in specs if s.results is not None]
+    assert any(results for results, _, _ in parts), "no results files committed"
+    out = write_reports(parts, tmp_path / "results.md", chart=False)
     committed = (REPO / "docs" / "results.md").read_text()
     assert out.read_text() == committed, (
         "docs/results.md is not what the committed results give: run "
-        "`sentkit experiment report experiments/laptop.toml` and commit it")
+        f"`sentkit experiment report {' '.join(EXPERIMENTS)}` and commit it")
 
 
-def test_committed_results_are_the_runs_the_file_declares(laptop: ExperimentSpec) -> None:
-    assert laptop.results is not None
-    runs = {(r.cell.name, r.seed): r for r in plan(laptop)}
-    for p in sorted(Path(laptop.results).glob("*/seed-*.json")):
-        key = (p.parent.name, int(p.stem.removeprefix("seed-")))
-        assert key in runs, f"{p}: the experiment file declares no such (cell, seed)"
-        assert stale(runs[key], json.loads(p.read_text())) == "", f"{p} is from an older version of the grid"
+def test_committed_results_are_the_runs_the_files_declare(specs: list[ExperimentSpec]) -> None:
+    for spec in specs:
+        assert spec.results is not None
+        runs = {(r.cell.name, r.seed): r for r in plan(spec)}
+        for p in sorted(Path(spec.results).glob("*/seed-*.json")):
+            key = (p.parent.name, int(p.stem.removeprefix("seed-")))
+            assert key in runs, f"{p}: the experiment file declares no such (cell, seed)"
+            assert stale(runs[key], json.loads(p.read_text())) == "", f"{p} is from an older version of the grid"

@@ -195,7 +195,10 @@ def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | 
              "Experiments: " + ", ".join(f"[{spec.name}](#results-{spec.name})" for _, spec, _ in parts) + ".", ""]
     for results, spec, source in parts:
         png = out_md.with_name(f"{out_md.stem}-{spec.name}.png")
-        section = report_lines(results, spec=spec, source=source, png=png, chart=chart)
+        if results:
+            section = report_lines(results, spec=spec, source=source, png=png, chart=chart)
+        else:  # an experiment that has not run yet: what it declares, nothing to score
+            section = [f"# Results: {spec.name}", "", *collect_status(spec, results)]
         lines += [("#" + ln if ln.startswith("#") else ln) for ln in section]
     atomic_write_text(out_md, "\n".join(lines) + "\n")
     return out_md
