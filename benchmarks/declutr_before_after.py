@@ -54,7 +54,8 @@ def main() -> None:
     from sentkit.config import from_dict, parse_overrides
     from sentkit.data.store import is_store, prepare_store
     from sentkit.models.hub import load_tokenizer
-    from sentkit.training.declutr import DeclutrConfig, train
+    from sentkit.training.loop import train
+    from sentkit.training.methods.declutr import Declutr, DeclutrConfig
 
     out = Path(args.out)
     a, b, gold = stsb_dev()
@@ -69,7 +70,7 @@ def main() -> None:
                 "resume": (out / "checkpoint" / "state.pt").exists(), **parse_overrides(args.overrides)}
     cfg = from_dict(DeclutrConfig, settings)
     t = time.perf_counter()
-    train(cfg)
+    train(cfg, Declutr)
     minutes = (time.perf_counter() - t) / 60
     with (out / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))

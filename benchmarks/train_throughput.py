@@ -12,13 +12,14 @@ the fused AdamW kernel (sentence-transformers' default through transformers' Tra
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from _common import gutenberg_sentences, machine, matmul_gflops
+from _train import sentkit_step
 
 
 def main() -> None:
@@ -31,18 +32,12 @@ def main() -> None:
     ap.add_argument("--token-budget", type=int, default=None, help="default: sentkit's (1024 on CPU)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from sentence_transformers import SentenceTransformer, losses
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import losses
 
-    from sentkit.models.hub import load_mlm, resolve, special_affixes
-    from sentkit.training.declutr import (
-        DeclutrConfig,
-        DeclutrModel,
-        StepBatch,
-        StepContext,
-        forward_backward,
-        make_optimizer,
-    )
-    from sentkit.training.distributed import DistInfo
+    from sentkit.models.hub import resolve
+    from sentkit.training.methods.declutr import Declutr, DeclutrConfig, SpanBatch
+    from sentkit.training.step import forward_backward
 
     sents = gutenberg_sentences(args.pairs * 2 * (args.steps + 1), seed=1, max_words=100)
     batches = [(sents[i : i + args.pairs], sents[i + args.pairs : i + 2 * args.pairs]) for i in range(0, len(sents), 2 * args.pairs)]
@@ -64,22 +59,21 @@ def main() -> None:
         st_opt.step()
         return int(fa["attention_mask"].sum() + fp["attention_mask"].sum())
 
-    # ---- sentkit: the DeCLUTR step machinery with A = P = 1 and MLM off
-    mlm, tok = load_mlm(args.model)
-    model = DeclutrModel(mlm).train()
-    cfg = DeclutrConfig(corpus="-", out="-", num_anchors=1, num_positives=1, mlm=False, token_budget=args.token_budget)
-    ctx = StepContext(model, cfg, int(tok.pad_token_id), torch.device("cpu"), DistInfo(), contextlib.nullcontext)
-    prefix, suffix = special_affixes(tok)
-    opt = make_optimizer(model, 5e-5, 0.1)  # what `sentkit train` uses
+    # ---- sentkit: the DeCLUTR recipe's step with A = P = 1 and MLM off, as `sentkit train` builds it
+    cfg = DeclutrConfig(corpus="-", out="-", num_anchors=1, num_positives=1, mlm=False, token_budget=args.token_budget,
+                        lr=5e-5, weight_decay=0.1)
+    sk = sentkit_step(Declutr, cfg, Path(resolve(args.model)))
+    tok, model = sk.recipe.tokenizer, sk.module
+    prefix, suffix = sk.recipe.prefix, sk.recipe.suffix
     body = args.max_len - len(prefix) - len(suffix)
 
     def sk_step(a: list[str], p: list[str], step: int) -> int:
         ids = tok(a + p, add_special_tokens=False, truncation=True, max_length=body)["input_ids"]
         seqs = [prefix + x + suffix for x in ids]
-        batch = StepBatch(seqs, [None] * len(seqs), len(a), 1)
-        opt.zero_grad()
-        forward_backward(ctx, batch, step)
-        opt.step()
+        batch = SpanBatch(len(a), {}, sum(len(s) for s in seqs), seqs, [None] * len(seqs), 1, 1)
+        sk.opt.zero_grad()
+        forward_backward(sk.ctx, batch, step)
+        sk.opt.step()
         return sum(len(s) for s in seqs)
 
     sk_step(*batches[0], 0)
@@ -93,7 +87,7 @@ def main() -> None:
         st_step(a, p)
         t_st.append(time.perf_counter() - t)
     gf = matmul_gflops()
-    params = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n and "mlm_model.cls" not in n)
+    params = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and "embeddings" not in n)
     per_step = tokens / len(t_sk)
     print(f"machine: {machine()}; float32 matmul {gf:.0f} GFLOP/s")
     print(f"model {args.model}; {args.pairs} pairs of at most {args.max_len} tokens; {per_step:.0f} real tokens/step; {len(t_sk)} steps")

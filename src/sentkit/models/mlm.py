@@ -3,12 +3,17 @@
 The head of each architecture is looked up in `MLM_HEADS` and applied only to the hidden states of
 masked positions, so the vocabulary projection of every other token is never computed. An
 architecture that is not listed falls back to the model's full logits (slower, same loss).
+
+Likewise, when only the first token's state is used (CLS pooling, no MLM loss), the last layer of
+a BERT-style encoder runs for the first position alone: its query attends to every position's key
+and value, as in the full layer, but no other position's output is computed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -73,6 +78,66 @@ def head_modules(mlm_model: Any) -> list[nn.Module]:
     return [m for m in mlm_model.children() if m is not base and any(True for _ in m.parameters())]
 
 
+# ----------------------------------------------------------------------------- first token only
+FIRST_TOKEN_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})  # BERT's layer layout
+
+
+def _bert_layout(layer: Any) -> bool:
+    att = getattr(getattr(layer, "attention", None), "self", None)
+    return all(hasattr(att, a) for a in ("query", "key", "value", "dropout", "attention_head_size", "scaling")) and \
+        all(hasattr(layer, a) for a in ("intermediate", "output")) and hasattr(layer.attention, "output")
+
+
+def first_token_layer(encoder: Any) -> Any:
+    """The last layer of `encoder` if it is a BERT-style bidirectional layer that `first_token_forward`
+    can run (plain absolute positions, no decoder), else None."""
+    cfg = getattr(encoder, "config", None)
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if cfg is None or getattr(cfg, "model_type", "") not in FIRST_TOKEN_TYPES or not layers or getattr(cfg, "is_decoder", False):
+        return None
+    if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
+        return None
+    return layers[-1] if _bert_layout(layers[-1]) and not layers[-1].attention.self.is_causal else None
+
+
+def first_token_forward(layer: Any) -> Callable[..., torch.Tensor]:
+    """A forward for BERT-style `layer` that returns the output of position 0 only ([n, 1, d]): its
+    query attends to the keys and values of all positions (with the same mask and dropout), then
+    the attention output, feed-forward and layer norms run on that one position."""
+    full = type(layer).forward
+    att = layer.attention.self
+
+    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any,
+                **kwargs: Any) -> torch.Tensor:
+        if attention_mask is not None and attention_mask.dim() != 4:  # e.g. flash attention's 2-D mask
+            return full(layer, hidden_states, attention_mask, *args, **kwargs)[:, :1]  # type: ignore[no-any-return]
+        n, length, _ = hidden_states.shape
+        first = hidden_states[:, :1]
+        heads, size = att.query.out_features // att.attention_head_size, att.attention_head_size
+        q = att.query(first).view(n, 1, heads, size).transpose(1, 2)  # [n, h, 1, s]
+        k = att.key(hidden_states).view(n, length, heads, size).transpose(1, 2)  # [n, h, L, s]
+        v = att.value(hidden_states).view(n, length, heads, size).transpose(1, 2)
+        mask = attention_mask[..., :1, :] if attention_mask is not None else None  # the first query's row
+        if mask is not None and mask.is_floating_point():  # an additive mask, as eager attention adds it
+            mask = mask.to(q.dtype)
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=att.scaling,
+                                             dropout_p=att.dropout.p if att.training else 0.0)
+        out = layer.attention.output(ctx.transpose(1, 2).reshape(n, 1, heads * size), first)
+        return layer.output(layer.intermediate(out), out)  # type: ignore[no-any-return]
+
+    return forward
+
+
+@contextlib.contextmanager
+def first_token_only(layer: Any) -> Iterator[None]:
+    """Within the block, `layer` computes the first position only (see `first_token_forward`)."""
+    layer.forward = first_token_forward(layer)  # an instance attribute: parameter names are unchanged
+    try:
+        yield
+    finally:
+        del layer.forward
+
+
 # ----------------------------------------------------------------------------- model
 class MaskedLM(nn.Module):
     """Encoder + pooling + the MLM head on masked positions only."""
@@ -82,6 +147,8 @@ class MaskedLM(nn.Module):
         self.mlm_model = mlm_model
         self.encoder = mlm_model.base_model
         self.pool = POOLINGS.get(pooling)
+        # CLS pooling uses the first position alone: the last layer need not compute the others
+        self.first_layer = first_token_layer(self.encoder) if pooling == "cls" else None
         mtype = getattr(mlm_model.config, "model_type", "")
         self.head: Head | None = MLM_HEADS.get(mtype)(mlm_model) if mtype in MLM_HEADS else None
         if self.head is None:
@@ -113,6 +180,10 @@ class MaskedLM(nn.Module):
             sel = labels != IGNORE_INDEX
             loss = F.cross_entropy(out.logits[sel].float(), labels[sel], reduction="sum")
             return self.pool(out.hidden_states[-1], m), loss, int(sel.sum())
+        if labels is None and self.first_layer is not None:
+            with first_token_only(self.first_layer):
+                first = self.hidden(ids, mask)  # [n, 1, d]
+            return first[:, 0], first.new_zeros(()), 0
         hidden = self.hidden(ids, mask)  # [n, L, d]
         emb = self.pool(hidden, m)  # [n, d]
         if labels is None:
