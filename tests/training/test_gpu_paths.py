@@ -169,3 +169,29 @@ def test_one_training_step_per_family(family: str, tmp_path: Path, tiny_corpus: 
     from transformers import AutoConfig
 
     assert position_limit(AutoConfig.from_pretrained(out)) == 16
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cls_pooling_shortcut_equals_the_full_last_layer(family: str, tmp_path: Path) -> None:
+    """With CLS pooling the last layer runs at the first position only (where the family allows);
+    with dropout off the pooled vectors and their gradients equal the full forward's."""
+    from sentkit.models.hub import load_mlm
+    from sentkit.models.mlm import MaskedLM
+
+    mlm, _ = load_mlm(str(_family_model(family, tmp_path / family)))
+    mlm.eval()
+    fast = MaskedLM(mlm, "cls")
+    ids = torch.randint(1000, 2000, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    ids[1, 8:] = 0
+    for m in (None, mask):
+        a, _, _ = fast(ids, m, None)
+        b = fast.hidden(ids, m)[:, 0]  # the whole last layer, then the first position
+        assert torch.allclose(a, b, atol=1e-5), family
+    a, _, _ = fast(ids, mask, None)
+    ga = torch.autograd.grad(a.sum(), list(mlm.base_model.parameters()), allow_unused=True)
+    b = fast.hidden(ids, mask)[:, 0]
+    gb = torch.autograd.grad(b.sum(), list(mlm.base_model.parameters()), allow_unused=True)
+    for x, y in zip(ga, gb):
+        assert (x is None and y is None) or torch.allclose(x, y, atol=1e-5)

@@ -18,13 +18,11 @@ from sentkit.config import ConfigError
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.contrastive import info_nce
 from sentkit.training.batching import pad_with_labels
-from sentkit.training.methods.texts import TextConfig, text_ids, text_store_spec
+from sentkit.training.methods.texts import TextConfig, TextRecipe
 from sentkit.training.recipe import (
     Batch,
-    Recipe,
     Seeds,
     StepOut,
-    StoreSpec,
     TrainModule,
     freeze_unused,
     in_order,
@@ -100,27 +98,22 @@ class SimCSEModule(TrainModule):
 
 
 # ----------------------------------------------------------------------------- the method
-class SimCSE(Recipe):
+class SimCSE(TextRecipe):
     name = "simcse"
     description = "Unsupervised SimCSE: two dropout views of each text, in-batch negatives"
     config_cls = SimCSEConfig
-    unit_name = "text"
 
     def __init__(self, cfg: SimCSEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
         super().__init__(cfg, mlm_model, tokenizer, max_len)
         self.cfg: SimCSEConfig = cfg
-        self.body = min(cfg.max_len, max_len) - len(self.prefix) - len(self.suffix)
         self.loss_names = ("contrastive",)
 
     @property
     def has_contrastive(self) -> bool:
         return True
 
-    def store_spec(self) -> StoreSpec:
-        return text_store_spec(self.cfg, self.body)
-
     def batch(self, store: Any, units: list[int], step: int) -> TextBatch:
-        seqs = [self.prefix + text_ids(store, u, self.cfg, self.body, step, 0x51).tolist() + self.suffix for u in units]
+        seqs = [self.prefix + self.text_ids(store, u, step, 0x51).tolist() + self.suffix for u in units]
         return TextBatch(len(units), {}, 2 * sum(len(s) for s in seqs), seqs)
 
     def module(self) -> TrainModule:

@@ -10,7 +10,7 @@ import numpy as np
 
 from sentkit.config import ConfigError
 from sentkit.training.config import TrainConfig
-from sentkit.training.recipe import StoreSpec
+from sentkit.training.recipe import Recipe, StoreSpec
 
 
 @dataclass
@@ -30,23 +30,31 @@ class TextConfig(TrainConfig):
             raise ConfigError(f"max_len must be at least 3 (two special tokens and one more), got {self.max_len}")
 
 
-def text_store_spec(cfg: TextConfig, body: int) -> StoreSpec:
-    """The store a text method reads: sentences of at least min_tokens, or documents long enough
-    for a span; `body` is the most tokens a text may have besides the special tokens."""
-    if cfg.text_unit == "sentence":
-        return StoreSpec("sentence", cfg.min_tokens, None)
-    return StoreSpec("document", max(cfg.min_tokens, 1), None)
+class TextRecipe(Recipe):
+    """Base of the methods that train on single texts: `body` is the most tokens a text keeps
+    besides the special tokens; the store holds sentences or documents (for spans)."""
 
+    unit_name = "text"
 
-def text_ids(store: Any, unit: int, cfg: TextConfig, body: int, step: int, salt: int) -> np.ndarray:
-    """The token ids (no special tokens, at most `body`) of text `unit` at `step`: the sentence
-    itself (truncated), or a span drawn with a generator seeded by (seed, step, unit)."""
-    toks = store.doc(unit)
-    if cfg.text_unit == "sentence":
-        return np.asarray(toks[:body])
-    rng = np.random.default_rng([cfg.seed, step, unit, salt])
-    hi = min(body, len(toks))
-    lo = min(cfg.min_tokens, hi)
-    n = int(rng.integers(lo, hi + 1))
-    start = int(rng.integers(0, len(toks) - n + 1))
-    return np.asarray(toks[start : start + n])
+    def __init__(self, cfg: TextConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
+        super().__init__(cfg, mlm_model, tokenizer, max_len)
+        self.text_cfg = cfg
+        self.body = min(cfg.max_len, max_len) - len(self.prefix) - len(self.suffix)
+
+    def store_spec(self) -> StoreSpec:
+        if self.text_cfg.text_unit == "sentence":
+            return StoreSpec("sentence", self.text_cfg.min_tokens, None)
+        return StoreSpec("document", self.text_cfg.min_tokens, None)
+
+    def text_ids(self, store: Any, unit: int, step: int, salt: int) -> np.ndarray:
+        """The token ids (no special tokens, at most `body`) of text `unit` at `step`: the sentence
+        itself (truncated), or a span drawn with a generator seeded by (seed, step, unit, salt)."""
+        cfg, toks = self.text_cfg, store.doc(unit)
+        if cfg.text_unit == "sentence":
+            return np.asarray(toks[: self.body])
+        rng = np.random.default_rng([cfg.seed, step, unit, salt])
+        hi = min(self.body, len(toks))
+        lo = min(cfg.min_tokens, hi)
+        n = int(rng.integers(lo, hi + 1))
+        start = int(rng.integers(0, len(toks) - n + 1))
+        return np.asarray(toks[start : start + n])

@@ -19,8 +19,8 @@ from sentkit.config import ConfigError
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.batching import pad_with_labels
-from sentkit.training.methods.texts import TextConfig, text_ids, text_store_spec
-from sentkit.training.recipe import Batch, Recipe, Seeds, StepOut, StoreSpec, TrainModule
+from sentkit.training.methods.texts import TextConfig, TextRecipe
+from sentkit.training.recipe import Batch, Seeds, StepOut, TrainModule
 
 log = logging.getLogger(__name__)
 
@@ -137,26 +137,21 @@ class TSDAEModule(TrainModule):
 
 
 # ----------------------------------------------------------------------------- the method
-class TSDAE(Recipe):
+class TSDAE(TextRecipe):
     name = "tsdae"
     description = "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words deleted)"
     config_cls = TSDAEConfig
-    unit_name = "text"
 
     def __init__(self, cfg: TSDAEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
         super().__init__(cfg, mlm_model, tokenizer, max_len)
         self.cfg: TSDAEConfig = cfg
-        self.body = min(cfg.max_len, max_len) - len(self.prefix) - len(self.suffix)
         self.continues = continuation_ids(tokenizer)
         self.loss_names = ("reconstruction",)
-
-    def store_spec(self) -> StoreSpec:
-        return text_store_spec(self.cfg, self.body)
 
     def batch(self, store: Any, units: list[int], step: int) -> DenoisingBatch:
         noisy, original = [], []
         for u in units:
-            ids = text_ids(store, u, self.cfg, self.body, step, 0x75)
+            ids = self.text_ids(store, u, step, 0x75)
             rng = np.random.default_rng([self.cfg.seed, step, u, 0xDE1])
             kept = delete_words(ids, word_ids(ids, self.continues), self.cfg.deletion_ratio, rng)
             noisy.append(self.prefix + kept.tolist() + self.suffix)
