@@ -22,7 +22,7 @@ from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.distributed import DistInfo
 from sentkit.training.loop import train
 from sentkit.training.methods import RECIPES
-from sentkit.training.metrics import read_metrics
+from sentkit.training.metrics import read_metrics, training_history
 from sentkit.training.recipe import Seeds
 
 METHODS = ("simcse", "tsdae", "mlm")
@@ -241,7 +241,7 @@ def _corpus(method: str, sentences: Path, tiny_corpus: Path) -> Path:
 def test_exact_resume_each_method(method: str, sentences: Path, tiny_corpus: Path, tiny_dropout_model_dir: Path,
                                   tmp_path: Path) -> None:
     corpus = _corpus(method, sentences, tiny_corpus)
-    kw = {"model": str(tiny_dropout_model_dir), "max_steps": 4, "checkpoint_every": 2}
+    kw = {"model": str(tiny_dropout_model_dir), "max_steps": 4, "checkpoint_every": 2, "log_every": 1}
     train(cfg_of(method, corpus, tmp_path / "straight", **kw), RECIPES[method])
     train(cfg_of(method, corpus, tmp_path / "cut", **kw), RECIPES[method], stop_at=2)
     train(cfg_of(method, corpus, tmp_path / "cut", resume=True, **kw), RECIPES[method])
@@ -249,6 +249,22 @@ def test_exact_resume_each_method(method: str, sentences: Path, tiny_corpus: Pat
     b = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=False)["model"]
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the history across both processes counts the same tokens as the straight run
+    straight, cut = training_history(tmp_path / "straight"), training_history(tmp_path / "cut")
+    assert (cut["segments"], straight["segments"], cut["steps"]) == (2, 1, 4)
+    assert abs(cut["tokens"] - straight["tokens"]) <= 1 and cut["earlier_s"] > 0
+
+
+def test_training_history_counts_the_steps_a_resumed_model_kept(tmp_path: Path) -> None:
+    # process 1 logged steps 2, 4, 6 (100 tokens a step) and died; process 2 resumed from the checkpoint at
+    # step 4 and logged 6, 8 (its clock and token rate start again)
+    rows = [(2, 100, 2.0), (4, 100, 4.0), (6, 100, 6.0), (6, 50, 4.0), (8, 50, 8.0)]  # step, tokens/s, elapsed
+    (tmp_path / "metrics.csv").write_text("step,loss,tokens_per_s,elapsed_s\n"
+                                          + "".join(f"{s},1.0,{r},{e}\n" for s, r, e in rows))
+    (tmp_path / "train.log").write_text("x INFO resumed from out/checkpoint/state.pt at step 4 of 8\n")
+    h = training_history(tmp_path)
+    # kept: steps 1-4 of process 1 (400 tokens, 4 s) and 5-8 of process 2 (400 tokens, 8 s); redone: 2 s
+    assert h == {"steps": 8, "tokens": 800, "seconds": 12.0, "segments": 2, "redone_s": 2.0, "earlier_s": 4.0}
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -56,8 +56,9 @@ def sts_sentences(data_dir: str | None) -> list[str]:
 
 
 def training_curve(model_dir: Path) -> dict[str, Any]:
-    """First and last logged value of every loss column, steps and tokens seen, from metrics.csv."""
-    from sentkit.training.metrics import read_metrics
+    """First and last logged value of every loss column, and the final model's steps, tokens and
+    training-loop seconds across resumes (:func:`sentkit.training.metrics.training_history`)."""
+    from sentkit.training.metrics import read_metrics, training_history
 
     path = model_dir / "metrics.csv"
     if not path.is_file():
@@ -67,7 +68,7 @@ def training_curve(model_dir: Path) -> dict[str, Any]:
         return {}
     losses = [k for k in rows[0] if k in ("loss", "contrastive", "mlm", "reconstruction")]
     last = rows[-1]
-    return {"steps": int(last["step"]), "tokens": round(last["tokens_per_s"] * last["elapsed_s"]),
+    return {**training_history(model_dir),
             "first": {k: round(rows[0][k], 4) for k in losses}, "last": {k: round(last[k], 4) for k in losses}}
 
 

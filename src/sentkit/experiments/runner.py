@@ -94,7 +94,12 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     cfg: Any = from_dict(method.config_cls, data, where=f"cell {run.cell.name}")
     t = time.perf_counter()
     path = method.train(cfg)
-    return sentkit.load(str(path)), time.perf_counter() - t
+    seconds = time.perf_counter() - t
+    # a resumed run: add the loop time its earlier processes spent on the steps the model kept
+    from sentkit.training.metrics import training_history
+
+    seconds += training_history(path).get("earlier_s", 0.0)
+    return sentkit.load(str(path)), seconds
 
 
 def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
@@ -125,7 +130,7 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     cpu = {"train": round(cpu1 - cpu0, 1), "evaluate": round(time.process_time() - cpu1, 1)}
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
                          "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1),
-                         "cpu_seconds": cpu}
+                         "train_seconds_across_resumes": True, "cpu_seconds": cpu}
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res

@@ -201,6 +201,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
 
     # --- resume (tensors load on the CPU; load_state_dict moves them to the device)
     step = 0
+    kept_tokens, kept_s = 0, 0.0  # tokens and loop seconds of the steps before this process (a resume)
     if resuming:
         state, path = load_checkpoint(out, map_location="cpu")
         module.load_state_dict(state["model"])
@@ -210,6 +211,8 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
             scaler.load_state_dict(state["scaler"])
         set_rng_state(state.get("rng", {}) or {"torch": None})
         step = int(state["step"])
+        kept_tokens = int(state.get("progress", {}).get("tokens", 0))
+        kept_s = float(state.get("progress", {}).get("seconds", 0.0))
         log.info("resumed from %s at step %d of %d", path, step, total)
     if info.is_main:
         save_json(cfg, out / "train_config.json")
@@ -251,6 +254,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
                 "scaler": scaler.state_dict(), "rng": rng_state(), "step": step, "method": recipe.name,
                 "sampler": {"epoch": step // steps_per_epoch, "position": step % steps_per_epoch},
                 "config": to_dict(cfg),
+                "progress": {"tokens": kept_tokens + tokens_seen, "seconds": kept_s + time.perf_counter() - t_start},
             })
         if stop_at is not None and step >= stop_at:
             break
@@ -267,7 +271,11 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         enc = recipe.encoder_settings()
         save_st_directory(
             unwrap(model).mlm_model, tokenizer, out, max_length=limit, method=recipe.name, save_head=True,
-            extra={"base_model": cfg.model, "steps": step, **{k: v for k, v in enc.items() if k != "pooling"}},
+            extra={"base_model": cfg.model, "steps": step, **{k: v for k, v in enc.items() if k != "pooling"},
+                   # the steps the model kept, across resumes: tokens through the transformer, loop seconds
+                   "tokens_seen": kept_tokens + tokens_seen,
+                   "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 1),
+                   "resumed_seconds": round(kept_s, 1)},
             model_card=model_card(recipe, step, store), pooling=enc["pooling"],
         )
         write_run(out, recipe.name, cfg, status="done", step=step)

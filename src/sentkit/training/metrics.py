@@ -89,3 +89,79 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
             except (TypeError, ValueError, KeyError):
                 continue
     return [rows[s] for s in sorted(rows)]
+
+
+def read_segments(path: str | Path) -> list[list[dict[str, float]]]:
+    """The rows of a metrics.csv in file order, split into the segments of each process that wrote
+    them (a resumed run starts a new segment: its `elapsed_s` starts again from 0)."""
+    segments: list[list[dict[str, float]]] = []
+    last = float("inf")
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if None in r.values() or None in r:
+                continue
+            try:
+                row = {k: float(v) for k, v in r.items() if k and v not in ("", None)}
+                el = row["elapsed_s"]
+                int(row["step"])
+            except (TypeError, ValueError, KeyError):
+                continue
+            if el < last or not segments:
+                segments.append([])
+            segments[-1].append(row)
+            last = el
+    return segments
+
+
+def _at_step(rows: list[dict[str, float]], step: float, key: str) -> float:
+    """A cumulative quantity (`key`) of one segment at `step`, linear between logged rows."""
+    prev_s, prev_v = 0.0, 0.0
+    for r in rows:
+        if r["step"] >= step:
+            span = r["step"] - prev_s
+            return prev_v + (r[key] - prev_v) * ((step - prev_s) / span if span > 0 else 1.0)
+        prev_s, prev_v = r["step"], r[key]
+    return prev_v
+
+
+def training_history(model_dir: str | Path) -> dict[str, float]:
+    """What the final model's training took, across resumes: its steps, tokens and seconds of the
+    training loop (each earlier process counted up to the step the next one resumed from, read from
+    train.log), plus the seconds of steps that a resume did again (`redone_s`, older runs only).
+    Empty when the folder has no metrics."""
+    import json
+    import re
+
+    d = Path(model_dir)
+    if not (d / "metrics.csv").is_file():
+        return {}
+    segments = [s for s in read_segments(d / "metrics.csv") if s]
+    if not segments:
+        return {}
+    log_text = (d / "train.log").read_text(encoding="utf-8", errors="replace") if (d / "train.log").is_file() else ""
+    resumed = [int(m) for m in re.findall(r"resumed from .* at step (\d+)", log_text)]
+    try:  # runs since the loop kept these counters in its checkpoints: exact
+        marker = json.loads((d / "sentkit.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        marker = {}
+    if isinstance(marker, dict) and "tokens_seen" in marker:
+        return {"steps": int(marker.get("steps", segments[-1][-1]["step"])), "tokens": int(marker["tokens_seen"]),
+                "seconds": float(marker["train_loop_seconds"]), "segments": len(resumed) + 1,
+                "earlier_s": float(marker.get("resumed_seconds", 0.0))}
+    # older runs: reconstructed from the rows (a resumed process's clock starts again from 0)
+    for seg in segments:
+        for r in seg:
+            r["tokens"] = r.get("tokens_per_s", 0.0) * r["elapsed_s"]
+    seconds = segments[-1][-1]["elapsed_s"]
+    tokens = segments[-1][-1]["tokens"]
+    redone = 0.0
+    for i, seg in enumerate(segments[:-1]):
+        # the segment's steps up to the next one's checkpoint made it into the model; the rest were redone
+        cut = resumed[i] if i < len(resumed) else seg[-1]["step"]
+        used_s = _at_step(seg, cut, "elapsed_s")
+        seconds += used_s
+        tokens += _at_step(seg, cut, "tokens")
+        redone += seg[-1]["elapsed_s"] - used_s
+    return {"steps": int(segments[-1][-1]["step"]), "tokens": round(tokens), "seconds": round(seconds, 1),
+            "segments": len(segments), "redone_s": round(redone, 1),
+            "earlier_s": round(seconds - segments[-1][-1]["elapsed_s"], 1)}
