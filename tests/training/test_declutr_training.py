@@ -66,6 +66,23 @@ def test_grad_cache_replays_dropout(store: Path, tiny_model_dir: Path) -> None:
     assert not torch.allclose(cached[k], no_drop[k], atol=1e-5), "dropout was not on"
 
 
+@pytest.mark.parametrize("objective", [{"contrastive": False}, {"mlm": False}, {}])
+@pytest.mark.parametrize("cache", [{}, {"grad_accum": 2, "grad_cache": True}])
+def test_each_objective_alone_gives_its_own_gradients(store: Path, tiny_model_dir: Path, objective: dict[str, bool],
+                                                     cache: dict[str, object]) -> None:
+    """The loop's step equals one graph of exactly the losses switched on (contrastive=false once still
+    trained the contrastive loss, unlogged: the MLM-only ablation was full DeCLUTR)."""
+    cfg = small_config(str(store), "x", **objective, **cache)
+    got = step_gradients(str(tiny_model_dir), str(store), cfg, [0, 1, 2, 3], DistInfo())
+    oracle = step_gradients(str(tiny_model_dir), str(store), cfg, [0, 1, 2, 3], DistInfo(), reference=True)
+    _assert_grads_close(got, oracle)
+    if objective:
+        both = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", **cache), [0, 1, 2, 3],
+                              DistInfo())
+        k = _key(got)
+        assert not torch.allclose(got[k], both[k], atol=1e-6)
+
+
 def test_dropout_streams_follow_seed_rank_step_and_chunk() -> None:
     base = dropout_seed(0, 0, 5, 0, 0)
     assert base == dropout_seed(0, 0, 5, 0, 0)
