@@ -274,8 +274,8 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
             extra={"base_model": cfg.model, "steps": step, **{k: v for k, v in enc.items() if k != "pooling"},
                    # the steps the model kept, across resumes: tokens through the transformer, loop seconds
                    "tokens_seen": kept_tokens + tokens_seen,
-                   "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 1),
-                   "resumed_seconds": round(kept_s, 1)},
+                   "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 3),
+                   "resumed_seconds": round(kept_s, 3)},
             model_card=model_card(recipe, step, store), pooling=enc["pooling"],
         )
         write_run(out, recipe.name, cfg, status="done", step=step)
