@@ -368,6 +368,27 @@ def test_cache_key_follows_the_model_not_the_cell_name(tmp_path: Path, fake_meth
     assert cache_key(spec, run, _Saved("aaaa")) != cache_key(spec, run, _Saved("bbbb"))
 
 
+def test_a_transformer_retrained_with_the_same_settings_gets_a_new_cache_key(tmp_path: Path, fake_method: None,
+                                                                             tiny_model_dir: Path) -> None:
+    """The plain study's MLM-only cell, retrained after a fix with unchanged settings, got its
+    predecessor's key (only the cache's spot check kept the stale vectors out)."""
+    import os
+    import shutil
+
+    import sentkit
+    from sentkit.experiments.runner import cache_key, plan
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    spec = load_experiment(_write(tmp_path))
+    run = plan(spec)[0]
+    first = cache_key(spec, run, sentkit.load(str(model)))
+    assert first == cache_key(spec, run, sentkit.load(str(model)))  # the same files: the cache is reused
+    weights = next(model.glob("*.safetensors"))
+    os.utime(weights, (weights.stat().st_mtime + 60,) * 2)  # rewritten by a new training
+    assert cache_key(spec, run, sentkit.load(str(model))) != first
+
+
 def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_dir: Path, tiny_corpus: Path) -> None:
     """`model = "@cell"` is the model an earlier cell trained (same seed, or its only seed); a
     reference to a later or unknown cell is refused when the file is read."""
