@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -75,19 +76,24 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def read_metrics(path: str | Path) -> list[dict[str, float]]:
-    """Rows of a metrics.csv, one per step (the latest written wins), in step order; a torn last
-    line of a killed write is skipped."""
-    rows: dict[int, dict[str, float]] = {}
+def _rows(path: str | Path) -> Iterator[dict[str, float]]:
+    """The parsed rows of a metrics.csv in file order; a torn line of a killed write is skipped."""
     with Path(path).open(newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
             if None in r.values() or None in r:  # a torn row of a killed write
                 continue
             try:
-                step = int(r["step"])
-                rows[step] = {k: float(v) for k, v in r.items() if k and v not in ("", None)}
+                row = {k: float(v) for k, v in r.items() if k and v not in ("", None)}
+                int(row["step"])
             except (TypeError, ValueError, KeyError):
                 continue
+            yield row
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    """Rows of a metrics.csv, one per step (the latest written wins), in step order; a torn last
+    line of a killed write is skipped."""
+    rows = {int(r["step"]): r for r in _rows(path)}
     return [rows[s] for s in sorted(rows)]
 
 
@@ -96,20 +102,14 @@ def read_segments(path: str | Path) -> list[list[dict[str, float]]]:
     them (a resumed run starts a new segment: its `elapsed_s` starts again from 0)."""
     segments: list[list[dict[str, float]]] = []
     last = float("inf")
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            if None in r.values() or None in r:
-                continue
-            try:
-                row = {k: float(v) for k, v in r.items() if k and v not in ("", None)}
-                el = row["elapsed_s"]
-                int(row["step"])
-            except (TypeError, ValueError, KeyError):
-                continue
-            if el < last or not segments:
-                segments.append([])
-            segments[-1].append(row)
-            last = el
+    for row in _rows(path):
+        el = row.get("elapsed_s")
+        if el is None:
+            continue
+        if el < last or not segments:
+            segments.append([])
+        segments[-1].append(row)
+        last = el
     return segments
 
 
@@ -129,8 +129,9 @@ def training_history(model_dir: str | Path) -> dict[str, float]:
     training loop (each earlier process counted up to the step the next one resumed from, read from
     train.log), plus the seconds of steps that a resume did again (`redone_s`, older runs only).
     Empty when the folder has no metrics."""
-    import json
     import re
+
+    from sentkit.methods import read_marker
 
     d = Path(model_dir)
     if not (d / "metrics.csv").is_file():
@@ -141,10 +142,10 @@ def training_history(model_dir: str | Path) -> dict[str, float]:
     log_text = (d / "train.log").read_text(encoding="utf-8", errors="replace") if (d / "train.log").is_file() else ""
     resumed = [int(m) for m in re.findall(r"resumed from .* at step (\d+)", log_text)]
     try:  # runs since the loop kept these counters in its checkpoints: exact
-        marker = json.loads((d / "sentkit.json").read_text(encoding="utf-8"))
+        marker = read_marker(d) or {}
     except (OSError, ValueError):
         marker = {}
-    if isinstance(marker, dict) and "tokens_seen" in marker:
+    if "tokens_seen" in marker:
         return {"steps": int(marker.get("steps", segments[-1][-1]["step"])), "tokens": int(marker["tokens_seen"]),
                 "seconds": float(marker["train_loop_seconds"]), "segments": len(resumed) + 1,
                 "earlier_s": float(marker.get("resumed_seconds", 0.0))}

@@ -85,7 +85,7 @@ def forward_backward(ctx: StepContext, batch: Batch, step: int) -> dict[str, flo
             with sync_gradients(model, k == len(groups) - 1):
                 out = model(batch, g, seeds[k])
                 loss = local_loss(out.sums)
-                if out.views is not None and recipe.has_contrastive:  # contrastive=false: views unused
+                if out.views is not None:
                     cl = _contrastive(ctx, out.views) / len(groups)
                     loss = loss + cl
                     closs = closs + cl.detach().cpu()

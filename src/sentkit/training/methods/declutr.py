@@ -97,23 +97,25 @@ class SpanBatch(Batch):
 
 
 class DeclutrModule(TrainModule):
-    def __init__(self, mlm_model: Any, pooling: str, mlm: bool, pad_id: int) -> None:
+    def __init__(self, mlm_model: Any, pooling: str, mlm: bool, pad_id: int, contrastive: bool = True) -> None:
         super().__init__()
         self.model = MaskedLM(mlm_model, pooling)
         self.mlm_model = mlm_model
         self.mlm = mlm
+        self.contrastive = contrastive
         self.pad_id = pad_id
         if not mlm:  # the head takes no part: keep DDP from waiting for its gradients
             freeze_unused(mlm_model, mlm_model.base_model)
 
     def forward(self, batch: Batch, group: Sequence[int], seeds: Seeds) -> StepOut:
         """Embed the anchors of documents `group` and their positives -> views (anchors [k, d],
-        mean of each anchor's P positives [k, d]) and the anchors' summed MLM loss."""
+        mean of each anchor's P positives [k, d]) and the anchors' summed MLM loss. Without the
+        contrastive loss only the anchors are encoded and there are no views."""
         assert isinstance(batch, SpanBatch) and batch.seqs is not None and batch.labels is not None
         a_per, p = batch.per_unit, batch.num_positives
         n_anchor = batch.num_units * a_per
         anchors = [u * a_per + j for u in group for j in range(a_per)]
-        idx = anchors + [n_anchor + a * p + j for a in anchors for j in range(p)]
+        idx = anchors + ([n_anchor + a * p + j for a in anchors for j in range(p)] if self.contrastive else [])
         seqs = [batch.seqs[i] for i in idx]
         labels = [batch.labels[i] if self.mlm else None for i in idx]
         mlm_sum = torch.zeros((), device=next(self.parameters()).device)
@@ -127,7 +129,7 @@ class DeclutrModule(TrainModule):
 
         emb = in_order(self.run_chunks([len(s) for s in seqs], seeds, run), len(seqs))  # [k + k*P, d]
         k = len(anchors)
-        views = (emb[:k], emb[k:].view(k, p, -1).mean(dim=1))
+        views = (emb[:k], emb[k:].view(k, p, -1).mean(dim=1)) if self.contrastive else None
         return StepOut(views, {"mlm": mlm_sum} if self.mlm else {})
 
 
@@ -201,7 +203,7 @@ class Declutr(Recipe):
                          spans.num_anchors, spans.num_positives)
 
     def module(self) -> TrainModule:
-        return DeclutrModule(self.mlm_model, self.cfg.pooling, self.cfg.mlm, self.pad_id)
+        return DeclutrModule(self.mlm_model, self.cfg.pooling, self.cfg.mlm, self.pad_id, self.cfg.contrastive)
 
     def contrastive(self, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         return info_nce(a, p, self.cfg.temperature)
