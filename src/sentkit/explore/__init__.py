@@ -8,6 +8,20 @@ and claim verdicts of evaluation or experiment results (:mod:`.results_view`). T
 
 from __future__ import annotations
 
-from sentkit.explore.core import ExploreError, Explorer
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentkit.explore.core import ExploreError, Explorer
+
+
+def __getattr__(name: str) -> Any:
+    """`Explorer` and `ExploreError` are imported on first use (they pull in scikit-learn), so that the
+    CLI's argument parser stays light."""
+    if name not in ("ExploreError", "Explorer"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module("sentkit.explore.core"), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["ExploreError", "Explorer"]

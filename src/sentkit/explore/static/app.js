@@ -86,7 +86,15 @@ async function refreshState() {
   renderTokenizers();
   if (!S.lastQuery) renderColumns(statusColumns());
   schedulePoll(data.building);
+  // Whichever request sees the build end (a poll, or the search that just got a "building" column) asks
+  // the query again, so the columns that showed progress get their neighbours.
+  if (!data.building && S.lastQuery && columnsWaiting()) search(true);
   return data;
+}
+
+// Whether a column of the latest query shows a build in progress instead of neighbours.
+function columnsWaiting() {
+  return [...S.columns.values()].some(({ seq, col }) => seq === S.seq && !["ready", "error"].includes(col.status));
 }
 
 function schedulePoll(building) {
@@ -94,7 +102,7 @@ function schedulePoll(building) {
   if (!building) return;
   S.poll = setTimeout(async () => {
     const data = await refreshState();
-    if (S.lastQuery && data) search(true);
+    if (S.lastQuery && data && data.building) search(true);  // the columns' progress
   }, 600);
 }
 
