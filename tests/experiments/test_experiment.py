@@ -457,3 +457,34 @@ def test_several_experiments_make_one_report_opening_with_the_headline(tmp_path:
     assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  |")  # no CPU time recorded
     assert "results-a.png" in text and "results-b.png" in text
     assert "CPU time, recorded for 2 of them: 0.1 CPU-hours" in text
+
+
+def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:
+    """Editing a cell's settings must not leave its old model or results standing for the new cell:
+    the runner refuses the folder (naming it, the changed setting and the fix) and runs the others."""
+    from sentkit.cli.main import main
+
+    f = _write(tmp_path)
+    run_experiment(load_experiment(f))
+    assert len(TRAINED) == 3
+    f.write_text(f.read_text().replace("scale = 3.0", "scale = 4.0"))
+    status = run_experiment(load_experiment(f))
+    folder = tmp_path / "out" / "big" / "seed-0"
+    assert status["small/seed-0"] == "skipped (finished)" and len(TRAINED) == 3
+    msg = status["big/seed-0"]
+    assert msg.startswith("failed: ") and str(folder) in msg and "scale: 3.0 -> 4.0" in msg and "move that folder away" in msg
+    # a model trained but not evaluated yet (killed in evaluation) is refused the same way
+    (folder / "results.json").unlink()
+    assert run_experiment(load_experiment(f))["big/seed-0"].startswith("failed: ") and len(TRAINED) == 3
+    with pytest.raises(ConfigError, match="other settings"):
+        run_experiment(load_experiment(f), keep_going=False)
+    assert main(["experiment", "run", str(f), "--only", "big"]) == 1
+    # the printed fix works: with the folder moved away, the cell trains with its new settings
+    folder.rename(tmp_path / "old-big")
+    assert run_experiment(load_experiment(f))["big/seed-0"] == "done" and len(TRAINED) == 4
+    res = json.loads((folder / "results.json").read_text())
+    assert res["experiment"]["settings"] == {"scale": 4.0}
+    # a folder of a run started before cell.json existed is judged by its results file
+    (tmp_path / "out" / "small" / "seed-0" / "cell.json").unlink()
+    f.write_text(f.read_text().replace("scale = 1.0", "scale = 2.0"))
+    assert "scale: 1.0 -> 2.0" in run_experiment(load_experiment(f), seeds=[0])["small/seed-0"]

@@ -1,5 +1,6 @@
 """Run an experiment grid: train each (cell, seed), then evaluate it. Resumable: a finished cell
-(its results.json exists) is skipped; an interrupted DeCLUTR cell resumes from its checkpoint.
+(its results.json exists) is skipped; an interrupted cell resumes from its checkpoint. A run folder
+of a cell whose settings were edited since is refused (named, with the fix), never reused.
 
 With ``results`` set in the experiment file, each results JSON is also published (copied) to
 ``<results>/<cell>/seed-<s>.json``: a small folder meant to be committed, from which the report is
@@ -23,6 +24,7 @@ from sentkit.methods import get_method, read_marker
 log = logging.getLogger(__name__)
 
 RESULTS = "results.json"
+CELL = "cell.json"  # the cell as declared when its run started: a run of other settings is never taken as this one
 
 
 @dataclass
@@ -118,10 +120,42 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
     return f"{spec.name}/{run.cell.name}/seed-{run.seed}/{fp}"
 
 
+def declared(run: CellRun) -> dict[str, Any]:
+    """The (cell, seed, method, settings) a run folder must hold, as JSON writes them."""
+    return {"cell": run.cell.name, "seed": run.seed, "method": run.cell.method,
+            "settings": json.loads(json.dumps(run.cell.settings, default=str))}
+
+
+def check_same_cell(run: CellRun) -> None:
+    """Refuse a run folder that holds a run of other settings (the experiment file was edited since):
+    its model or results would otherwise be taken for the cell as now declared."""
+    recorded: dict[str, Any] | None = None
+    path = run.folder / CELL
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{path}: unreadable ({e}); delete it to run cell {run.cell.name!r} again") from e
+    elif run.done:
+        exp = json.loads(run.results_path.read_text()).get("experiment") or {}
+        recorded = {k: exp.get(k) for k in ("cell", "seed", "method", "settings")}
+    if recorded is None or recorded == declared(run):
+        return
+    want = declared(run)
+    changed = [k for k in ("cell", "seed", "method") if recorded.get(k) != want[k]]
+    old, new = recorded.get("settings") or {}, want["settings"]
+    changed += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    raise ConfigError(f"{run.folder} holds a run of cell {run.cell.name!r} seed {run.seed} with other settings "
+                      f"({'; '.join(changed)}); move that folder away (or delete it) to run the cell as the "
+                      f"experiment file declares it now")
+
+
 def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     import sentkit
 
     run.folder.mkdir(parents=True, exist_ok=True)
+    if not (run.folder / CELL).is_file():
+        atomic_write_text(run.folder / CELL, json.dumps(declared(run), indent=2) + "\n")
     cpu0 = time.process_time()
     encoder, train_s = _train(run, spec)
     cpu1 = time.process_time()
@@ -181,12 +215,12 @@ def stale(run: CellRun, res: dict[str, Any]) -> str:
     """Why a results file is not the run the experiment file declares ("" when it is): another cell,
     seed, method or settings (an older version of the grid)."""
     exp = res.get("experiment") or {}
-    declared = json.loads(json.dumps(run.cell.settings, default=str))  # as the runner wrote them
+    want = declared(run)
     ran = (exp.get("cell"), exp.get("seed"), exp.get("method"), exp.get("settings"))
-    if ran == (run.cell.name, run.seed, run.cell.method, declared):
+    if ran == (want["cell"], want["seed"], want["method"], want["settings"]):
         return ""
     return (f"ran cell {ran[0]!r} seed {ran[1]!r} method {ran[2]!r} settings {ran[3]!r}; the file declares "
-            f"{run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings {declared!r}")
+            f"{run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings {want['settings']!r}")
 
 
 def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,
@@ -197,6 +231,14 @@ def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds
     runs = [r for r in plan(spec) if (not only or r.cell.name in only) and (seeds is None or r.seed in seeds)]
     for i, run in enumerate(runs, 1):
         key = f"{run.cell.name}/seed-{run.seed}"
+        try:
+            check_same_cell(run)
+        except ConfigError as e:
+            if not keep_going:
+                raise
+            log.error("%s: %s", key, e)
+            status[key] = f"failed: {e}"
+            continue
         if run.done:
             status[key] = "skipped (finished)"
             dest = run.published_path(spec)
