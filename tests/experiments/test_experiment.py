@@ -488,3 +488,8 @@ def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_met
     (tmp_path / "out" / "small" / "seed-0" / "cell.json").unlink()
     f.write_text(f.read_text().replace("scale = 1.0", "scale = 2.0"))
     assert "scale: 1.0 -> 2.0" in run_experiment(load_experiment(f), seeds=[0])["small/seed-0"]
+    # a torn results file is named, and the grid goes on
+    (tmp_path / "out" / "small" / "seed-1" / "cell.json").unlink()
+    (tmp_path / "out" / "small" / "seed-1" / "results.json").write_text('{"experiment": ')
+    st = run_experiment(load_experiment(f), seeds=[1])["small/seed-1"]
+    assert st.startswith("failed: ") and "results.json: not a results file" in st and "delete it" in st

@@ -137,7 +137,11 @@ def check_same_cell(run: CellRun) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{path}: unreadable ({e}); delete it to run cell {run.cell.name!r} again") from e
     elif run.done:
-        exp = json.loads(run.results_path.read_text()).get("experiment") or {}
+        try:
+            exp = json.loads(run.results_path.read_text()).get("experiment") or {}
+        except (OSError, ValueError, AttributeError) as e:
+            raise ConfigError(f"{run.results_path}: not a results file ({e}); delete it to evaluate the cell "
+                              f"again") from e
         recorded = {k: exp.get(k) for k in ("cell", "seed", "method", "settings")}
     if recorded is None or recorded == declared(run):
         return
