@@ -493,3 +493,21 @@ def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_met
     (tmp_path / "out" / "small" / "seed-1" / "results.json").write_text('{"experiment": ')
     st = run_experiment(load_experiment(f), seeds=[1])["small/seed-1"]
     assert st.startswith("failed: ") and "results.json: not a results file" in st and "delete it" in st
+
+
+def test_import_says_how_many_runs_the_committed_folder_holds(tmp_path: Path, fake_method: None,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A second import from a partial source counts the runs already committed, not only those it copied."""
+    from sentkit.cli.main import main
+
+    committed = tmp_path / "committed"
+    f = _write(tmp_path, head=f'results = "{committed}"')
+    run_experiment(load_experiment(f), seeds=[0])  # small/seed-0 and big/seed-0, published
+    elsewhere = tmp_path / "elsewhere"
+    g = tmp_path / "other.toml"
+    g.write_text(f.read_text().replace(str(tmp_path / "out"), str(elsewhere)).replace(f'results = "{committed}"', ""))
+    run_experiment(load_experiment(g), seeds=[1])  # small/seed-1, run elsewhere
+    capsys.readouterr()
+    assert main(["experiment", "import", str(f), "--from", str(elsewhere)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"1 of 3 runs found in {elsewhere}; 3 of 3 now have results in {committed}"

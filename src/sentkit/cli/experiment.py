@@ -83,8 +83,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     status = import_results(spec, args.source, only=_cells(args.only))
     for key, st in status.items():
         print(f"{key:40s} {st}")
-    n = sum(st in ("published", "unchanged") for st in status.values())
-    print(f"{n} of {len(status)} runs are in {spec.results}")
+    from sentkit.experiments.runner import plan
+
+    copied = sum(st in ("published", "unchanged") for st in status.values())
+    runs = [r for r in plan(spec) if f"{r.cell.name}/seed-{r.seed}" in status]
+    have = sum(1 for r in runs if (p := r.published_path(spec)) is not None and p.is_file())
+    print(f"{copied} of {len(status)} runs found in {args.source}; {have} of {len(status)} now have results "
+          f"in {spec.results}")
     return 1 if any(st.startswith("stale") for st in status.values()) else 0
 
 
