@@ -77,14 +77,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from sentkit.experiments import load_experiment
-    from sentkit.experiments.runner import import_results
+    from sentkit.experiments.runner import import_results, plan
 
     spec = load_experiment(args.experiment)
     status = import_results(spec, args.source, only=_cells(args.only))
     for key, st in status.items():
         print(f"{key:40s} {st}")
-    from sentkit.experiments.runner import plan
-
     copied = sum(st in ("published", "unchanged") for st in status.values())
     runs = [r for r in plan(spec) if f"{r.cell.name}/seed-{r.seed}" in status]
     have = sum(1 for r in runs if (p := r.published_path(spec)) is not None and p.is_file())

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sentkit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sentkit.evaluation.config import PRESETS, EvalConfig, make_config
@@ -15,25 +16,14 @@ if TYPE_CHECKING:
     from sentkit.evaluation.runner import EncoderOutputError, EvaluationInterrupted, evaluate
     from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, PROBING, TASKS, get_task, load_task
 
-# Public names and the module each comes from: imported on first use, so that importing a light
-# submodule (the CLI's argument parser) does not pull in torch and scikit-learn.
-_EXPORTS = {
+# imported on first use: the runner pulls in torch and scikit-learn
+__getattr__ = lazy_exports(__name__, {
     "PRESETS": "config", "EvalConfig": "config", "make_config": "config",
     "declutr_average": "report", "markdown_table": "report", "side_by_side": "report",
     "EncoderOutputError": "runner", "EvaluationInterrupted": "runner", "evaluate": "runner",
     "ALL_TASKS": "tasks", "DOWNSTREAM": "tasks", "PROBING": "tasks", "TASKS": "tasks",
     "get_task": "tasks", "load_task": "tasks",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
+})
 
 __all__ = [
     "ALL_TASKS",

@@ -126,6 +126,12 @@ def declared(run: CellRun) -> dict[str, Any]:
             "settings": json.loads(json.dumps(run.cell.settings, default=str))}
 
 
+def ran(res: dict[str, Any]) -> dict[str, Any]:
+    """The (cell, seed, method, settings) a results file says it ran."""
+    exp = res.get("experiment") or {}
+    return {k: exp.get(k) for k in ("cell", "seed", "method", "settings")}
+
+
 def check_same_cell(run: CellRun) -> None:
     """Refuse a run folder that holds a run of other settings (the experiment file was edited since):
     its model or results would otherwise be taken for the cell as now declared."""
@@ -138,14 +144,13 @@ def check_same_cell(run: CellRun) -> None:
             raise ConfigError(f"{path}: unreadable ({e}); delete it to run cell {run.cell.name!r} again") from e
     elif run.done:
         try:
-            exp = json.loads(run.results_path.read_text()).get("experiment") or {}
+            recorded = ran(json.loads(run.results_path.read_text()))
         except (OSError, ValueError, AttributeError) as e:
             raise ConfigError(f"{run.results_path}: not a results file ({e}); delete it to evaluate the cell "
                               f"again") from e
-        recorded = {k: exp.get(k) for k in ("cell", "seed", "method", "settings")}
-    if recorded is None or recorded == declared(run):
-        return
     want = declared(run)
+    if recorded is None or recorded == want:
+        return
     changed = [k for k in ("cell", "seed", "method") if recorded.get(k) != want[k]]
     old, new = recorded.get("settings") or {}, want["settings"]
     changed += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
@@ -218,13 +223,12 @@ def import_results(spec: ExperimentSpec, source: str | Path, *, only: list[str] 
 def stale(run: CellRun, res: dict[str, Any]) -> str:
     """Why a results file is not the run the experiment file declares ("" when it is): another cell,
     seed, method or settings (an older version of the grid)."""
-    exp = res.get("experiment") or {}
-    want = declared(run)
-    ran = (exp.get("cell"), exp.get("seed"), exp.get("method"), exp.get("settings"))
-    if ran == (want["cell"], want["seed"], want["method"], want["settings"]):
+    got, want = ran(res), declared(run)
+    if got == want:
         return ""
-    return (f"ran cell {ran[0]!r} seed {ran[1]!r} method {ran[2]!r} settings {ran[3]!r}; the file declares "
-            f"{run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings {want['settings']!r}")
+    return (f"ran cell {got['cell']!r} seed {got['seed']!r} method {got['method']!r} settings {got['settings']!r}; "
+            f"the file declares {run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings "
+            f"{want['settings']!r}")
 
 
 def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,

@@ -8,20 +8,14 @@ and claim verdicts of evaluation or experiment results (:mod:`.results_view`). T
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sentkit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sentkit.explore.core import ExploreError, Explorer
 
-
-def __getattr__(name: str) -> Any:
-    """`Explorer` and `ExploreError` are imported on first use (they pull in scikit-learn), so that the
-    CLI's argument parser stays light."""
-    if name not in ("ExploreError", "Explorer"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module("sentkit.explore.core"), name)
-    globals()[name] = value
-    return value
+# imported on first use: the explorer pulls in scikit-learn
+__getattr__ = lazy_exports(__name__, {"ExploreError": "core", "Explorer": "core"})
 
 __all__ = ["ExploreError", "Explorer"]
