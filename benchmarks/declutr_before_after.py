@@ -55,7 +55,7 @@ def main() -> None:
     from sentkit.data.store import is_store, prepare_store
     from sentkit.models.hub import load_tokenizer
     from sentkit.training.loop import train
-    from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+    from sentkit.training.recipes.declutr import Declutr, DeclutrConfig
 
     out = Path(args.out)
     a, b, gold = stsb_dev()

@@ -101,15 +101,15 @@ def main() -> None:
     if not args.table_only:
         from sentkit.evaluation import evaluate
         from sentkit.evaluation.cli import set_threads
-        from sentkit.evaluation.models import load_model
         from sentkit.io import atomic_write_text
+        from sentkit.loading import fingerprint, load
 
         set_threads(args.threads)
         for name in args.models.split(","):
-            model = load_model(name)
+            encoder = load(name)
             for preset in args.presets.split(","):
-                res = evaluate(model.encoder, tasks="all", preset=preset, data_dir=args.data_dir,
-                               fingerprint=model.fingerprint, model_name=model.name, cache_dir=args.cache_dir)
+                res = evaluate(encoder, tasks="all", preset=preset, data_dir=args.data_dir,
+                               fingerprint=fingerprint(encoder, name), model_name=name, cache_dir=args.cache_dir)
                 atomic_write_text(out_dir / f"{MODELS[name]}_{preset}.json", json.dumps(res, indent=1) + "\n")
     print(table(out_dir))
 

@@ -51,17 +51,19 @@ def main() -> None:
 
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.cache import EmbeddingCache
-    from sentkit.evaluation.models import load_model
     from sentkit.evaluation.runner import EmbeddingStore
     from sentkit.evaluation.tasks import expand_tasks, load_task
 
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="sentkit-speed-")
-    model = load_model(args.model)
+    from sentkit.loading import fingerprint, load
+
+    encoder = load(args.model)
+    fp = fingerprint(encoder, args.model)
     names = expand_tasks(args.tasks, args.data_dir)
 
     # 1) encoding: each unique sentence once (whatever is already in the cache is not re-encoded)
-    cache = EmbeddingCache(cache_dir, model.fingerprint) if model.fingerprint else None
-    store = EmbeddingStore(model.encoder.encode, 128, cache)
+    cache = EmbeddingCache(cache_dir, fp) if fp else None
+    store = EmbeddingStore(encoder.encode, 128, cache)
     t0, c0 = time.perf_counter(), time.process_time()
     for name in names:
         store.ensure(list(load_task(name, args.data_dir).sentences()), name)
@@ -69,8 +71,8 @@ def main() -> None:
 
     # 2) classifiers on cached embeddings
     t0, c0 = time.perf_counter(), time.process_time()
-    res = evaluate(model.encoder, tasks=names, preset=args.preset, data_dir=args.data_dir,
-                   fingerprint=model.fingerprint, model_name=model.name, cache_dir=cache_dir)
+    res = evaluate(encoder, tasks=names, preset=args.preset, data_dir=args.data_dir,
+                   fingerprint=fp, model_name=args.model, cache_dir=cache_dir)
     clf_wall, clf_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     sample = None
@@ -80,7 +82,7 @@ def main() -> None:
         texts = sorted(store.rows)
         pick = np.random.default_rng(0).choice(len(texts), min(args.encode_sample, len(texts)), replace=False)
         batch = [texts[i] for i in pick]
-        fresh = EmbeddingStore(model.encoder.encode, 128, None)
+        fresh = EmbeddingStore(encoder.encode, 128, None)
         t0, c0 = time.perf_counter(), time.process_time()
         fresh.ensure(batch, "sample")
         w, c = time.perf_counter() - t0, time.process_time() - c0
@@ -92,9 +94,9 @@ def main() -> None:
     per_task_cpu = {t: res["timings"]["tasks"][t]["classify_cpu_s"] for t in res["timings"]["tasks"]}
     lit14 = sum(v for t, v in per_task.items() if t in LIT14)
     lit14_cpu = sum(v for t, v in per_task_cpu.items() if t in LIT14)
-    peer = PEER.get((model.name, args.preset))
+    peer = PEER.get((args.model, args.preset))
     out = {
-        "model": model.name, "preset": args.preset, "threads": args.threads, "tasks": names,
+        "model": args.model, "preset": args.preset, "threads": args.threads, "tasks": names,
         "sentences": {"requested": store.n_requested, "unique": len(store.rows),
                       "encoded": store.n_encoded, "from_cache": store.n_cached},
         "encode": {"wall_s": round(enc_wall, 1), "cpu_s": round(enc_cpu, 1), "sample": sample},

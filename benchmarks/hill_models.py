@@ -64,7 +64,7 @@ def synthetic_parallel(sentences: list[list[str]], path: Path) -> None:
 
 def run_method(name: str, data: Any, texts: list[str], args: argparse.Namespace,
                tmp: Path) -> tuple[dict[str, Any], Any]:
-    from sentkit.baselines import model_class
+    from sentkit.hill import model_class
 
     cls = model_class(name)
     kw = settings_for(name, args.steps, args.epochs)
@@ -105,7 +105,7 @@ def run_method(name: str, data: Any, texts: list[str], args: argparse.Namespace,
 
 
 def show_neighbours(name: str, model: Any, texts: list[str]) -> list[dict[str, Any]]:
-    from sentkit.baselines.neighbours import build_index
+    from sentkit.neighbours import build_index
 
     index = build_index(model, texts, progress=False)
     out = []
@@ -143,7 +143,7 @@ def neighbours_of_trained(root: Path, methods: list[str], texts: list[str]) -> i
 
 def index_speed(n: int, dims: list[int], k: int = 10, repeats: int = 20) -> list[dict[str, Any]]:
     """Query time of a NeighbourIndex of ``n`` random unit vectors (median of ``repeats``)."""
-    from sentkit.baselines.neighbours import NeighbourIndex, normalise_rows
+    from sentkit.neighbours import NeighbourIndex, normalise_rows
 
     rng = np.random.default_rng(0)
     out = []

@@ -137,7 +137,7 @@ class Comparison:
 
     def recipe(self, args: argparse.Namespace) -> tuple[Any, Any]:
         """(the recipe class named like the comparison, its config with the method's defaults)."""
-        from sentkit.training.methods import RECIPES
+        from sentkit.training.recipes import RECIPES
 
         cls = RECIPES[self.name]
         return cls, cls.config_cls(corpus="-", out="-", **({"batch_size": args.batch} if args.batch else {}))

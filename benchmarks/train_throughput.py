@@ -36,7 +36,7 @@ def main() -> None:
     from sentence_transformers.sentence_transformer import losses
 
     from sentkit.models.hub import resolve
-    from sentkit.training.methods.declutr import Declutr, DeclutrConfig, SpanBatch
+    from sentkit.training.recipes.declutr import Declutr, DeclutrConfig, SpanBatch
     from sentkit.training.step import forward_backward
 
     sents = gutenberg_sentences(args.pairs * 2 * (args.steps + 1), seed=1, max_words=100)

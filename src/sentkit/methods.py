@@ -1,4 +1,7 @@
-"""Training methods registry: `sentkit train --method NAME` looks names up here.
+"""The registry of every training method, transformer or not: `sentkit train --method NAME`, the
+experiment grids and `sentkit.load` (for a saved folder) look names up here. The transformer
+recipes (sentkit.training.recipes), the Hill et al. models (sentkit.hill) and the averaged word
+vectors (sentkit.models.wordvectors) register themselves when the registry is first asked.
 
 A method is a config dataclass plus two functions:
 - ``train(cfg) -> Path``: train from ``cfg.corpus`` and save an encoder directory at ``cfg.out``;
@@ -34,7 +37,7 @@ class Method:
 METHODS: Registry[Method] = Registry("method")
 
 # Modules that register methods on import (kept lazy so `import sentkit` stays light).
-_PROVIDERS = ("sentkit.training.methods", "sentkit.baselines")
+_PROVIDERS = ("sentkit.training.recipes", "sentkit.hill", "sentkit.models.wordvectors")
 _loaded = False
 
 

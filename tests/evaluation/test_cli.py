@@ -124,10 +124,10 @@ def test_download_verifies_sha256_offline(tmp_path, monkeypatch, capsys):
 
 
 def test_load_model_forms(tmp_path, encoder_file):
-    from sentkit.evaluation.models import fingerprint_for, load_model
+    from sentkit.loading import fingerprint, load
 
-    m = load_model(encoder_file)
-    assert m.fingerprint == "cli-test-enc" and m.encoder.encode(["a b"]).shape == (1, 6)
-    m2 = load_model("json:dumps")  # a plain function: usable, but no fingerprint (no cache)
-    assert m2.fingerprint is None and callable(m2.encoder)
-    assert fingerprint_for(lambda texts: texts, "f") is None
+    m = load(encoder_file)
+    assert fingerprint(m, encoder_file) == "cli-test-enc" and m.encode(["a b"]).shape == (1, 6)
+    m2 = load("json:dumps")  # a plain function: usable, but no fingerprint (no cache)
+    assert fingerprint(m2, "json:dumps") is None and callable(m2.fn)
+    assert fingerprint(lambda texts: texts, "f") is None

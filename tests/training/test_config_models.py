@@ -8,7 +8,7 @@ import pytest
 
 from sentkit.config import ConfigError, from_dict
 from sentkit.registry import Registry, UnknownNameError
-from sentkit.training.methods.declutr import DeclutrConfig
+from sentkit.training.recipes.declutr import DeclutrConfig
 
 
 def test_unknown_key_suggests_closest() -> None:

@@ -18,9 +18,9 @@ from sentkit.data.store import TokenStore, prepare_store
 from sentkit.models.hub import load_tokenizer
 from sentkit.training.distributed import DistInfo
 from sentkit.training.loop import corpus_subset, train
-from sentkit.training.methods.declutr import Declutr
 from sentkit.training.metrics import read_metrics
 from sentkit.training.recipe import Seeds, dropout_seed
+from sentkit.training.recipes.declutr import Declutr
 
 HERE = Path(__file__).parent
 Q = "model.encoder.encoder.layer.0.attention.self.query.weight"

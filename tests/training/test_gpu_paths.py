@@ -11,8 +11,8 @@ from _helpers import small_config
 
 from sentkit.training.checkpoint import CHECKPOINT, rng_state, set_rng_state
 from sentkit.training.loop import pick_precision, train
-from sentkit.training.methods.declutr import Declutr
 from sentkit.training.metrics import read_metrics
+from sentkit.training.recipes.declutr import Declutr
 
 
 @pytest.fixture()
@@ -154,7 +154,7 @@ def test_mlm_head_matches_the_models_own_logits(family: str, tmp_path: Path) -> 
 def test_one_training_step_per_family(family: str, tmp_path: Path, tiny_corpus: Path) -> None:
     """A DeCLUTR step (spans up to the model's full length, MLM on) for every supported family."""
     from sentkit.models.hub import position_limit
-    from sentkit.training.methods import load_trained
+    from sentkit.training.recipes import load_trained
 
     model_dir = _family_model(family, tmp_path / family)
     cfg = small_config(str(tiny_corpus), str(tmp_path / "run"), model=str(model_dir), max_steps=1, min_span_len=4,

@@ -21,9 +21,9 @@ from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.distributed import DistInfo
 from sentkit.training.loop import train
-from sentkit.training.methods import RECIPES
 from sentkit.training.metrics import read_metrics, training_history
 from sentkit.training.recipe import Seeds
+from sentkit.training.recipes import RECIPES
 
 METHODS = ("simcse", "tsdae", "mlm")
 
@@ -225,7 +225,7 @@ def test_mlm_from_scratch_learns_and_continues_with_declutr(tiny_model_dir: Path
     # its output is a masked-LM checkpoint that DeCLUTR continues from (its head, not a fresh one)
     from _helpers import small_config
 
-    from sentkit.training.methods.declutr import Declutr
+    from sentkit.training.recipes.declutr import Declutr
 
     d = train(small_config(str(tiny_corpus), str(tmp_path / "declutr"), model=str(out), max_steps=1), Declutr)
     assert json.loads((d / "sentkit.json").read_text())["method"] == "declutr"

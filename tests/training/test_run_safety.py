@@ -17,8 +17,8 @@ from _helpers import small_config
 from sentkit.cli.main import main as cli
 from sentkit.training.checkpoint import CHECKPOINT, PREVIOUS, CheckpointError, load_checkpoint
 from sentkit.training.loop import train
-from sentkit.training.methods.declutr import Declutr
 from sentkit.training.metrics import read_metrics
+from sentkit.training.recipes.declutr import Declutr
 from sentkit.training.rundir import RunDirError
 
 

@@ -83,7 +83,8 @@ def cmd_spans(args: argparse.Namespace) -> int:
 
     from sentkit.data.corpus import CorpusError, iter_documents
     from sentkit.data.store import LengthRule, relax_fixes
-    from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, quiet_transformers, resolve
+    from sentkit.logs import quiet_transformers
+    from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, resolve
     from sentkit.objectives.spans import SpanSettings, relation, sample_spans
 
     check_positive(args, "num", "num_anchors", "num_positives", "min_span_len", "max_span_len")

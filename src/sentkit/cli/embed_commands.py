@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
         help="embed a .txt (one text per line) or .jsonl file into .npy or .parquet",
         description="Stream texts through an encoder and write float32 embeddings (written atomically).",
     )
-    e.add_argument("--model", required=True, help="trained directory, registry name, HF id or local model dir")
+    e.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
+                   "a transformers folder or HF id, file.py:attr")
     e.add_argument("--input", required=True, help=".txt (one text per line) or .jsonl")
     e.add_argument("--output", required=True, help=".npy or .parquet")
     e.add_argument("--text-field", default="text", help="field of .jsonl input (default: text)")
@@ -286,6 +287,7 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 def register_similarity(sub: Any) -> None:
     s = sub.add_parser("similarity", help="cosine similarity of a few texts under a model (a quick check)",
                        description="Embed the given texts and print their cosine similarity matrix.")
-    s.add_argument("--model", required=True, help="trained directory, registry name, HF id or local model dir")
+    s.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
+                   "a transformers folder or HF id, file.py:attr")
     s.add_argument("texts", nargs="+", help="texts to compare")
     s.set_defaults(func=cmd_similarity)

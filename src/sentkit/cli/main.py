@@ -23,7 +23,7 @@ COMMAND_MODULES = (
     "sentkit.cli.train_commands",     # train
     "sentkit.cli.embed_commands",     # embed, similarity
     "sentkit.evaluation.cli",         # evaluate, report, data
-    "sentkit.baselines.cli",          # neighbours
+    "sentkit.cli.neighbours_command",          # neighbours
     "sentkit.cli.experiment",         # experiment
     "sentkit.explore.cli",
 )

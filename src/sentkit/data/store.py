@@ -214,7 +214,7 @@ def prepare_store(
     as an entry of the store (methods that train on sentences: SimCSE, TSDAE)."""
     from tqdm.auto import tqdm
 
-    from sentkit.models.hub import quiet_transformers
+    from sentkit.logs import quiet_transformers
 
     if max_doc_tokens is not None and max_doc_tokens < min_doc_tokens:
         raise CorpusError(

@@ -18,8 +18,9 @@ def register(subparsers: Any) -> None:
                     "SentEval's own protocol. Writes a results JSON (and optionally Markdown/PNG).",
     )
     p.add_argument("--model", "-m", required=True,
-                   help="glove-average | a sentkit output dir | a registry name (all-minilm-l6-v2) | "
-                        "a transformers / sentence-transformers dir or HF id | module:attr or file.py:attr")
+                   help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
+                        "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
+                        "module:attr or file.py:attr")
     p.add_argument("--tasks", default="all",
                    help="comma-separated task names, 'all' (every task whose data is present), "
                         "'downstream' or 'probing' (default: all)")
@@ -157,9 +158,9 @@ def _refuse_foreign_file(path: str) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.config import ConfigError, parse_overrides
     from sentkit.evaluation import evaluate
-    from sentkit.evaluation.models import load_model
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
+    from sentkit.loading import fingerprint, load
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
@@ -176,10 +177,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["use_cache"] = False
     if args.raw:
         overrides["raw"] = True
-    model = load_model(args.model)
+    encoder = load(args.model)
     try:
-        results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
-                           fingerprint=args.fingerprint or model.fingerprint, model_name=model.name,
+        results = evaluate(encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
+                           fingerprint=args.fingerprint or fingerprint(encoder, args.model), model_name=args.model,
                            progress=not getattr(args, "quiet", False), **overrides)
     except EvaluationInterrupted as e:  # Ctrl-C: keep what was finished
         done = len(e.results["results"])

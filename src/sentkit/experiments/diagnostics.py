@@ -77,7 +77,7 @@ def span_statistics(model_dir: Path, samples: int = 400) -> dict[str, Any]:
     the lengths of the documents it trained on."""
     from sentkit.data.store import TokenStore
     from sentkit.objectives.spans import relation, sample_spans
-    from sentkit.training.methods.declutr import DeclutrConfig
+    from sentkit.training.recipes.declutr import DeclutrConfig
 
     try:
         raw = json.loads((model_dir / "train_config.json").read_text())

@@ -110,11 +110,11 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
     or re-configured cell never reads the embeddings of an earlier model."""
     import hashlib
 
-    from sentkit.evaluation.models import fingerprint_for
+    from sentkit.loading import fingerprint
 
     # a transformer's fingerprint covers its weight files (size, mtime): a cell retrained with the
     # same settings gets a new key (the cache's spot check caught the old key's stale shards)
-    fp = fingerprint_for(encoder, run.cell.name)
+    fp = fingerprint(encoder, run.cell.name)
     if fp is None:
         fp = hashlib.sha256(json.dumps(run.cell.settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return f"{spec.name}/{run.cell.name}/seed-{run.seed}/{fp}"

@@ -3,19 +3,25 @@ from a CDN) and a small JSON API over :class:`~sentkit.explore.core.Explorer`.
 
 Every answer is JSON; bad input is ``{"error": message}`` with status 400, and a failure of the
 server's own code is status 500 with a one-line message (the traceback goes to the log only).
+
+The page is safe to leave running: requests that change its state (every POST) are refused with
+status 403 when a browser says they come from another site (their ``Origin`` is not this server's,
+or ``Sec-Fetch-Site`` is not same-origin), so a web page the user visits cannot make the server load
+models or read paths; Host headers other than this server's names are refused too (DNS rebinding).
+Models the page adds never run code (``file.py:attr`` is accepted from the command line only).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -84,9 +90,39 @@ def allowed_hosts(host: str) -> list[str]:
     return sorted({*LOCAL_HOSTS, host})
 
 
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") -> str | None:
+    """Why a request that changes state must be refused as coming from another site, or None.
+
+    Browsers name the page that sent a request: ``Origin`` (every POST) and ``Sec-Fetch-Site``. A
+    request is this page's own when its Origin is this server's (same scheme, host and port as
+    the Host header) and Sec-Fetch-Site, when sent, is ``same-origin`` (or ``none``: typed by the
+    user). Clients that send neither (curl, scripts) are not browsers and are let through."""
+    if method.upper() in SAFE_METHODS:
+        return None
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"a request from another site (Sec-Fetch-Site: {site})"
+    origin = headers.get("origin")
+    if origin is not None and origin != f"{scheme}://{headers.get('host', '')}":
+        return f"a request from another origin ({origin})"
+    return None
+
+
 def create_app(explorer: Explorer, *, hosts: Sequence[str] = LOCAL_HOSTS) -> FastAPI:
     """The explorer's app; ``hosts``: accepted Host headers (see :func:`allowed_hosts`)."""
     app = FastAPI(title="sentkit explore", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def _same_origin(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        why = cross_origin(request.method, request.headers, request.url.scheme)
+        if why is not None:
+            log.warning("refused %s %s: %s", request.method, request.url.path, why)
+            return JSONResponse({"error": f"refused: {why}; use the page this server serves"}, status_code=403)
+        return await call_next(request)
+
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

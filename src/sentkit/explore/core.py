@@ -1,7 +1,7 @@
 """The explorer's state, free of any web framework: the models, the corpus, neighbour indexes
 built in the background (one at a time), and the answers of the three views.
 
-Indexes are :func:`sentkit.baselines.neighbours.get_index`'s: built once per (model, corpus),
+Indexes are :func:`sentkit.neighbours.get_index`'s: built once per (model, corpus),
 cached on disk and reused by the next start (and by ``sentkit neighbours``).
 """
 
@@ -133,8 +133,9 @@ class IndexJob:
 class Explorer:
     """Models, a corpus and opened results; indexes build in one background thread.
 
-    ``encoders`` maps model names to ready encoders (objects with ``encode``), used instead of
-    ``sentkit.load`` for those names."""
+    ``models`` come from the user's command line: any name ``sentkit.load`` accepts, ``file.py:attr``
+    included. Models added later (from the page: :meth:`add_model`) never name code. ``encoders``
+    maps model names to ready encoders (objects with ``encode``), used instead of loading them."""
 
     def __init__(self, models: Sequence[str] = (), corpus: str | Path | None = None,
                  results: Sequence[str | Path] = (), *, cache_dir: str | Path | None = None,
@@ -147,6 +148,7 @@ class Explorer:
         self.messages: list[str] = []  # problems found at start (shown on the page)
         self.results: list[dict[str, Any]] = []
         self._encoders: dict[str, Any] = dict(encoders or {})
+        self._trusted = {str(m).strip() for m in models}  # from the command line: may name code
         self._tokenizers: dict[str, Any] = {}
         self._documents: dict[str, list[dict[str, Any]]] = {}
         self._jobs: dict[tuple[str, str], IndexJob] = {}
@@ -154,7 +156,10 @@ class Explorer:
         self._load_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sentkit-explore-index")
         for m in models:
-            self.add_model(m)
+            try:
+                self.add_model(m)
+            except USER_ERRORS as e:  # a name that can never load: said at start and on the page
+                self.messages.append(f"model {m}: {error_text(e)}")
         if corpus is not None:
             try:
                 self.set_corpus(corpus)
@@ -168,11 +173,19 @@ class Explorer:
 
     # ------------------------------------------------------------------ models and corpus
     def add_model(self, name: str) -> dict[str, Any]:
-        """Add a model (any name ``sentkit.load`` accepts); its index starts building when a
-        corpus is set. A model that cannot load reports the reason in its index status."""
+        """Add a model (any name ``sentkit.load`` accepts but code, unless the command line gave it);
+        its index starts building when a corpus is set. A name that can never load (a training method,
+        a near-miss of a known name) is refused here; a model that fails to load reports the reason in
+        its index status."""
         name = str(name).strip()
         if not name:
             raise ExploreError("enter a model: a registry name, a model folder or a Hugging Face id")
+        if name not in self._encoders:
+            from sentkit.loading import describe
+
+            if describe(name) == "code" and name not in self._trusted:  # names that can never load raise here
+                raise ExploreError(f"model {name!r} names Python code (file.py:attr or module:attr), which runs when "
+                                   "it loads: give it on the command line (sentkit explore --models ...), not on the page")
         with self._lock:
             if name not in self.models:
                 self.models.append(name)
@@ -223,13 +236,13 @@ class Explorer:
             return enc
         with self._load_lock:
             if model not in self._encoders:
-                import sentkit
+                from sentkit.loading import load
 
-                self._encoders[model] = sentkit.load(model)
+                self._encoders[model] = load(model, allow_code=model in self._trusted)
             return self._encoders[model]
 
     def _build(self, job: IndexJob) -> None:
-        from sentkit.baselines.neighbours import get_index
+        from sentkit.neighbours import get_index
 
         def progress(n: int) -> None:
             job.phase = "embedding"

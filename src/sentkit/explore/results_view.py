@@ -75,12 +75,27 @@ def _single_runs(runs: list[tuple[Path, dict[str, Any]]]) -> tuple[Summary, dict
     return summary, groups, notes
 
 
+def experiment_folder(spec_path: Path, folder: str) -> Path:
+    """An experiment file's `output` or `results` folder: relative to the working directory, as
+    ``sentkit experiment run`` reads it, else relative to the file's folder or the one above it
+    (an experiment file opened from elsewhere than its repository's root)."""
+    p = Path(folder).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    for base in (spec_path.parent, spec_path.parent.parent):
+        if (base / p).exists():
+            return base / p
+    return p
+
+
 def find_experiment_file(folder: Path, search: list[Path] | None = None) -> ExperimentSpec | None:
-    """The experiment TOML whose ``output`` is ``folder``: looked for in the folder, its parent
-    and ``./experiments`` (relative outputs resolve from the working directory, as
-    ``sentkit experiment run`` does)."""
+    """The experiment TOML whose ``output`` or committed ``results`` folder is ``folder``: looked for
+    in the folder, the three above it and ``./experiments`` (relative folders resolve from the working
+    directory, as ``sentkit experiment run`` does, else from the TOML's folder)."""
     target = folder.resolve()
-    dirs = search if search is not None else [folder, folder.parent, Path.cwd() / "experiments", Path.cwd()]
+    dirs = search if search is not None else [folder, folder.parent, folder.parent.parent, folder.parent.parent.parent,
+                                              Path.cwd() / "experiments", Path.cwd()]
+    dirs = list(dict.fromkeys(d.resolve() for d in dirs))
     seen = 0
     for d in dirs:
         for f in sorted(d.glob("*.toml")) if d.is_dir() else []:
@@ -91,7 +106,7 @@ def find_experiment_file(folder: Path, search: list[Path] | None = None) -> Expe
                 spec = load_experiment(f)
             except (ConfigError, OSError, ValueError):
                 continue
-            if Path(spec.output).resolve() == target:
+            if any(experiment_folder(f, x).resolve() == target for x in (spec.output, spec.results) if x):
                 return spec
     return None
 
@@ -154,9 +169,12 @@ def open_results(path: str | Path) -> dict[str, Any]:
         raise ResultsError(f"{p} does not exist")
     if p.is_file() and p.suffix.lower() == ".toml":
         spec = load_experiment(p)
-        runs = _collect(Path(spec.output))
+        runs = _collect(experiment_folder(p, spec.output))  # this machine's runs, else the committed copies
+        if not runs and spec.results:
+            runs = _collect(experiment_folder(p, spec.results))
         if not runs:
-            raise ResultsError(f"experiment {spec.name!r} has no results yet under {spec.output}: "
+            where = spec.output + (f" or {spec.results}" if spec.results else "")
+            raise ResultsError(f"experiment {spec.name!r} has no results yet under {where}: "
                                f"run `sentkit experiment run {p}`")
         return _experiment(p, runs, spec)
     if p.is_file():

@@ -41,7 +41,7 @@ class Tokenized:
 
 def tokenize_text(text: str, tokenizer: Any) -> Tokenized:
     """Token ids without special tokens (as training prepares documents) and their offsets."""
-    from sentkit.models.hub import quiet_transformers
+    from sentkit.logs import quiet_transformers
 
     if not getattr(tokenizer, "is_fast", False):
         raise SpanViewError("the spans view needs a fast tokenizer (for character offsets)")

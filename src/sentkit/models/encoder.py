@@ -15,11 +15,11 @@ import torch
 
 from sentkit.config import ConfigError
 from sentkit.encoder import as_text_list
+from sentkit.logs import quiet_transformers
 from sentkit.models.hub import (
     load_tokenizer,
     not_found,
     position_limit,
-    quiet_transformers,
     resolve,
     special_affixes,
 )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError
+from sentkit.logs import quiet_transformers
 from sentkit.registry import Registry, suggest
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,11 @@ _ALIASES = {
 }
 
 
+def model_aliases() -> dict[str, str]:
+    """Other spellings users type for the offline registry names (alias -> name)."""
+    return dict(_ALIASES)
+
+
 def resolve(name_or_path: str) -> str:
     """Map a registry name to its local directory; other strings pass through unchanged.
 
@@ -80,23 +85,6 @@ def not_found(name_or_path: str, err: Exception) -> ConfigError:
         f"not be fetched from the Hugging Face hub ({type(err).__name__}: {str(err).splitlines()[0][:200]})."
         f"{suggest(name_or_path, names)} Offline registry names: {', '.join(names)}."
     )
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load reports and progress bars (we log what matters ourselves)."""
-    from transformers.utils import logging as tlog
-
-    level = tlog.get_verbosity()
-    bars = tlog.is_progress_bar_enabled()
-    tlog.set_verbosity_error()
-    tlog.disable_progress_bar()
-    try:
-        yield
-    finally:
-        tlog.set_verbosity(level)
-        if bars:
-            tlog.enable_progress_bar()
 
 
 def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:

@@ -1,0 +1,238 @@
+"""Nearest-neighbour sentence search for any encoder (the paper's Table 5 comparison).
+
+An index holds every sentence of a corpus and its L2-normalised embedding (float32, or a
+SciPy CSR matrix for encoders with ``encode_sparse`` such as TF-IDF). It is built once
+and cached in a folder keyed by the corpus files (path, size, mtime), the model and the
+sentence limit; a query is one matrix-vector product and a partial sort.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentkit.data.sentences import ReadReport, iter_document_sentences
+from sentkit.evaluation.cache import cache_writable
+
+log = logging.getLogger(__name__)
+
+EMB_FILE, SPARSE_FILE, SENT_FILE, META_FILE = "embeddings.npy", "embeddings.npz", "sentences.txt", "meta.json"
+
+
+def normalise_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero). [n, d] -> float32 [n, d]."""
+    x = np.asarray(x, dtype=np.float32)
+    n = np.linalg.norm(x, axis=1, keepdims=True)
+    n[n == 0] = 1.0
+    return x / n
+
+
+def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the ``k`` largest scores per row, best first.
+    scores: [m, n] -> (int64 [m, k'], float32 [m, k']) with k' = min(k, n)."""
+    scores = np.atleast_2d(scores)
+    k = min(k, scores.shape[1])
+    if k <= 0:
+        return np.zeros((scores.shape[0], 0), np.int64), np.zeros((scores.shape[0], 0), np.float32)
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(scores, part, axis=1)
+    order = np.argsort(-vals, axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1).astype(np.float32)
+
+
+def corpus_fingerprint(corpus: str | Path) -> dict[str, Any]:
+    """Path, sizes and mtimes of a corpus's files (changes when a file changes)."""
+    p = Path(corpus).resolve()
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return {"path": str(p), "files": len(files), "digest": h.hexdigest()[:16]}
+
+
+def model_fingerprint(model: str | Path) -> str:
+    """The index cache's key for a model name, computed without loading it: a folder's path and
+    files (`sentkit.loading.folder_signature`), else the name."""
+    from sentkit.loading import folder_signature
+
+    p = Path(model)
+    key = f"{p.resolve()}|{folder_signature(p)}" if p.is_dir() else str(model)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def default_cache_dir(model: str | Path) -> Path:
+    """``<model>/neighbours`` for a writable model folder, else ``$SENTKIT_CACHE`` or
+    ``~/.cache/sentkit/neighbours``."""
+    p = Path(model)
+    if p.is_dir() and os.access(p, os.W_OK):
+        from sentkit.loading import NEIGHBOURS_DIR
+
+        return p / NEIGHBOURS_DIR
+    base = os.environ.get("SENTKIT_CACHE") or str(Path.home() / ".cache" / "sentkit")
+    return Path(base) / "neighbours"
+
+
+@dataclass
+class NeighbourIndex:
+    """Sentences and their normalised embeddings (dense [n, d] float32 or CSR)."""
+
+    sentences: list[str]
+    embeddings: Any
+    sparse: bool = False
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def search(self, queries: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine top-k for query embeddings (dense [m, d] or CSR): (idx [m, k], scores)."""
+        if self.sparse:
+            import scipy.sparse as sp
+
+            q = sp.csr_matrix(queries, dtype=np.float32)
+            norms = np.sqrt(np.asarray(q.multiply(q).sum(axis=1)).ravel())
+            norms[norms == 0] = 1.0
+            q = sp.diags(1.0 / norms) @ q
+            scores = np.asarray((self.embeddings @ q.T).T.todense())  # [m, n]
+        else:
+            scores = normalise_rows(np.atleast_2d(queries)) @ self.embeddings.T  # [m, n]
+        return top_k(scores, k)
+
+    def save(self, d: Path, meta: dict[str, Any]) -> None:
+        from sentkit.io import atomic_open, atomic_write_text
+
+        d.mkdir(parents=True, exist_ok=True)
+        if self.sparse:
+            import scipy.sparse as sp
+
+            with atomic_open(d / SPARSE_FILE, "wb") as f:
+                sp.save_npz(f, self.embeddings)
+        else:
+            with atomic_open(d / EMB_FILE, "wb") as f:
+                np.save(f, self.embeddings)
+        atomic_write_text(d / SENT_FILE, "\n".join(self.sentences) + "\n")
+        atomic_write_text(d / META_FILE, json.dumps({**meta, "sparse": self.sparse,
+                                                      "n": len(self)}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, d: Path) -> NeighbourIndex:
+        """Load a saved index; ValueError when its files do not agree (a damaged cache)."""
+        meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
+        sentences = (d / SENT_FILE).read_text(encoding="utf-8").split("\n")[:-1]
+        if meta.get("sparse"):
+            import scipy.sparse as sp
+
+            emb: Any = sp.load_npz(d / SPARSE_FILE).tocsr()
+        else:
+            emb = np.load(d / EMB_FILE, mmap_mode="r", allow_pickle=False)
+        if emb.ndim != 2 or emb.shape[0] != len(sentences) or meta.get("n") != len(sentences):
+            raise ValueError(f"{emb.shape[0]} embeddings for {len(sentences)} sentences (meta says {meta.get('n')})")
+        if not meta.get("sparse") and emb.dtype != np.float32:
+            raise ValueError(f"embeddings are {emb.dtype}, not float32")
+        return cls(sentences, emb, bool(meta.get("sparse")))
+
+
+def corpus_sentences(corpus: str | Path, max_sentences: int | None = None,
+                     min_words: int = 3) -> list[str]:
+    """Raw sentences of a corpus in order (single-line, at least ``min_words`` words); a
+    CorpusError with the read/kept/skipped counts when there is none."""
+    report = ReadReport(str(corpus))
+    out: list[str] = []
+    for sents in iter_document_sentences(corpus, stats=report.files):
+        kept = [s for s in sents if len(s.split()) >= min_words]
+        report.kept += bool(kept)
+        report.without_sentence += not kept
+        out += kept
+        if max_sentences is not None and len(out) >= max_sentences:
+            del out[max_sentences:]
+            break
+    report.sentences = len(out)
+    report.tokens = sum(len(s.split()) for s in out)  # whitespace-separated words of the kept sentences
+    log.info("corpus %s:\n%s", corpus, report.summary())
+    if not out:
+        raise report.error(f"no sentence of at least {min_words} words to search", "bring documents of plain text")
+    return out
+
+
+def _load_cached(d: Path) -> NeighbourIndex | None:
+    """The index cached in ``d``, or None (with a warning) when it is missing or damaged."""
+    if not (d / META_FILE).is_file():
+        return None
+    try:
+        return NeighbourIndex.load(d)
+    except (OSError, ValueError, EOFError, UnicodeDecodeError) as e:  # json errors are ValueErrors
+        log.warning("neighbour index cache %s is damaged (%s); rebuilding it", d, e)
+        return None
+
+
+def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
+    """Cache the index in ``d``; on a full disk or the like warn and go on without a cache."""
+    from sentkit.io import describe_os_error
+
+    try:
+        index.save(d, meta)
+    except OSError as e:
+        log.warning("cannot cache the neighbour index in %s (%s); continuing without the cache", d,
+                    describe_os_error(e))
+
+
+def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
+                progress: bool = True) -> NeighbourIndex:
+    """Embed ``sentences`` in batches (sparse when the encoder has ``encode_sparse``)."""
+    from tqdm.auto import tqdm
+
+    from sentkit.encoder import check_embeddings
+
+    sparse = hasattr(encoder, "encode_sparse")
+    parts: list[Any] = []
+    for i in tqdm(range(0, len(sentences), batch_size), desc="indexing", unit=" batch",
+                  disable=not progress):
+        batch = sentences[i : i + batch_size]
+        if sparse:
+            parts.append(encoder.encode_sparse(batch))
+        else:
+            parts.append(normalise_rows(check_embeddings(encoder.encode(batch), len(batch))))
+    if sparse:
+        import scipy.sparse as sp
+
+        emb: Any = sp.vstack(parts).tocsr() if parts else sp.csr_matrix((0, 0), dtype=np.float32)
+    else:
+        emb = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+    return NeighbourIndex(sentences, emb, sparse)
+
+
+def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
+              cache_dir: str | Path | None = None, max_sentences: int | None = None,
+              rebuild: bool = False, progress: bool = True) -> tuple[NeighbourIndex, bool, Path]:
+    """Load the cached index of (model, corpus) or build and cache it.
+    Returns (index, built_now, index folder). ``encoder`` defaults to ``sentkit.load(model)``."""
+    key = {"model": model_fingerprint(model), "corpus": corpus_fingerprint(corpus),
+           "max_sentences": max_sentences}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
+    d = d / digest
+    cached = None if rebuild else _load_cached(d)
+    if cached is not None:
+        return cached, False, d
+    writable = cache_writable(d, what="neighbour index cache")
+    if encoder is None:
+        import sentkit
+
+        encoder = sentkit.load(str(model))
+    t = time.perf_counter()
+    sentences = corpus_sentences(corpus, max_sentences)
+    index = build_index(encoder, sentences, progress=progress)
+    secs = time.perf_counter() - t
+    log.info("indexed %d sentences in %.1fs (%.0f sentences/s)", len(index), secs,
+             len(index) / max(secs, 1e-9))
+    if writable:
+        _save_cached(index, d, {**key, "build_seconds": secs})
+    return index, True, d
