@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
-from sentkit.baselines.glove import GloveAverage
+from sentkit.models.wordvectors import GloveAverage
 from sentkit.evaluation.protocols import cosine_rows
 from sentkit.evaluation.tasks import load_task
 
