@@ -41,6 +41,8 @@ def fit_small(name: str, corpus: TokenizedCorpus) -> Any:
         return cls(dim=8, min_count=1, progress=False).fit(corpus)
     if name == "tfidf":
         return cls(progress=False).fit(corpus)
+    if name == "wordpiece-skipgram":
+        return cls(dim=8, progress=False).fit(corpus.texts())
     sents = corpus.texts()[:40]
     if name == "captionrep":
         feats = np.random.default_rng(0).normal(size=(8, 5)).astype(np.float32)

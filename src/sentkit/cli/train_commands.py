@@ -23,7 +23,8 @@ def register(sub: Any) -> None:
     )
     t.add_argument("--method", default="declutr", help="training method (default: declutr); see --list-methods")
     t.add_argument("--list-methods", action="store_true", help="print the registered methods and exit")
-    t.add_argument("--model", default=None, help="base model: registry name, local dir or HF id (declutr)")
+    t.add_argument("--model", default=None, help="base model: registry name, local dir or HF id (transformer methods; "
+                   "whiten: any model name)")
     t.add_argument("--corpus", default=None, help="corpus path or a store made by `sentkit prepare`")
     t.add_argument("--out", default=None, help="output directory (model, checkpoint, metrics.csv, config)")
     t.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
@@ -38,6 +39,26 @@ def register(sub: Any) -> None:
                    help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)")
     t.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
     t.set_defaults(func=cmd_train)
+
+    # ---- whiten: `sentkit train --method whiten`, with its own words
+    w = sub.add_parser(
+        "whiten",
+        help="whiten any model's vectors, fitted on your corpus (saved so sentence-transformers loads it)",
+        description="Centre a model's sentence vectors and give them identity covariance (BERT-whitening), fitted on "
+        "a seeded sample of the corpus's sentences. A transformer gets it as a sentence-transformers Dense module "
+        "after its pooling (the folder loads unchanged in sentence-transformers); any other model name (glove-average, "
+        "a Hill et al. model folder, file.py:attr) is saved with its base. The same as `sentkit train --method whiten`.",
+    )
+    w.add_argument("--model", required=True, help="the model to whiten: any model name")
+    w.add_argument("--corpus", required=True, help="the corpus whose sentences the whitening is fitted on")
+    w.add_argument("--out", required=True, help="output folder")
+    w.add_argument("--max-sentences", type=int, default=None, help="fit on at most this many sentences (default 100000)")
+    w.add_argument("--dim", type=int, default=None, help="keep the first DIM whitened directions (default: all)")
+    w.add_argument("--seed", type=int, default=None, help="seed of the sentence sample (default 0)")
+    w.add_argument("--overwrite", action="store_true", help="replace an earlier sentkit run in --out")
+    w.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other setting (min_words, batch_size, text_field)")
+    w.set_defaults(func=cmd_whiten)
 
 
 # ----------------------------------------------------------------------------- train
@@ -97,6 +118,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if os.environ.get("RANK", "0") == "0":
         print(f"saved {method.name} encoder to {out}")
     return 0
+
+
+def cmd_whiten(args: argparse.Namespace) -> int:
+    extra = [f"{k}={v}" for k, v in (("max_sentences", args.max_sentences), ("dim", args.dim)) if v is not None]
+    return cmd_train(argparse.Namespace(
+        method="whiten", list_methods=False, model=args.model, corpus=args.corpus, out=args.out, max_steps=None,
+        seed=args.seed, resume=False, overwrite=args.overwrite, allow_config_change=False, config=None,
+        overrides=[*extra, *args.overrides], show_config=False, quiet=getattr(args, "quiet", False)))
 
 
 def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:

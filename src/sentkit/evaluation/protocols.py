@@ -4,6 +4,7 @@ relatedness.py, ranking.py, sts.py), built on the batched classifier."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -199,9 +200,29 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.nan_to_num(num / den)
 
 
-def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, Any]:
+# Pair lengths (the mean number of whitespace words of the two sentences) that STS scores are split by.
+LENGTH_BINS: tuple[tuple[str, float, float], ...] = (("1-8", 0, 8.5), ("9-15", 8.5, 15.5), ("16+", 15.5, float("inf")))
+
+
+def pair_lengths(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    """Mean whitespace word count of each pair's two sentences [n]."""
+    return np.array([(len(x.split()) + len(y.split())) / 2 for x, y in zip(a, b)], dtype=np.float64)
+
+
+def by_length(sys: np.ndarray, gold: np.ndarray, lengths: np.ndarray) -> dict[str, dict[str, float]]:
+    """Spearman of cosine against gold within each pair-length bin (LENGTH_BINS), with its count."""
+    out = {}
+    for name, lo, hi in LENGTH_BINS:
+        m = (lengths > lo) & (lengths <= hi)
+        out[name] = {"spearman": _spearman(sys[m], gold[m]), "nsamples": int(m.sum())}
+    return out
+
+
+def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+               lengths: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Cosine STS per subset (Pearson, Spearman, n) and over subsets: SentEval's 'all' mean and
-    n-weighted mean, plus the 'concatenated' score over all pairs (later papers)."""
+    n-weighted mean, plus the 'concatenated' score over all pairs (later papers). With `lengths`
+    (each subset's pair lengths), 'all' also holds the concatenated score per pair-length bin."""
     res: dict[str, Any] = {}
     sys_all, gold_all = [], []
     for name, (a, b, gold) in subsets.items():
@@ -219,6 +240,8 @@ def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
         "spearman": {"mean": float(sr.mean()), "wmean": float(np.average(sr, weights=w))},
         "concatenated": {"pearson": _pearson(cs, cg), "spearman": _spearman(cs, cg)},
     }
+    if lengths is not None:
+        res["all"]["by_length"] = by_length(cs, cg, np.concatenate([lengths[n] for n in names]))
     return res
 
 

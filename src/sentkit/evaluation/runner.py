@@ -223,18 +223,20 @@ def _run_relatedness(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> di
     tr, dv, te = data.splits["train"], data.splits["dev"], data.splits["test"]
     res = P.relatedness(_features(emb, tr), tr.y, _features(emb, dv), dv.y, _features(emb, te), te.y, cfg)
     assert te.b is not None
-    cos = P.sts_scores({"test": (emb.get(te.a), emb.get(te.b), te.y)})["test"]
-    res["unsupervised"] = {"pearson": cos["pearson"], "spearman": cos["spearman"]}
+    cos = P.sts_scores({"test": (emb.get(te.a), emb.get(te.b), te.y)}, {"test": P.pair_lengths(te.a, te.b)})
+    res["unsupervised"] = {"pearson": cos["test"]["pearson"], "spearman": cos["test"]["spearman"],
+                           "by_length": cos["all"]["by_length"]}
     return res
 
 
 @RUNNERS.register("sts")
 def _run_sts(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
-    subsets = {}
+    subsets, lengths = {}, {}
     for name, s in data.splits.items():
         assert s.b is not None
         subsets[name] = (emb.get(s.a), emb.get(s.b), s.y)
-    return P.sts_scores(subsets)
+        lengths[name] = P.pair_lengths(s.a, s.b)
+    return P.sts_scores(subsets, lengths)
 
 
 @RUNNERS.register("ranking")

@@ -42,6 +42,8 @@ MODELS: dict[str, tuple[str, str, type, str]] = {
     "skipgram": ("gensim_models", "SkipGramSum", _c.Word2VecConfig,
                  "Sum of skip-gram word2vec vectors"),
     "tfidf": ("tfidf", "TfidfBOW", _c.TfidfConfig, "Unigram TF-IDF bag of words (200k words)"),
+    "wordpiece-skipgram": ("gensim_models", "WordpieceSkipGram", _c.WordpieceSkipGramConfig,
+                           "Mean of skip-gram vectors of a transformer's wordpieces (phase 0 of the raw-text recipe)"),
     "captionrep": ("regress", "CaptionRep", _c.CaptionRepConfig,
                    "CaptionRep: caption RNN -> image features (bring captions + features)"),
     "nmt": ("nmt", "NMTEncoder", _c.NMTConfig,

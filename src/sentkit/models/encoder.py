@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,40 @@ ST_POOLING_KEYS = {
 }
 
 
+ST_DENSE_TYPE = "sentence_transformers.models.Dense"
+DENSE_ACTIVATIONS = {"torch.nn.modules.linear.Identity": None, "torch.nn.modules.activation.Tanh": torch.tanh}
+
+
+@dataclass
+class DenseLayer:
+    """A sentence-transformers ``Dense`` module: ``activation(x @ weight.T + bias)`` on the pooled
+    vector. ``weight`` [out, in], ``bias`` [out]; ``activation`` is the class name ST saves
+    (Identity or Tanh)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    activation: str = "torch.nn.modules.linear.Identity"
+
+    def __post_init__(self) -> None:
+        if self.activation not in DENSE_ACTIVATIONS:
+            raise ConfigError(f"Dense activation {self.activation!r} is not supported; sentkit applies "
+                              f"{', '.join(DENSE_ACTIVATIONS)}")
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weight.shape[0])
+
+
+def apply_dense(x: torch.Tensor, layers: Sequence[DenseLayer]) -> torch.Tensor:
+    """The pooled vectors x [n, d] through each Dense layer in turn -> [n, out]."""
+    for layer in layers:
+        x = torch.nn.functional.linear(x, layer.weight.to(x), None if layer.bias is None else layer.bias.to(x))
+        act = DENSE_ACTIVATIONS[layer.activation]
+        if act is not None:
+            x = act(x)
+    return x
+
+
 def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -56,8 +91,10 @@ class TransformerEncoder:
         device: str = "auto",
         name: str = "transformer",
         normalize: bool = False,
+        dense: Sequence[DenseLayer] = (),
     ) -> None:
         self.model = model
+        self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.pool_fn = POOLINGS.get(pooling)
@@ -92,7 +129,7 @@ class TransformerEncoder:
             raise ConfigError(f"{path} is a folder but not a model directory (it has no config.json); give a "
                               "directory saved by `sentkit train`, transformers or sentence-transformers")
         try:
-            st_pooling, st_max, st_norm = _read_st_settings(Path(path))
+            st_pooling, st_max, st_norm, st_dense = _read_st_settings(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(f"model directory {path}: its sentence-transformers settings cannot be read "
                               f"({type(e).__name__}: {e})") from None
@@ -115,11 +152,12 @@ class TransformerEncoder:
             device=device,
             name=name_or_path,
             normalize=st_norm,
+            dense=st_dense,
         )
 
     @property
     def dim(self) -> int:
-        return int(self.model.config.hidden_size)
+        return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size)
 
     # ---------------------------------------------------------------- encoding
     @torch.inference_mode()
@@ -187,8 +225,8 @@ class TransformerEncoder:
                 hidden = self.model(input_ids=batch["input_ids"]).last_hidden_state  # [b, L, d]
             else:
                 hidden = self.model(**batch).last_hidden_state  # [b, L, d]
-            emb = self.pool_fn(hidden, batch["attention_mask"])  # [b, d]
-            out[idx] = emb.float().cpu().numpy()
+            emb = apply_dense(self.pool_fn(hidden, batch["attention_mask"]).float(), self.dense)  # [b, dim]
+            out[idx] = emb.cpu().numpy()
             bar.update(len(idx))
         bar.close()
         if len(pieces) != n:  # average the windows of chunked texts
@@ -203,9 +241,11 @@ class TransformerEncoder:
     __call__ = encode
 
     # ---------------------------------------------------------------- saving
-    def save(self, out: str | Path, *, extra: dict[str, Any] | None = None, model_card: str | None = None) -> Path:
+    def save(self, out: str | Path, *, extra: dict[str, Any] | None = None, model_card: str | None = None,
+             method: str = "transformer") -> Path:
         """Write a directory that sentence-transformers and transformers both load unchanged."""
-        save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length, normalize=self.normalize, extra=extra, model_card=model_card)
+        save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length,
+                          normalize=self.normalize, extra=extra, model_card=model_card, dense=self.dense, method=method)
         return Path(out)
 
 
@@ -243,27 +283,60 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device | str = "
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
 
 
-def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool]:
-    """Pooling mode, max_seq_length and Normalize of a sentence-transformers directory, if it is one."""
+def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool, list[DenseLayer]]:
+    """Pooling mode, max_seq_length, Normalize and Dense modules of a sentence-transformers
+    directory, if it is one."""
     pooling = max_len = None
     normalize = False
+    dense: list[DenseLayer] = []
     if not path.is_dir():
-        return None, None, False
+        return None, None, False, []
     modules = path / "modules.json"
     if modules.is_file():
         for m in json.loads(modules.read_text()):
-            normalize = normalize or m.get("type", "").endswith("Normalize")
-            if m.get("type", "").endswith("Pooling"):
+            kind = m.get("type", "")
+            normalize = normalize or kind.endswith("Normalize")
+            if kind.endswith("Pooling"):
                 cfg_file = path / m["path"] / "config.json"
                 if cfg_file.is_file():
                     cfg = json.loads(cfg_file.read_text())
                     for mode, key in ST_POOLING_KEYS.items():
                         if cfg.get(key):
                             pooling = mode
+            elif kind.endswith("Dense"):
+                dense.append(_read_dense(path / m["path"]))
     sbc = path / "sentence_bert_config.json"
     if sbc.is_file():
         max_len = json.loads(sbc.read_text()).get("max_seq_length")
-    return pooling, max_len, normalize
+    return pooling, max_len, normalize, dense
+
+
+def _read_dense(folder: Path) -> DenseLayer:
+    """A Dense module folder as sentence-transformers saves it (config.json, model.safetensors or
+    pytorch_model.bin with linear.weight / linear.bias)."""
+    cfg = json.loads((folder / "config.json").read_text())
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        state = load_file(str(folder / "model.safetensors"))
+    else:
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    return DenseLayer(state["linear.weight"].float(), state.get("linear.bias"),
+                      cfg.get("activation_function", "torch.nn.modules.activation.Tanh"))
+
+
+def _write_dense(folder: Path, layer: DenseLayer) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    out_f, in_f = (int(x) for x in layer.weight.shape)
+    (folder / "config.json").write_text(json.dumps({"in_features": in_f, "out_features": out_f,
+                                                     "bias": layer.bias is not None,
+                                                     "activation_function": layer.activation}, indent=2))
+    state = {"linear.weight": layer.weight.detach().float().contiguous()}
+    if layer.bias is not None:
+        state["linear.bias"] = layer.bias.detach().float().contiguous()
+    save_file(state, str(folder / "model.safetensors"))
 
 
 def save_st_directory(
@@ -278,6 +351,7 @@ def save_st_directory(
     model_card: str | None = None,
     method: str = "transformer",
     save_head: bool = False,
+    dense: Sequence[DenseLayer] = (),
 ) -> None:
     """Save a transformer + pooling as a sentence-transformers directory. Files are built in a
     temporary sibling folder, then each is renamed into place (a crash never leaves a torn file).
@@ -297,20 +371,19 @@ def save_st_directory(
         (model if save_head else base).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     dim = int(base.config.hidden_size)
-    (tmp / "modules.json").write_text(
-        json.dumps(
-            [
-                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-            ]
-            + ([{"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}] if normalize else []),
-            indent=2,
-        )
-    )
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    for layer in dense:  # e.g. whitening, after the pooling and before any normalisation
+        i = len(modules)
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Dense", "type": ST_DENSE_TYPE})
+        _write_dense(tmp / f"{i}_Dense", layer)
+    if normalize:
+        i = len(modules)
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize", "type": "sentence_transformers.models.Normalize"})
+        (tmp / f"{i}_Normalize").mkdir()
+    (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
     (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
     (tmp / "1_Pooling").mkdir()
-    if normalize:
-        (tmp / "2_Normalize").mkdir()
     pool_cfg = {"word_embedding_dimension": dim, "include_prompt": True}
     for mode, key in ST_POOLING_KEYS.items():
         pool_cfg[key] = mode == pooling

@@ -48,6 +48,10 @@ class MLMConfig(TrainConfig):
     train_tokenizer: bool = False
     vocab_size: int = 30522
     lowercase: bool = True  # for a trained tokenizer
+    # input embeddings that start from word vectors: a folder saved by `sentkit train --method wordpiece-skipgram`
+    # (with this model's tokenizer and dim = hidden) or a .npy [vocab, hidden]; centred, scaled to init_std
+    init_embeddings: str | None = None
+    init_std: float = 0.05
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -64,6 +68,12 @@ class MLMConfig(TrainConfig):
                 raise ConfigError(f"{k} must be at least 1, got {v}")
         if self.vocab_size < 100:
             raise ConfigError(f"vocab_size must be at least 100, got {self.vocab_size}")
+        if self.init_embeddings is not None and not self.from_scratch:
+            raise ConfigError("init_embeddings only applies to a model built from scratch: add --set from_scratch=true")
+        if self.init_embeddings is not None and self.train_tokenizer:
+            raise ConfigError("init_embeddings needs the vectors' own tokenizer: drop train_tokenizer")
+        if not self.init_std > 0:
+            raise ConfigError(f"init_std must be positive, got {self.init_std}")
 
     def arch(self) -> dict[str, int]:
         keys = ("layers", "hidden", "heads", "intermediate", "max_positions")
@@ -174,8 +184,12 @@ class MLM(Recipe):
                 tokenizer.save_pretrained(saved)
         arch = cfg.arch()
         if tokenizer is None and not arch:
-            return load_mlm(cfg.model, from_scratch=cfg.from_scratch)
-        return load_mlm(cfg.model, from_scratch=True, arch=arch or None, tokenizer=tokenizer)
+            model, tokenizer = load_mlm(cfg.model, from_scratch=cfg.from_scratch)
+        else:
+            model, tokenizer = load_mlm(cfg.model, from_scratch=True, arch=arch or None, tokenizer=tokenizer)
+        if cfg.init_embeddings is not None:
+            init_embeddings(model, tokenizer, cfg.init_embeddings, cfg.init_std)
+        return model, tokenizer
 
     def store_spec(self) -> StoreSpec:
         return StoreSpec("document", 1, None)
@@ -241,6 +255,51 @@ class MLM(Recipe):
             f"- masking {c.mlm_probability:.0%} of tokens (80 % [MASK], 10 % random, 10 % kept), a new mask every step\n"
             f"- batch {c.batch_size} sequences, lr {c.lr} ({c.schedule}); the encoder mean-pools\n"
         )
+
+
+def word_vectors(source: str, tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors [vocab, d], seen [vocab] bool) of a folder saved by `wordpiece-skipgram` (its tokenizer
+    must be this one) or of a .npy file (seen: the non-zero rows)."""
+    import json
+
+    from sentkit.data.store import tokenizer_fingerprint
+
+    p = Path(source)
+    if p.is_dir():
+        state_file, vec_file = p / "state.json", p / "vectors.npy"
+        if not vec_file.is_file() or not state_file.is_file():
+            raise ConfigError(f"init_embeddings={source}: not a folder saved by `sentkit train --method wordpiece-skipgram` "
+                              "(no vectors.npy / state.json)")
+        state = json.loads(state_file.read_text())
+        if state.get("tokenizer_fingerprint") != tokenizer_fingerprint(tokenizer):
+            raise ConfigError(f"init_embeddings={source}: its vectors are of another tokenizer's wordpieces than this "
+                              "model's; train them with --set tokenizer=<this --model>")
+        vectors = np.load(vec_file)
+        seen = np.load(p / "seen.npy") if (p / "seen.npy").is_file() else np.abs(vectors).sum(1) > 0
+        return vectors, seen
+    if p.suffix == ".npy" and p.is_file():
+        vectors = np.load(p)
+        return vectors, np.abs(vectors).sum(1) > 0
+    raise ConfigError(f"init_embeddings={source}: no such folder or .npy file")
+
+
+def init_embeddings(model: Any, tokenizer: Any, source: str, std: float) -> None:
+    """Set the input embeddings of `model` (tied to its MLM output layer) from word vectors: the rows
+    of wordpieces the vectors have are centred and scaled to standard deviation `std`; the others keep
+    their random initialisation."""
+    vectors, seen = word_vectors(source, tokenizer)
+    emb = model.get_input_embeddings()
+    vocab, dim = emb.weight.shape
+    if vectors.shape != (vocab, dim):
+        raise ConfigError(f"init_embeddings={source}: vectors of shape {tuple(vectors.shape)}, but the model's embeddings "
+                          f"are [{vocab}, {dim}]; train the vectors with --set dim={dim}")
+    rows = np.flatnonzero(seen)
+    v = vectors[rows].astype(np.float64)
+    v -= v.mean(axis=0)
+    v *= std / max(float(v.std()), 1e-12)
+    with torch.no_grad():
+        emb.weight[torch.from_numpy(rows)] = torch.from_numpy(v).to(emb.weight.dtype)
+    log.info("input embeddings of %d of %d wordpieces start from %s", len(rows), vocab, source)
 
 
 def _train_on_corpus(cfg: MLMConfig) -> Any:
