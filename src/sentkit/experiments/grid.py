@@ -50,6 +50,19 @@ class CellSpec:
 
 
 @dataclass
+class CurveSpec:
+    """A line of the report's scaling chart: `cells` in order of growing compute (each point at its
+    cells' measured training CPU-hours); `references` of the experiment are drawn as horizontal lines."""
+
+    name: str
+    cells: list[str]
+
+    def __post_init__(self) -> None:
+        if not self.cells:
+            raise ConfigError(f"curve {self.name!r} names no cells")
+
+
+@dataclass
 class ExperimentSpec:
     name: str
     output: str
@@ -64,6 +77,8 @@ class ExperimentSpec:
     summary: str = ""  # Markdown the report puts under its title (what the results mean)
     results: str | None = None  # folder of committed results (<cell>/seed-<s>.json) the report reads
     headline: list[str] = field(default_factory=list)  # cells of the table the report opens with
+    curves: list[CurveSpec] = field(default_factory=list)  # [[curve]] tables: the scaling chart's lines
+    references: list[str] = field(default_factory=list)  # cells drawn as horizontal lines on that chart
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
@@ -81,6 +96,10 @@ class ExperimentSpec:
                     where = "a later cell" if value[1:] in names else "no cell"
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
                                       f"{where}; a cell may use the model of a cell above it{suggest(value[1:], names[:i])}")
+        for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references)]:
+            for c in named:
+                if c not in names:
+                    raise ConfigError(f"experiment {self.name!r}: {what} names unknown cell {c!r}{suggest(c, names)}")
         for claim in self.claims:
             for c in claim.all_cells():
                 if c not in names:
@@ -102,8 +121,12 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     claims_raw = raw.pop("claim", [])
     if not isinstance(claims_raw, list):
         raise ConfigError(f"{p}: `claim` must be an array of tables ([[claim]])")
+    curves_raw = raw.pop("curve", [])
+    if not isinstance(curves_raw, list):
+        raise ConfigError(f"{p}: `curve` must be an array of tables ([[curve]])")
     cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
     claims = [from_dict(ClaimSpec, c, where=f"{p}: claim {i + 1}") for i, c in enumerate(claims_raw)]
+    curves = [from_dict(CurveSpec, c, where=f"{p}: curve {i + 1}") for i, c in enumerate(curves_raw)]
     raw.setdefault("name", p.stem)
     raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
-    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims}, where=str(p))
+    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves}, where=str(p))

@@ -348,7 +348,10 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         n = max(v[2] for v in summary[c].values())
         row = [c, groups.get(c, ""), str(n), *[_fmt(summary[c].get(a)) for a in avgs], *[_fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
+    lines += [""]
+    if spec is not None:
+        lines += scaling_section(spec, summary, all_results, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
+    lines += [*length_section(summary), *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
     if source is not None:
         lines += diagnostics_section(source, cells)
     costs = cell_costs(all_results, diag)
@@ -500,4 +503,101 @@ def _chart(summary: dict[str, dict[str, tuple[float, float, int]]], avgs: list[s
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110, metadata={"Software": None})  # no version stamp: same bytes on a rerun
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- STS by length
+def length_section(summary: dict[str, dict[str, tuple[float, float, int]]]) -> list[str]:
+    """Cosine STS within each pair-length bin, for the cells whose results have it."""
+    from sentkit.evaluation.protocols import LENGTH_BINS
+
+    keys = [f"sts-length:{b}" for b, _, _ in LENGTH_BINS]
+    cells = [c for c in summary if any(k in summary[c] for k in keys)]
+    if not cells:
+        return []
+    lines = ["## Cosine STS by sentence length", "",
+             "Spearman x 100 of cosine similarity against the gold scores, within pairs whose two sentences average "
+             + ", ".join(f"{b} words" for b, _, _ in LENGTH_BINS) + " (whitespace words); the mean over the tasks of the "
+             "unsupervised STS average (STS12-16 with their subsets pooled, STS-B and SICK-R test).", "",
+             "| cell | " + " | ".join(f"{b} words" for b, _, _ in LENGTH_BINS) + " | unsupervised STS |",
+             "|---|" + "---|" * (len(keys) + 1)]
+    for c in cells:
+        lines.append(f"| {c} | " + " | ".join(_fmt(summary[c].get(k)) for k in keys) + f" | {_fmt(summary[c].get('avg:unsupervised_sts'))} |")
+    return [*lines, ""]
+
+
+# ----------------------------------------------------------------------------- scaling
+SCALING_SCORES = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
+
+
+def cell_train_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
+    """{cell: mean training CPU seconds per seed} for cells whose results record it."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for res in all_results:
+        cpu = res["experiment"].get("cpu_seconds")
+        if cpu:
+            acc[res["experiment"]["cell"]].append(float(cpu.get("train", 0)))
+    return {c: statistics.fmean(v) for c, v in acc.items()}
+
+
+def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
+                    all_results: list[dict[str, Any]], png: Path, *, chart: bool = True) -> list[str]:
+    """The spec's curves as a table (each point: its cells' training CPU-hours and scores) and a chart of
+    quality against CPU-hours, one line per curve, the reference cells as horizontal lines."""
+    if not spec.curves:
+        return []
+    cpu = cell_train_cpu(all_results)
+    lines = ["## Scaling: quality against compute", "",
+             "Each point is one cell: its training CPU-hours (CPU time of the training process, mean over seeds; the "
+             "base it continues is not counted) and its scores. Horizontal lines: " +
+             (", ".join(f"`{r}`" for r in spec.references) or "none") + ".", "",
+             "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
+             "|---|---|---|---|" + "---|" * len(SCALING_SCORES)]
+    for curve in spec.curves:
+        for c in curve.cells:
+            if c not in summary:
+                lines.append(f"| {curve.name} | {c} | 0 | not run |" + " |" * len(SCALING_SCORES))
+                continue
+            n = max(v[2] for v in summary[c].values())
+            h = f"{cpu[c] / 3600:.2f}" if c in cpu else ""
+            lines.append(f"| {curve.name} | {c} | {n} | {h} | " + " | ".join(_fmt(summary[c].get(a)) for a in SCALING_SCORES) + " |")
+    for r in spec.references:
+        if r in summary:
+            lines.append(f"| reference | {r} | {max(v[2] for v in summary[r].values())} | | "
+                         + " | ".join(_fmt(summary[r].get(a)) for a in SCALING_SCORES) + " |")
+    lines += ["", f"![scaling]({png.name})", ""]
+    if chart:
+        try:
+            _scaling_chart(spec, summary, cpu, png)
+        except ImportError:
+            log.warning("scaling chart not drawn: install matplotlib (pip install 'sentkit[report]')")
+    return lines
+
+
+def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
+                   cpu: dict[str, float], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scores = SCALING_SCORES[:2]
+    fig, axes = plt.subplots(1, len(scores), figsize=(11, 4.5))
+    for ax, score in zip(axes, scores):
+        for curve in spec.curves:
+            pts = [(cpu[c] / 3600, summary[c][score][0]) for c in curve.cells if c in cpu and score in summary.get(c, {})]
+            if pts:
+                xs, ys = zip(*sorted(pts))
+                ax.plot(xs, ys, marker="o", label=curve.name)
+        for i, r in enumerate(spec.references):
+            if score in summary.get(r, {}):
+                ax.axhline(summary[r][score][0], linestyle="--", color=f"C{(len(spec.curves) + i) % 10}", label=r)
+        ax.set_xscale("log")
+        ax.set_xlabel("training CPU-hours (log scale)")
+        ax.set_ylabel(score.split(":")[1] + " (points)")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110, metadata={"Software": None})
     plt.close(fig)
