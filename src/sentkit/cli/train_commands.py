@@ -139,7 +139,8 @@ def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:
     if not target:
         return method.train(cfg)
     out = Path(target)
-    guard = SimpleNamespace(overwrite=overwrite, resume=False)
+    # a config with its own resume / overwrite fields (the raw-text recipe) is checked as it is
+    guard = cfg if hasattr(cfg, "resume") else SimpleNamespace(overwrite=overwrite, resume=False)
     claim(out, method.name, guard, dry_run=True)
     with run_lock(out):
         claim(out, method.name, guard)

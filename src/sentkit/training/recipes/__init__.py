@@ -29,4 +29,6 @@ def load_trained(path: Path) -> Any:
 for _name, _recipe in RECIPES.items():
     register_method(Method(_name, _recipe.config_cls, partial(train, recipe_cls=_recipe), load_trained, _recipe.description))
 
+import sentkit.training.raw_text  # noqa: E402,F401  (registers the raw-text recipe, made of the methods above)
+
 __all__ = ["MLM", "RECIPES", "TSDAE", "Declutr", "DeclutrConfig", "MLMConfig", "SimCSE", "SimCSEConfig", "TSDAEConfig", "load_trained"]

