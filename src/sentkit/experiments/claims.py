@@ -81,6 +81,7 @@ class Verdict:
     reason: str
     rows: list[tuple[str, str, str, str]]  # (score, cells side, baseline side, difference)
     paper: list[str] = field(default_factory=list)  # per row: the paper's figures ("" where unknown)
+    caveat: str = ""  # e.g. a verdict that rests on cells of one seed
 
 
 def side(summary: Summary, cells: list[str], metric: str) -> Side | None:
@@ -105,7 +106,17 @@ def _sign(d: float, se: float, margin: float) -> int:
 
 
 def judge(spec: ClaimSpec, summary: Summary) -> Verdict:
-    """The claim's verdict on its metric, with rows for the metric and `also` scores."""
+    """The claim's verdict on its metric, with rows for the metric and `also` scores; a held or failed
+    verdict that rests on a cell of one seed carries that caveat (its noise is not measured)."""
+    v = _judge(spec, summary)
+    single = [c for c in spec.all_cells() if max((x[2] for x in summary.get(c, {}).values()), default=0) == 1]
+    if v.verdict in ("held", "did not hold") and single and spec.kind != "top":
+        v.caveat = (f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one seed: the seed-to-seed noise of "
+                    "that side is not measured, so read this verdict as indicative")
+    return v
+
+
+def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
     rows = [r for m in (spec.metric, *spec.also) for r in _rows(spec, summary, m)]
     missing = [c for c in spec.all_cells() if c not in summary]
     if missing:
@@ -217,7 +228,9 @@ def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = No
     lines: list[str] = []
     for spec in claims:
         v, pv = judge_with_paper(spec, summary, paper or {})
-        lines += [f"### {spec.paper}: {spec.claim} — **{v.verdict}**", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}.", ""]
+        verdict = f"**{v.verdict}** (one seed)" if v.caveat else f"**{v.verdict}**"
+        lines += [f"### {spec.paper}: {spec.claim} — {verdict}", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}."
+                  + (f" Caveat: {v.caveat}." if v.caveat else ""), ""]
         if pv is not None:
             where = f" ({paper_label})" if paper_label else ""
             lines += [f"On the paper's own figures for the same models{where}, the same rule gives **{pv.verdict}**: "

@@ -399,8 +399,8 @@ def hill_comparison(all_results: list[dict[str, Any]], summary: dict[str, dict[s
     rows = {c: r for c, r in _hill_rows(all_results).items() if c in summary}
     out = ["## Hill et al. (2016) models next to the paper", "",
            "Each cell: this run / the paper (`sentkit/experiments/paper.py`, checked against the paper's text). The "
-           "paper trained on the Toronto Books Corpus (70m sentences, 0.9B words; the recurrent models for days on a "
-           "GPU); these runs train on 209 Gutenberg books (~21M words) within about an hour of one CPU core. A cell "
+           "paper trained on the Toronto Books Corpus (70m sentences, its section 2.4; 0.9B words, the label of its "
+           "Table 3; the recurrent models for days on a GPU); these runs train on 209 Gutenberg books (~21M words) within about an hour of one CPU core. A cell "
            "whose input embeddings are fixed pre-trained vectors sits beside the paper's \"+embs.\" row.", ""]
     t3 = (*paper.HILL_TABLE3_KEYS, "avg:hill_table3")
     out += ["**Table 3** (supervised; accuracy, MSRP accuracy and F1). `avg` is the mean over the cohort, MSRP "

@@ -127,7 +127,8 @@ def _source(path: Path, kind: str, name: str, summary: Summary, groups: dict[str
     for c in spec.claims if spec else []:
         v = claims_mod.judge(c, summary)
         claims.append({"paper": c.paper, "claim": c.claim, "kind": c.kind, "metric": c.metric,
-                       "cells": c.cells, "baseline": c.baseline, "verdict": v.verdict, "reason": v.reason,
+                       "cells": c.cells, "baseline": c.baseline, "verdict": v.verdict,
+                       "reason": v.reason + (f" Caveat: {v.caveat}." if v.caveat else ""),
                        "rows": [list(r) for r in v.rows], "note": c.note.strip()})
     return {
         "path": str(path), "kind": kind, "name": name,
