@@ -105,11 +105,13 @@ def _sign(d: float, se: float, margin: float) -> int:
     return 1 if d > bar else -1 if d < -bar else 0
 
 
-def judge(spec: ClaimSpec, summary: Summary) -> Verdict:
+def judge(spec: ClaimSpec, summary: Summary, fixed: frozenset[str] = frozenset()) -> Verdict:
     """The claim's verdict on its metric, with rows for the metric and `also` scores; a held or failed
-    verdict that rests on a cell of one seed carries that caveat (its noise is not measured)."""
+    verdict that rests on a trained cell of one seed carries that caveat (its noise is not measured).
+    `fixed`: cells that train nothing (a given model evaluated as it is), whose one seed is no caveat."""
     v = _judge(spec, summary)
-    single = [c for c in spec.all_cells() if max((x[2] for x in summary.get(c, {}).values()), default=0) == 1]
+    single = [c for c in spec.all_cells()
+              if c not in fixed and max((x[2] for x in summary.get(c, {}).values()), default=0) == 1]
     if v.verdict in ("held", "did not hold") and single and spec.kind != "top":
         v.caveat = (f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one seed: the seed-to-seed noise of "
                     "that side is not measured, so read this verdict as indicative")
@@ -211,23 +213,24 @@ def _rows_with_paper(spec: ClaimSpec, summary: Summary, metric: str,
     return out
 
 
-def judge_with_paper(spec: ClaimSpec, summary: Summary, paper: Summary) -> tuple[Verdict, Verdict | None]:
+def judge_with_paper(spec: ClaimSpec, summary: Summary, paper: Summary,
+                     fixed: frozenset[str] = frozenset()) -> tuple[Verdict, Verdict | None]:
     """The verdict on the runs, its rows carrying the paper's figures, and the verdict the same rule
     gives on the paper's figures (None unless the paper has every cell's metric)."""
-    v = judge(spec, summary)
+    v = judge(spec, summary, fixed)
     v.paper = [p for m in (spec.metric, *spec.also) for _, p in _rows_with_paper(spec, summary, m, paper)]
     on_paper = all(spec.metric in paper.get(c, {}) for c in spec.all_cells())
     return v, judge(spec, paper) if on_paper else None
 
 
 def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = None,
-           paper_label: str = "") -> list[str]:
+           paper_label: str = "", fixed: frozenset[str] = frozenset()) -> list[str]:
     """Markdown lines: one section per claim, its verdict, the numbers and the note (a claim not run
     yet shows its table but not its note, which interprets numbers it does not have). With `paper`
     (the paper's figures as one-seed cells), rows show the paper's side too."""
     lines: list[str] = []
     for spec in claims:
-        v, pv = judge_with_paper(spec, summary, paper or {})
+        v, pv = judge_with_paper(spec, summary, paper or {}, fixed)
         verdict = f"**{v.verdict}** (one seed)" if v.caveat else f"**{v.verdict}**"
         lines += [f"### {spec.paper}: {spec.claim} — {verdict}", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}."
                   + (f" Caveat: {v.caveat}." if v.caveat else ""), ""]

@@ -312,6 +312,14 @@ def diagnostics_section(source: str | Path, cells: list[str]) -> list[str]:
     return [*lines, ""]
 
 
+UNTRAINED_METHODS = ("pretrained", "glove-average")  # a given model evaluated as it is: no training randomness
+
+
+def fixed_cells(spec: ExperimentSpec) -> frozenset[str]:
+    """Cells that train nothing, so one seed is all there is (see claims.judge)."""
+    return frozenset(c.name for c in spec.cells if c.method in UNTRAINED_METHODS)
+
+
 def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
                  png: Path, title: str | None = None, chart: bool = True) -> list[str]:
     """The Markdown lines of one experiment's report (and its chart at `png`)."""
@@ -339,7 +347,7 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         lines += [spec.summary.strip(), ""]
     if spec is not None and spec.claims:
         lines += ["## Claims", "", *claims_mod.render(spec.claims, summary, paper_summary(all_results, spec),
-                                                      "Hill et al. 2016, Tables 3 and 4")]
+                                                      "Hill et al. 2016, Tables 3 and 4", fixed_cells(spec))]
     lines += ["## All scores", "", "Averages: " + "; ".join(f"`{a.split(':')[1]}` {AVERAGE_HELP[a]}" for a in avgs)
               + ".", ""]
     head = ["cell", "group", "seeds", *[a.split(":")[1] for a in avgs], *tasks]

@@ -124,8 +124,9 @@ def _source(path: Path, kind: str, name: str, summary: Summary, groups: dict[str
     rank = {t: i for i, t in enumerate(main)}
     details = sorted((k for k in scores if ":" in k), key=lambda k: (rank.get(k.split(":")[0], len(rank)), k))
     claims = []
+    fixed = exp_report.fixed_cells(spec) if spec else frozenset()
     for c in spec.claims if spec else []:
-        v = claims_mod.judge(c, summary)
+        v = claims_mod.judge(c, summary, fixed)
         claims.append({"paper": c.paper, "claim": c.claim, "kind": c.kind, "metric": c.metric,
                        "cells": c.cells, "baseline": c.baseline, "verdict": v.verdict,
                        "reason": v.reason + (f" Caveat: {v.caveat}." if v.caveat else ""),
