@@ -156,9 +156,11 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     if marker is not None and not isinstance(marker, dict):
         raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
     method = marker.get("method") if marker is not None else None
-    if method not in TRANSFORMER_MARKERS:
+    if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
         _no_settings(str(p), kwargs)
         return get_method(str(method)).load(p)  # type: ignore[no-any-return]
+    # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
+    # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():
         raise ConfigError(f"{p} is a folder but not a model folder: it has no {MARKER_FILE} (written by `sentkit "
                           "train`) and no config.json (transformers, sentence-transformers)")

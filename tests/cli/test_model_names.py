@@ -189,3 +189,16 @@ def test_every_room_says_what_it_holds() -> None:
         assert doc and len(doc) > 40, f"{init.relative_to(SRC)} has no opening docstring"
     for f in sorted(SRC.rglob("*.py")):
         assert ast.get_docstring(ast.parse(f.read_text())), f"{f.relative_to(SRC)} has no opening docstring"
+
+
+def test_a_trained_transformer_folder_takes_pooling_settings(tiny_model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    """A folder any transformer method saved loads with pooling / max_length overrides (an experiment's
+    `pretrained` cell with pooling = "cls" on a trained base); the Hill models take none."""
+    import sentkit
+
+    out = tmp_path / "mlm"
+    assert main(["-q", "train", "--method", "mlm", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out",
+                 str(out), "--max-steps", "1", "--set", "batch_size=2", "--set", "seq_len=32", "--set", "progress=false"]) == 0
+    mean, cls = sentkit.load(str(out)), sentkit.load(str(out), pooling="cls")
+    assert (mean.pooling, cls.pooling) == ("mean", "cls")
+    assert not np.allclose(mean.encode(["the river runs"]), cls.encode(["the river runs"]))
