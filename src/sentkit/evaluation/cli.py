@@ -1,4 +1,4 @@
-"""CLI: `sentkit evaluate`, `sentkit report`, `sentkit data check|download`."""
+"""CLI: `sentkit evaluate`, `sentkit report`, `sentkit data check|download|build-probing`."""
 
 from __future__ import annotations
 
@@ -67,6 +67,9 @@ def register(subparsers: Any) -> None:
     dl.add_argument("--force", action="store_true", help="download again even if a file is present")
     dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
     dl.set_defaults(func=_data_download)
+    from sentkit.data.probing.cli import register as register_build_probing
+
+    register_build_probing(dsub)
     d.set_defaults(func=_data_help(d))
 
 
