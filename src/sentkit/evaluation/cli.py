@@ -20,9 +20,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", "-m", required=True,
                    help="glove-average | a sentkit output dir | a registry name (all-minilm-l6-v2) | "
                         "a transformers / sentence-transformers dir or HF id | module:attr or file.py:attr")
-    p.add_argument("--tasks", default="all",
-                   help="comma-separated task names, 'all' (every task whose data is present), "
-                        "'downstream' or 'probing' (default: all)")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated task names, 'all' (every task whose data is present, and the user "
+                        "tasks), 'downstream', 'probing' or 'user' (default: all; only the user tasks when "
+                        "--task-file / --user-task are given)")
+    p.add_argument("--task-file", action="append", default=[], metavar="TOML",
+                   help="your own tasks, declared as [[task]] tables (docs/evaluation.md); repeatable")
+    p.add_argument("--user-task", action="append", default=[], metavar="TYPE:NAME=PATH",
+                   help="one of your own tasks: TYPE classification | pair-classification | sts | retrieval, "
+                        "PATH a row file, a folder of train/dev/test files or a BEIR folder; repeatable")
     p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
                    help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
                         "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
@@ -167,6 +173,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
     _refuse_foreign_file(args.output)
+    tasks = args.tasks or "all"
+    if args.task_file or args.user_task:  # every file read and checked before the model loads
+        from sentkit.evaluation import user_tasks as U
+
+        declared = [t for f in args.task_file for t in U.from_toml(f)] + [U.from_cli(x) for x in args.user_task]
+        names = U.register(declared)
+        tasks = args.tasks or ",".join(names)
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
@@ -181,7 +194,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["raw"] = True
     model = load_model(args.model)
     try:
-        results = evaluate(model.encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
+        results = evaluate(model.encoder, tasks=tasks, preset=args.preset, data_dir=args.data_dir,
                            fingerprint=args.fingerprint or model.fingerprint, model_name=model.name,
                            progress=not getattr(args, "quiet", False), **overrides)
     except EvaluationInterrupted as e:  # Ctrl-C: keep what was finished
