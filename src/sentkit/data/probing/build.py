@@ -153,6 +153,7 @@ def build_probing(
     fit: bool = False,
     workers: int = 1,
     batch_size: int = 512,
+    shard_sentences: int = 5000,
     progress: bool = True,
     nlp: Any = None,
 ) -> BuildResult:
@@ -173,7 +174,7 @@ def build_probing(
     cache = Path(cache_dir) if cache_dir is not None else out_dir / "parsed"
     report = P.parse_corpus(corpus, cache, min_tokens=s.min_tokens, max_tokens=s.max_tokens,
                             text_field=text_field, txt_mode=txt_mode, batch_size=batch_size,
-                            workers=workers, progress=progress, nlp=nlp)
+                            workers=workers, shard_sentences=shard_sentences, progress=progress, nlp=nlp)
     t_parse = time.perf_counter() - t0
     # ---- analyse every parsed sentence once
     pool: Pool = analyse(P.iter_parsed(cache), P.word_counts(cache))
