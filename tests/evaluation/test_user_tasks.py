@@ -55,7 +55,7 @@ def topic_rows(rng: np.random.Generator, n: int) -> list[tuple[str, str]]:
     rows = []
     for i in range(n):
         label = ["sport", "food"][i % 2]
-        words = rng.choice(TOPICS[label], 3).tolist() + ["the", "a"]
+        words = [*rng.choice(TOPICS[label], 3).tolist(), "the", "a"]
         rows.append((" ".join(rng.permutation(words).tolist()), label))
     return rows
 
