@@ -93,6 +93,11 @@ def test_classification_from_a_toml_with_train_dev_test(tmp_path, capsys):
     TASKS._items.pop("topics")
     assert main(["report", str(tmp_path / "res.json")]) == 0
     assert "| topics |" in capsys.readouterr().out
+    from sentkit.explore.results_view import open_results  # and `sentkit explore`'s results view
+
+    view = open_results(tmp_path / "res.json")
+    assert "topics" in view["tasks"]
+    assert next(iter(view["scores"].values()))["topics"][0] == pytest.approx(r["acc"])
 
 
 def test_pair_classification_from_a_folder_on_the_command_line(tmp_path):
