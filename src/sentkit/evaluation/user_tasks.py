@@ -80,6 +80,23 @@ def _text(path: Path) -> str:
         raise _fail(f"{path}, line {line}", "not UTF-8 text", "save the file as UTF-8") from None
 
 
+def _json_lines(path: Path, fix: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a .jsonl file; a line that is not a JSON
+    object is a UserTaskError naming the line, with `fix`."""
+    out = []
+    for i, line in enumerate(_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise _fail(f"{path}, line {i}", f"not valid JSON ({e.msg})", f"write one JSON object per line ({fix})") from None
+        if not isinstance(obj, dict):
+            raise _fail(f"{path}, line {i}", "not a JSON object", f"write one JSON object per line ({fix})")
+        out.append((i, obj))
+    return out
+
+
 def _header(cells: list[str], want: tuple[str, ...]) -> list[str] | None:
     names = [ALIASES.get(c.strip().lower(), c.strip().lower()) for c in cells]
     return names if set(want) <= set(names) else None
@@ -95,16 +112,8 @@ def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
     text = _text(path)
     rows: list[tuple[str, ...]] = []
     if suffix == ".jsonl":
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
+        for i, obj in _json_lines(path, f"keys {', '.join(want)}"):
             where = f"{path}, line {i}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise _fail(where, f"not valid JSON ({e.msg})", "write one JSON object per line") from None
-            if not isinstance(obj, dict):
-                raise _fail(where, "not a JSON object", f"write objects with keys {', '.join(want)}")
             obj = {ALIASES.get(k.lower(), k.lower()): v for k, v in obj.items()}
             missing = [k for k in want if k not in obj]
             if missing:
@@ -216,15 +225,9 @@ def _sts(task: UserTask) -> TaskData:
 
 def _read_jsonl_ids(path: Path, what: str, title: bool) -> tuple[list[str], list[str]]:
     ids, texts, seen = [], [], set()
-    for i, line in enumerate(_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
+    for i, obj in _json_lines(path, "BEIR's layout"):
         where = f"{path}, line {i}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise _fail(where, f"not valid JSON ({e.msg})", "write one JSON object per line (BEIR's layout)") from None
-        if not isinstance(obj, dict) or "_id" not in obj or "text" not in obj:
+        if "_id" not in obj or "text" not in obj:
             raise _fail(where, f"a {what} needs the keys '_id' and 'text'", 'write {"_id": "...", "text": "..."}')
         doc_id = str(obj["_id"])
         if doc_id in seen:

@@ -160,17 +160,8 @@ def _label(p: Parsed, kids: list[list[int]], c: int) -> str:
         return "S"
     if dep == "intj":
         return "INTJ"
-    if tag.startswith("NN") or tag in ("PRP", "DT", "CD", "EX"):
-        return "NP"
-    if tag.startswith("JJ"):
-        return "ADJP"
-    if tag.startswith("RB"):
-        return "ADVP"
-    if tag.startswith("VB"):
-        return "VP"
-    if tag in ("IN", "TO"):
-        return "PP"
-    return tag
+    phrase = _phrase(tag)
+    return tag if phrase == "FRAG" else phrase
 
 
 def _phrase(tag: str) -> str:

@@ -35,6 +35,7 @@ from sentkit.data.probing.tasks import (
     TooFewSentences,
     analyse,
 )
+from sentkit.evaluation.data import sha256_file
 from sentkit.io import atomic_open, atomic_write_text, check_output_dir
 
 log = logging.getLogger(__name__)
@@ -103,14 +104,6 @@ def fitted_sizes(sizes: tuple[int, int, int], err: TooFewSentences) -> tuple[int
 
 def _settings_key(settings: BuildSettings) -> str:
     return hashlib.sha256(json.dumps(dataclasses.asdict(settings), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_task(path: Path, rows: list[Row], rng: np.random.Generator) -> None:
@@ -198,7 +191,7 @@ def build_probing(
 
         path = folder / PROBING_FILES[name]
         prev = manifest["tasks"].get(name)
-        if prev and prev.get("settings_key") == key and path.is_file() and _sha256(path) == prev.get("sha256") \
+        if prev and prev.get("settings_key") == key and path.is_file() and sha256_file(path) == prev.get("sha256") \
                 and (fit or prev.get("sizes") == dict(zip(SPLITS, s.sizes))):
             result.reused.append(name)
             continue
@@ -221,7 +214,7 @@ def build_probing(
             result.resized[name] = sizes
         write_task(path, rows, task_rng(s.seed + 1, name))
         manifest["tasks"][name] = {
-            "file": PROBING_FILES[name], "sha256": _sha256(path), "settings_key": key,
+            "file": PROBING_FILES[name], "sha256": sha256_file(path), "settings_key": key,
             "sizes": dict(zip(SPLITS, sizes)), "requested": dict(zip(SPLITS, s.sizes)),
             "rows": {sp: n for sp, n in ((sp, sum(c.values())) for sp, c in class_counts(rows).items())},
             "class_counts": class_counts(rows), "rules": " ".join((BUILDERS.get(name).__doc__ or "").split()),
