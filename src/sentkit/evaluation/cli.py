@@ -173,13 +173,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
     _refuse_foreign_file(args.output)
-    tasks = args.tasks or "all"
+    tasks = "all" if args.tasks is None else args.tasks
     if args.task_file or args.user_task:  # every file read and checked before the model loads
         from sentkit.evaluation import user_tasks as U
 
         declared = [t for f in args.task_file for t in U.from_toml(f)] + [U.from_cli(x) for x in args.user_task]
         names = U.register(declared)
-        tasks = args.tasks or ",".join(names)
+        tasks = ",".join(names) if args.tasks is None else args.tasks
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
