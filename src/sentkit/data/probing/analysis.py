@@ -192,8 +192,8 @@ def top_constituents(p: Parsed) -> str | None:
     r = root(p)
     final = len(p.words) - 1
     deps = [c for c in kids[r] if c != final]
-    if any(is_punct(p, c) and c < r for c in deps):
-        return None  # a comma or colon at the top: left out, as in the paper
+    if any(is_punct(p, c) for c in deps):
+        return None  # punctuation hanging from the main verb: at the top, left out as in the paper
     co = coordination(p)
     if co is not None:
         return None if co.comma else "S_CC_S_."
@@ -230,11 +230,11 @@ class Coordination:
 def coordination(p: Parsed) -> Coordination | None:
     """The two top clauses coordinated by the sentence's only CC, or None: the CC must attach to
     the main verb, whose ``conj`` (a verb with its own subject) spans everything between the CC
-    and the final punctuation."""
+    and the final punctuation; sentences with ``;``, ``:``, ``--`` or double quotes are left out."""
     if not ends_sentence(p):
         return None
     ccs = [i for i, t in enumerate(p.tags) if t == "CC"]
-    if len(ccs) != 1 or any(w in (";", ":", "--") for w in p.words):
+    if len(ccs) != 1 or any(w in (";", ":", "--") or w in DOUBLE_QUOTES for w in p.words):
         return None
     cc = ccs[0]
     kids = children(p)
