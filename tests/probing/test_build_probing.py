@@ -214,3 +214,15 @@ def test_parse_cache_files_are_complete_gzip(built):
     for shard in P.read_index(root / "out" / "parsed")["shards"]:
         with gzip.open(root / "out" / "parsed" / shard["file"], "rt") as f:
             assert sum(1 for _ in f) == shard["sentences"]
+
+
+def test_a_task_that_cannot_be_rebuilt_does_not_leave_its_old_file(built, tmp_path, capsys):
+    root, _ = built
+    args = ["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "o"),
+            "--cache-dir", str(root / "out" / "parsed"), "--tasks", "SentLen"]
+    assert main([*args, "--train-size", "60", "--dev-size", "12", "--test-size", "12"]) == 0
+    assert (tmp_path / "o" / "PROBING" / "sentence_length.txt").is_file()
+    assert main([*args, "--train-size", "100000"]) == 1
+    assert not (tmp_path / "o" / "PROBING" / "sentence_length.txt").exists()  # not run as if it were current
+    assert "SentLen" not in json.loads((tmp_path / "o" / "PROBING" / "manifest.json").read_text())["tasks"]
+    capsys.readouterr()

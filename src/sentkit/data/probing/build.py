@@ -208,7 +208,11 @@ def build_probing(
                     break
                 sizes = fitted_sizes(sizes, e) if attempt == 0 else tuple(int(x * 0.9) for x in sizes)  # type: ignore[assignment]
         if rows is None:
+            # a file this build wrote before (its manifest says so) must not be run as if current
+            if prev and path.is_file() and sha256_file(path) == prev.get("sha256"):
+                path.unlink()
             manifest["tasks"].pop(name, None)
+            atomic_write_text(mpath, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
             continue
         if sizes != s.sizes:
             result.resized[name] = sizes

@@ -71,12 +71,15 @@ def cmd_build_probing(args: argparse.Namespace) -> int:
           f"`sentkit evaluate --tasks probing --data-dir {args.out} --model ...`")
     if res.failed:
         lines = [str(e) for e in res.failed.values()]
-        worst = min(res.failed.values(), key=lambda e: e.found / max(1, e.needed))
         from sentkit.data.probing.build import fitted_sizes
 
-        tr, va, te = fitted_sizes(settings.sizes, worst)
-        fix = (f"rerun with --train-size {tr} --dev-size {va} --test-size {te}, or --fit (each task at the "
-               f"largest sizes the corpus gives), or a larger corpus")
+        fits = [e for e in res.failed.values() if e.found > 0]
+        fix = "--fit (each task at the largest sizes the corpus gives), or a larger corpus"
+        if fits:
+            tr, va, te = fitted_sizes(settings.sizes, min(fits, key=lambda e: e.found / max(1, e.needed)))
+            fix = f"rerun with --train-size {tr} --dev-size {va} --test-size {te}, or {fix}"
+        else:
+            fix = f"rerun with {fix}"
         print(f"sentkit data build-probing: error: {len(res.failed)} of {len(res.failed) + len(res.built) + len(res.reused)} "
               f"tasks have too few sentences: {'; '.join(lines)}; {fix}", file=sys.stderr)
         return 1

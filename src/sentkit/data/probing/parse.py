@@ -155,7 +155,7 @@ def _doc_hash(h: Any, text: str) -> None:
 def _count_documents(corpus: Path) -> int | None:
     if corpus.is_dir() and not any((corpus / n).exists() for n in ("dataset_info.json", "state.json")):
         return len(corpus_files(corpus))
-    if corpus.is_file() and corpus.suffix.lower() in (".txt", ".text") :
+    if corpus.is_file() and corpus.suffix.lower() in (".txt", ".text"):
         return 1
     return None
 

@@ -229,13 +229,16 @@ def build_wc(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generato
     targets = cands[: s.wc_words]
     nxt = s.wc_words
     per_word: dict[str, list[int]] = {}
-    for _ in range(50):
+    first_min = 0  # what the first words by rank support, each: the size --fit falls back on
+    for attempt in range(50):
         tset = set(targets)
         per_word = defaultdict(list)
         for i, words in enumerate(lowered):
             hits = [w for w in words if w in tset]
             if len(hits) == 1:
                 per_word[hits[0]].append(i)
+        if attempt == 0:
+            first_min = min((len(per_word.get(w, ())) for w in targets), default=0) if len(targets) == s.wc_words else 0
         short = [w for w in targets if len(per_word.get(w, ())) < need]
         if not short or nxt >= len(cands):
             break
@@ -245,7 +248,7 @@ def build_wc(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generato
     ok = [w for w in targets if len(per_word.get(w, ())) >= need]
     if len(ok) < s.wc_words:
         have = sorted((len(per_word.get(w, ())) for w in targets), reverse=True)
-        best = have[s.wc_words - 1] if len(have) >= s.wc_words else 0
+        best = max(have[s.wc_words - 1] if len(have) >= s.wc_words else 0, first_min)
         raise TooFewSentences("WC", best * s.wc_words, need * s.wc_words,
                               f"only {len(ok):,} of the {s.wc_words:,} target words have {need:,} sentences "
                               f"with exactly one target word")
