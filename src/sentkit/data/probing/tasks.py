@@ -229,16 +229,16 @@ def build_wc(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generato
     targets = cands[: s.wc_words]
     nxt = s.wc_words
     per_word: dict[str, list[int]] = {}
-    first_min = 0  # what the first words by rank support, each: the size --fit falls back on
-    for attempt in range(50):
+    seen: dict[str, int] = {}  # sentences each word tried had: what --fit can count on
+    for _ in range(50):
         tset = set(targets)
         per_word = defaultdict(list)
         for i, words in enumerate(lowered):
             hits = [w for w in words if w in tset]
             if len(hits) == 1:
                 per_word[hits[0]].append(i)
-        if attempt == 0:
-            first_min = min((len(per_word.get(w, ())) for w in targets), default=0) if len(targets) == s.wc_words else 0
+        for w in targets:
+            seen[w] = max(seen.get(w, 0), len(per_word.get(w, ())))
         short = [w for w in targets if len(per_word.get(w, ())) < need]
         if not short or nxt >= len(cands):
             break
@@ -247,8 +247,8 @@ def build_wc(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generato
         nxt += len(short)
     ok = [w for w in targets if len(per_word.get(w, ())) >= need]
     if len(ok) < s.wc_words:
-        have = sorted((len(per_word.get(w, ())) for w in targets), reverse=True)
-        best = max(have[s.wc_words - 1] if len(have) >= s.wc_words else 0, first_min)
+        have = sorted(seen.values(), reverse=True)
+        best = have[s.wc_words - 1] if len(have) >= s.wc_words else 0
         raise TooFewSentences("WC", best * s.wc_words, need * s.wc_words,
                               f"only {len(ok):,} of the {s.wc_words:,} target words have {need:,} sentences "
                               f"with exactly one target word")
