@@ -226,3 +226,12 @@ def test_a_task_that_cannot_be_rebuilt_does_not_leave_its_old_file(built, tmp_pa
     assert not (tmp_path / "o" / "PROBING" / "sentence_length.txt").exists()  # not run as if it were current
     assert "SentLen" not in json.loads((tmp_path / "o" / "PROBING" / "manifest.json").read_text())["tasks"]
     capsys.readouterr()
+
+
+def test_a_missing_spacy_model_is_one_line_with_the_install_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(P, "SPACY_MODEL", "en_no_such_model_xyz")
+    monkeypatch.setattr(P.load_spacy, "__defaults__", ("en_no_such_model_xyz",))
+    write_corpus(tmp_path / "c", n_docs=1, per_doc=5)
+    rc = main(["data", "build-probing", "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and "en_no_such_model_xyz" in err and "pip install 'sentkit[probing]'" in err

@@ -42,6 +42,10 @@ CACHE_FORMAT = 1
 DISABLED = ("ner", "lemmatizer", "attribute_ruler")  # the tasks read tag_, dep_ and head only
 
 
+class MissingSpacy(ImportError):
+    """spaCy or its English model is not installed; the message gives the install line."""
+
+
 class ParseCacheError(ValueError):
     """The parse cache belongs to another corpus or other settings; the message names the fix."""
 
@@ -119,11 +123,11 @@ def load_spacy(model: str = SPACY_MODEL) -> Any:
     try:
         import spacy
     except ImportError:
-        raise ImportError(f"building probing tasks needs spaCy: {SPACY_INSTALL}") from None
+        raise MissingSpacy(f"building probing tasks needs spaCy: {SPACY_INSTALL}") from None
     try:
         return spacy.load(model, exclude=list(DISABLED))
     except OSError:
-        raise ImportError(f"spaCy model {model!r} is not installed: {SPACY_INSTALL}") from None
+        raise MissingSpacy(f"spaCy model {model!r} is not installed: {SPACY_INSTALL}") from None
 
 
 def parse_key(nlp: Any, min_tokens: int, max_tokens: int, text_field: str, txt_mode: str) -> ParseKey:
