@@ -234,3 +234,17 @@ def test_toml_errors_suggest_the_fix(tmp_path):
     (tmp_path / "d.tsv").write_text("a\tx\nb\ty\n")
     with pytest.raises(U.UserTaskError, match="built-in task"):
         U.register(U.from_toml(tmp_path / "t.toml"))
+
+
+def test_exact_search_matches_a_full_sort_on_random_data():
+    rng = np.random.default_rng(3)
+    q, d = rng.normal(size=(7, 5)), np.round(rng.normal(size=(300, 5)), 1)  # rounding makes ties
+    d[10] = d[20]  # an exact tie
+    ids = [f"d{i:03d}" for i in range(300)]
+    got = P.exact_search(q, d, [f"q{i}" for i in range(7)], ids, k=25)
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    dn = d / np.linalg.norm(d, axis=1, keepdims=True)
+    for i in range(7):
+        s = qn[i] @ dn.T
+        want = sorted(range(300), key=lambda j: (-s[j], [-ord(c) for c in ids[j]]))[:25]
+        assert [doc for doc, _ in got[f"q{i}"]] == [ids[j] for j in want]

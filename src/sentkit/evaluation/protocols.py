@@ -356,7 +356,10 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, query_ids: list[str], do
             row = scores[r].copy()
             if ignore_identical_ids and qid in pos:
                 row[pos[qid]] = -np.inf
-            rank = np.lexsort((tie, -row))
+            cand = np.arange(len(row))
+            if len(row) > k:  # the k best and every document tied with the k-th
+                cand = np.flatnonzero(row >= np.partition(row, len(row) - k)[len(row) - k])
+            rank = cand[np.lexsort((tie[cand], -row[cand]))]
             top = [int(j) for j in rank[:k] if np.isfinite(row[j])]
             out[qid] = [(doc_ids[j], float(row[j])) for j in top]
     return out
