@@ -235,3 +235,10 @@ def test_a_missing_spacy_model_is_one_line_with_the_install_command(tmp_path, ca
     rc = main(["data", "build-probing", "--corpus", str(tmp_path / "c"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 2 and "en_no_such_model_xyz" in err and "pip install 'sentkit[probing]'" in err
+
+
+def test_sizes_below_the_number_of_classes_are_refused_before_parsing(tmp_path, capsys):
+    rc = main(["data", "build-probing", "--corpus", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"),
+               "--tasks", "WC", "--train-size", "5000", "--dev-size", "500", "--test-size", "500"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "task WC has 1000 classes" in err and "--set wc_words" in err

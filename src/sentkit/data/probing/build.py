@@ -162,6 +162,12 @@ def build_probing(
     check_output_dir(out_dir, what="--out")
     folder = out_dir / PROBING_DIR
     folder.mkdir(parents=True, exist_ok=True)
+    for name in names:  # before the parse: every split needs a sentence per class
+        k = n_classes(name, s)
+        if min(s.sizes) < k:
+            raise ConfigError(f"task {name} has {k} classes and each split needs one sentence per class at least: "
+                              f"give --train-size, --dev-size and --test-size of {k} or more"
+                              + (" (or fewer target words, --set wc_words=...)" if name == "WC" else ""))
     t0 = time.perf_counter()
     # ---- parse (cached)
     cache = Path(cache_dir) if cache_dir is not None else out_dir / "parsed"
@@ -207,6 +213,9 @@ def build_probing(
                     result.failed[name] = e
                     break
                 sizes = fitted_sizes(sizes, e) if attempt == 0 else tuple(int(x * 0.9) for x in sizes)  # type: ignore[assignment]
+        if rows is not None and min(sizes) < n_classes(name, s):  # --fit shrank it below one per class
+            result.failed[name] = TooFewSentences(name, 0, sum(s.sizes), "fitted below one sentence per class and split")
+            rows = None
         if rows is None:
             # a file this build wrote before (its manifest says so) must not be run as if current
             if prev and path.is_file() and sha256_file(path) == prev.get("sha256"):
@@ -232,6 +241,11 @@ def build_probing(
                                  "total": round(time.perf_counter() - t0, 1)}
     atomic_write_text(mpath, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return result
+
+
+def n_classes(task: str, s: BuildSettings) -> int:
+    """The number of classes of a probing task under the settings."""
+    return {"SentLen": 6, "WC": s.wc_words, "TreeDepth": s.depth_classes, "TopConst": s.top_classes}.get(task, 2)
 
 
 def _canonical(name: str) -> str:
