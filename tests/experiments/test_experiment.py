@@ -511,3 +511,30 @@ def test_import_says_how_many_runs_the_committed_folder_holds(tmp_path: Path, fa
     assert main(["experiment", "import", str(f), "--from", str(elsewhere)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"1 of 3 runs found in {elsewhere}; 3 of 3 now have results in {committed}"
+
+
+def test_an_experiment_scored_on_probing_tasks_gets_a_probing_table(tmp_path: Path) -> None:
+    """A cell whose results hold SentEval's probing tasks: `avg:probing` among the averages and a
+    table of the ten accuracies; a report without them has no such section."""
+    from sentkit.evaluation.report import declutr_average
+    from sentkit.experiments.report import PROBING, summarise
+
+    def res(cell: str, seed: int, base: float) -> dict[str, Any]:
+        results = {t: {"acc": base + i + seed, "kind": "split"} for i, t in enumerate(PROBING)}
+        results["MR"] = {"acc": 70.0, "kind": "cv"}
+        return {"declutr_average": declutr_average(results), "results": results,
+                "experiment": {"name": "p", "cell": cell, "seed": seed, "method": "pretrained", "settings": {},
+                               "train_seconds": 0.0}}
+
+    runs = [res("base", 0, 50.0), res("base", 1, 50.0), res("tuned", 0, 60.0)]
+    assert summarise(runs)["base"]["avg:probing"][0] == pytest.approx(50.0 + 4.5 + 0.5)
+    text = write_report(runs, tmp_path / "r.md", chart=False).read_text()
+    section = text[text.index("## Probing"):].split("\n\n")
+    table = section[2].splitlines()
+    assert table[0] == "| cell | group | seeds | probing | " + " | ".join(PROBING) + " |"
+    assert table[2].startswith("| base |  | 2 | 55.0 ± 0.7 | 50.5 ± 0.7 |")
+    assert table[3].startswith("| tuned |  | 1 | 64.5 |")
+    assert "| probing |" in text[text.index("## All scores"):]  # avg:probing among the averages
+    no_probe = [{**r, "results": {"MR": r["results"]["MR"]},
+                 "declutr_average": declutr_average({"MR": r["results"]["MR"]})} for r in runs]
+    assert "## Probing" not in write_report(no_probe, tmp_path / "r2.md", chart=False).read_text()

@@ -1,4 +1,4 @@
-"""CLI: `sentkit evaluate`, `sentkit report`, `sentkit data check|download`."""
+"""CLI: `sentkit evaluate`, `sentkit report`, `sentkit data check|download|build-probing`."""
 
 from __future__ import annotations
 
@@ -21,9 +21,15 @@ def register(subparsers: Any) -> None:
                    help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
                         "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
                         "module:attr or file.py:attr")
-    p.add_argument("--tasks", default="all",
-                   help="comma-separated task names, 'all' (every task whose data is present), "
-                        "'downstream' or 'probing' (default: all)")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated task names, 'all' (every task whose data is present, and the user "
+                        "tasks), 'downstream', 'probing' or 'user' (default: all; only the user tasks when "
+                        "--task-file / --user-task are given)")
+    p.add_argument("--task-file", action="append", default=[], metavar="TOML",
+                   help="your own tasks, declared as [[task]] tables (docs/evaluation.md); repeatable")
+    p.add_argument("--user-task", action="append", default=[], metavar="TYPE:NAME=PATH",
+                   help="one of your own tasks: TYPE classification | pair-classification | sts | retrieval, "
+                        "PATH a row file, a folder of train/dev/test files or a BEIR folder; repeatable")
     p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
                    help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
                         "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
@@ -68,6 +74,9 @@ def register(subparsers: Any) -> None:
     dl.add_argument("--force", action="store_true", help="download again even if a file is present")
     dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
     dl.set_defaults(func=_data_download)
+    from sentkit.data.probing.cli import register as register_build_probing
+
+    register_build_probing(dsub)
     d.set_defaults(func=_data_help(d))
 
 
@@ -165,6 +174,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
                   plot=args.plot)
     _refuse_foreign_file(args.output)
+    tasks = "all" if args.tasks is None else args.tasks
+    if args.task_file or args.user_task:  # every file read and checked before the model loads
+        from sentkit.evaluation import user_tasks as U
+
+        declared = [t for f in args.task_file for t in U.from_toml(f)] + [U.from_cli(x) for x in args.user_task]
+        names = U.register(declared)
+        tasks = ",".join(names) if args.tasks is None else args.tasks
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
@@ -179,7 +195,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["raw"] = True
     encoder = load(args.model)
     try:
-        results = evaluate(encoder, tasks=args.tasks, preset=args.preset, data_dir=args.data_dir,
+        results = evaluate(encoder, tasks=tasks, preset=args.preset, data_dir=args.data_dir,
                            fingerprint=args.fingerprint or fingerprint(encoder, args.model), model_name=args.model,
                            progress=not getattr(args, "quiet", False), **overrides)
     except EvaluationInterrupted as e:  # Ctrl-C: keep what was finished

@@ -351,3 +351,66 @@ def image_caption_retrieval(
                                                           "r1_t2i", "r5_t2i", "r10_t2i")]))
     out["ndev"], out["ntest"] = len(dtxt), len(etxt)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval (user tasks in BEIR's layout): exact cosine search, trec_eval / BEIR metrics
+# ---------------------------------------------------------------------------------------------
+def _unit(x: np.ndarray) -> np.ndarray:
+    x64 = np.nan_to_num(x.astype(np.float64))
+    n = np.linalg.norm(x64, axis=1, keepdims=True)
+    return np.divide(x64, n, out=np.zeros_like(x64), where=n > 0)
+
+
+def exact_search(queries: np.ndarray, docs: np.ndarray, query_ids: list[str], doc_ids: list[str], k: int,
+                 *, ignore_identical_ids: bool = True) -> dict[str, list[tuple[str, float]]]:
+    """The `k` documents of highest cosine similarity for each query, best first; ties ordered as
+    trec_eval orders them (document id, descending). A document whose id is the query's id is
+    left out (BEIR's ``ignore_identical_ids``). queries [m, d], docs [n, d]."""
+    q, dn = _unit(queries), _unit(docs)
+    order_desc = np.argsort(np.argsort(np.array(doc_ids, dtype=object), kind="stable"), kind="stable")
+    tie = -order_desc  # a larger id sorts first on a tie
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    out: dict[str, list[tuple[str, float]]] = {}
+    block = max(1, (1 << 22) // max(1, len(doc_ids)))
+    for s in range(0, len(query_ids), block):
+        scores = q[s : s + block] @ dn.T  # [b, n]
+        for r, qid in enumerate(query_ids[s : s + block]):
+            row = scores[r].copy()
+            if ignore_identical_ids and qid in pos:
+                row[pos[qid]] = -np.inf
+            cand = np.arange(len(row))
+            if len(row) > k:  # the k best and every document tied with the k-th
+                cand = np.flatnonzero(row >= np.partition(row, len(row) - k)[len(row) - k])
+            rank = cand[np.lexsort((tie[cand], -row[cand]))]
+            top = [int(j) for j in rank[:k] if np.isfinite(row[j])]
+            out[qid] = [(doc_ids[j], float(row[j])) for j in top]
+    return out
+
+
+def ir_metrics(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
+               *, ndcg_k: int = 10, mrr_k: int = 10, recall_k: int = 100) -> dict[str, float]:
+    """BEIR's scores of a ranking (as fractions), as `beir.retrieval.evaluation` computes them:
+    nDCG@k and Recall@k as pytrec_eval's ``ndcg_cut`` / ``recall`` (gain = the judged relevance,
+    discount log2(rank + 1), ideal ranking from every judged document; relevant = relevance >= 1),
+    averaged over the judged queries that were ranked; MRR@k as BEIR's custom ``mrr`` (1 / rank of
+    the first document with relevance > 0 in the top k), summed and divided by the number of
+    judged queries."""
+    evaluated = [q for q in qrels if q in ranked]
+    ndcg, recall, mrr = 0.0, 0.0, 0.0
+    for q in evaluated:
+        rels = qrels[q]
+        docs = [d for d, _ in ranked[q]]
+        dcg = sum(rels.get(d, 0) / np.log2(i + 2) for i, d in enumerate(docs[:ndcg_k]) if rels.get(d, 0) > 0)
+        ideal = sorted((r for r in rels.values() if r > 0), reverse=True)[:ndcg_k]
+        idcg = sum(r / np.log2(i + 2) for i, r in enumerate(ideal))
+        ndcg += dcg / idcg if idcg > 0 else 0.0
+        relevant = {d for d, r in rels.items() if r >= 1}
+        recall += len(relevant & set(docs[:recall_k])) / len(relevant) if relevant else 0.0
+        for i, d in enumerate(docs[:mrr_k]):
+            if rels.get(d, 0) > 0:
+                mrr += 1.0 / (i + 1)
+                break
+    n = max(1, len(evaluated))
+    return {f"ndcg_at_{ndcg_k}": ndcg / n, f"mrr_at_{mrr_k}": mrr / max(1, len(qrels)),
+            f"recall_at_{recall_k}": recall / n, "nqueries": len(evaluated)}

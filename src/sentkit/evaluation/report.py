@@ -24,9 +24,29 @@ def _finite(v: Any, scale: float = 1.0) -> float | None:
     return scale * f if math.isfinite(f) else None
 
 
+def task_kind(name: str, res: dict[str, Any]) -> str:
+    """The protocol kind of a task: from the registry, or for a user task (not registered in
+    this process) from its results (``kind``)."""
+    try:
+        return get_task(name).kind
+    except KeyError:
+        kind = res.get("kind") if isinstance(res, dict) and res.get("group") == "user" else None
+        if not isinstance(kind, str):
+            raise
+        return kind
+
+
+def task_names(runs: list[dict[str, Any]]) -> list[str]:
+    """SentEval's tasks in their usual order, then the user tasks in the order they appear."""
+    names = [t for t in ALL_TASKS if any(t in r["results"] for r in runs)]
+    for r in runs:
+        names += [t for t in r["results"] if t not in names and t not in ALL_TASKS]
+    return names
+
+
 def main_score(name: str, res: dict[str, Any]) -> float | None:
     """The headline number of a task, on a 0-100 scale (None when it is missing or NaN)."""
-    kind = get_task(name).kind
+    kind = task_kind(name, res)
     if kind in ("cv", "kfold", "split"):
         return _finite(res["acc"])
     if kind == "relatedness":
@@ -35,6 +55,8 @@ def main_score(name: str, res: dict[str, Any]) -> float | None:
         return _finite(res["all"]["spearman"]["mean"], 100)
     if kind == "ranking":
         return _finite(res["mean_recall"])
+    if kind == "retrieval":
+        return _finite(res["ndcg_at_10"])
     return None
 
 
@@ -77,7 +99,10 @@ def _n(v: Any, digits: int) -> str:
 
 def detail(name: str, res: dict[str, Any]) -> str:
     """Secondary metrics in words (for the Markdown table)."""
-    kind = get_task(name).kind
+    kind = task_kind(name, res)
+    if kind == "retrieval":
+        return (f"nDCG@10 {_n(res['ndcg_at_10'], 2)} / MRR@10 {_n(res['mrr_at_10'], 2)} / "
+                f"Recall@100 {_n(res['recall_at_100'], 2)} ({res.get('nqueries')} queries, {res.get('ndocs')} documents)")
     if name == "MRPC":
         return f"acc {_n(res['acc'], 2)} / F1 {_n(res['f1'], 2)}"
     if kind == "relatedness":
@@ -107,7 +132,7 @@ def markdown_table(run: dict[str, Any]) -> str:
     lines = [f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
              f"preset `{config.get('preset')}`, seed {run.get('seed')}", "",
              "| task | score | details | time (s) |", "|---|---:|---|---:|"]
-    for name in ALL_TASKS:
+    for name in task_names([run]):
         if name in res:
             t = timings.get(name, {})
             secs = t.get("classify_s", 0.0) + t.get("load_encode_s", 0.0)
@@ -153,8 +178,10 @@ def load_run(path: str | Path) -> dict[str, Any]:
         try:
             canonical = get_task(name).name
         except KeyError:
-            log.warning("%s: unknown task %r left out", p, name)
-            continue
+            if not (isinstance(res, dict) and res.get("group") == "user" and isinstance(res.get("kind"), str)):
+                log.warning("%s: unknown task %r left out", p, name)
+                continue
+            canonical = name  # a user task: its results carry its kind
         try:
             if not isinstance(res, dict):
                 raise TypeError(f"{type(res).__name__}, not an object")
@@ -180,7 +207,7 @@ def _label(run: dict[str, Any], path: str) -> str:
 def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
     """Several runs as columns; the best score per row in bold."""
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
-    tasks = [t for t in ALL_TASKS if any(t in r["results"] for r in runs)]
+    tasks = task_names(runs)
     lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
 
     def row(name: str, vals: list[float | None]) -> str:
@@ -210,7 +237,7 @@ def plot_runs(runs: list[dict[str, Any]], out: str | Path, labels: list[str] | N
     from sentkit.io import atomic_path
 
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
-    tasks = [t for t in ALL_TASKS if any(t in r["results"] for r in runs)]
+    tasks = task_names(runs)
     width = 0.8 / max(1, len(runs))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(tasks) + 2), 4.0))
     x = np.arange(len(tasks))

@@ -20,7 +20,7 @@ import numpy as np
 
 from sentkit.registry import Registry
 
-TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking"]
+TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ class TaskSpec:
     citation: str
     licence: str
     loader: Callable[..., TaskData]
-    group: Literal["downstream", "probing"] = "downstream"
+    group: Literal["downstream", "probing", "user"] = "downstream"  # user: sentkit.evaluation.user_tasks
     aliases: tuple[str, ...] = ()
     pair: bool = False
     description: str = ""
@@ -535,6 +535,8 @@ def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = Fals
         return data
     except (ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError) as e:
         why = str(e) if isinstance(e, TaskDataError) else f"malformed data ({type(e).__name__}: {e})"
+        if spec.group == "user":
+            raise TaskDataError(f"task {spec.name}: {why}") from None
         raise TaskDataError(f"task {spec.name}: {why}. Fetch the files again with "
                             f"`{download_hint(spec.name, ddir)} --force`") from None
 
@@ -544,10 +546,16 @@ def available_tasks(data_dir: str | Path | None = None) -> list[str]:
     return [t for t in ALL_TASKS if not TASKS.get(t).missing(d)]
 
 
+def user_tasks() -> list[str]:
+    """The user tasks registered in this process (sentkit.evaluation.user_tasks)."""
+    return [n for n in TASKS.names() if TASKS.get(n).group == "user"]
+
+
 def expand_tasks(tasks: str | list[str] | None, data_dir: str | Path | None = None) -> list[str]:
-    """'all' -> every task with data; 'downstream'/'probing' -> that group; else names."""
+    """'all' -> every task with data and every user task; 'downstream' / 'probing' / 'user' ->
+    that group; else names."""
     if tasks is None or tasks == "all" or tasks == ["all"]:
-        return available_tasks(data_dir)
+        return available_tasks(data_dir) + user_tasks()
     items = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t.strip()]
     if not items:
         from sentkit.config import ConfigError
@@ -555,7 +563,9 @@ def expand_tasks(tasks: str | list[str] | None, data_dir: str | Path | None = No
         raise ConfigError("no task given: name tasks (e.g. --tasks MR,STSB), or use 'all', 'downstream' or 'probing'")
     out: list[str] = []
     for t in items:
-        if _norm(t) in ("downstream", "probing"):
+        if _norm(t) == "user":
+            out += user_tasks()
+        elif _norm(t) in ("downstream", "probing"):
             group = DOWNSTREAM if _norm(t) == "downstream" else PROBING
             out += [g for g in group if g in available_tasks(data_dir)]
         else:

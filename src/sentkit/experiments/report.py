@@ -22,6 +22,8 @@ STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 # than Hill et al.'s Table 6, whose cohorts are paper.HILL_SUPERVISED / paper.HILL_UNSUPERVISED.
 SUPERVISED = ("MR", "CR", "SUBJ", "MPQA", "TREC", "SST2", "SST5", "MRPC", "SICKE", "SICKR", "STSB", "SNLI")
 UNSUPERVISED = (*STS, "STSB-cos", "SICKR-cos")
+# SentEval's probing tasks (Conneau et al. 2018), in the paper's order: surface, syntactic, semantic
+PROBING = ("SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv")
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")
 AVERAGES = ("avg:downstream", "avg:downstream_without_snli", "avg:probing", "avg:supervised", "avg:cosine_sts",
             "avg:hill_table3", "avg:unsupervised_sts", "avg:hill_table4")
@@ -356,7 +358,7 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         n = max(v[2] for v in summary[c].values())
         row = [c, groups.get(c, ""), str(n), *[_fmt(summary[c].get(a)) for a in avgs], *[_fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += [""]
+    lines += ["", *probing_section(summary, cells, groups)]
     if spec is not None:
         lines += scaling_section(spec, summary, all_results, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
     lines += [*length_section(summary), *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
@@ -375,6 +377,26 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         except ImportError:
             log.warning("chart not drawn: install matplotlib (pip install 'sentkit[report]')")
     return lines
+
+
+def probing_section(summary: dict[str, dict[str, tuple[float, float, int]]], cells: list[str],
+                    groups: dict[str, str]) -> list[str]:
+    """A table of the probing tasks (accuracy) and their mean, when any cell was scored on them."""
+    tasks = [t for t in PROBING if any(t in summary[c] for c in cells)]
+    if not tasks:
+        return []
+    head = ["cell", "group", "seeds", "probing", *tasks]
+    lines = ["## Probing", "", "Accuracy on SentEval's probing tasks (Conneau et al. 2018; the files `sentkit "
+             "data build-probing` builds, or SentEval's own), mean ± std over seeds; `probing` is "
+             f"{AVERAGE_HELP['avg:probing']}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cells:
+        if not any(t in summary[c] for t in tasks):
+            continue
+        n = max(summary[c][t][2] for t in tasks if t in summary[c])
+        row = [c, groups.get(c, ""), str(n), _fmt(summary[c].get("avg:probing")), *[_fmt(summary[c].get(t)) for t in tasks]]
+        lines.append("| " + " | ".join(row) + " |")
+    return [*lines, ""]
 
 
 def _hill_rows(all_results: list[dict[str, Any]], spec: ExperimentSpec | None = None) -> dict[str, str]:

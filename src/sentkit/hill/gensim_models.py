@@ -61,7 +61,7 @@ def _gensim() -> Any:
         import gensim
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "gensim is needed for this method: pip install gensim (or 'sentkit[baselines]')"
+            "gensim is needed for this method: pip install gensim (or 'sentkit[hill]')"
         ) from None
     return gensim
 
