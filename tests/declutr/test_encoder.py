@@ -107,7 +107,7 @@ def test_a_damaged_model_directory_is_a_clear_error(tiny_model_dir: Path, tmp_pa
     with pytest.raises(ConfigError, match="is a file"):
         sentkit.load(str(weights))
     (tmp_path / "corpus").mkdir()
-    with pytest.raises(ConfigError, match="is a folder but not a model directory"):
+    with pytest.raises(ConfigError, match="is a folder but not a model folder"):
         sentkit.load(str(tmp_path / "corpus"))
     with pytest.raises(ValueError, match="device 'nonsense' cannot be used"):
         TransformerEncoder.from_pretrained(str(tiny_model_dir), device="nonsense")

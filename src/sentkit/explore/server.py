@@ -14,7 +14,8 @@ ALL_INTERFACES = ("0.0.0.0", "::", "")
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on (host, port); port 0 picks a free one."""
+    """A listening socket on (host, port); port 0 picks a free one. It listens at once, so a client that
+    reads the announced URL before the server's loop starts waits in the backlog instead of being refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -23,6 +24,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)
     except OSError as e:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror or e}); "

@@ -146,11 +146,12 @@ def _main_process() -> bool:
 
 @torch.no_grad()
 def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], suffix: list[int], *,
-                samples: int = 128, seed: int = 0) -> dict[str, float]:
+                max_len: int = 512, samples: int = 128, seed: int = 0) -> dict[str, float]:
     """What a start-up check needs to know of the base on this corpus, from `samples` random windows of
     sentence length: the corpus's mean sentence length in tokens (tokens between sentence-final marks),
     the anisotropy of the base's mean-pooled vectors (mean cosine of all pairs of different windows) and
-    its masked-LM loss on them (15 % masked; NaN without a mapped MLM head)."""
+    its masked-LM loss on them (15 % masked; NaN without a mapped MLM head). Windows fit `max_len`, the
+    model's positions (special tokens included)."""
     from sentkit.models.mlm import MaskedLM
     from sentkit.objectives.mlm import IGNORE_INDEX, mask_tokens
 
@@ -163,7 +164,7 @@ def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], s
         ends += int(np.isin(toks, marks).sum())
         total += len(toks)
     sent_len = total / max(ends, 1)
-    width = int(np.clip(round(sent_len), 4, 64))
+    width = int(np.clip(round(sent_len), 1, max(1, min(64, max_len - len(prefix) - len(suffix)))))
     windows = []
     for d in docs:
         toks = store.doc(int(d))
@@ -172,6 +173,8 @@ def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], s
             windows.append(prefix + toks[s : s + width].tolist() + suffix)
         if len(windows) == samples:
             break
+    if len(windows) < 2:  # documents too short to say anything
+        return {"sentence_tokens": sent_len, "anisotropy": float("nan"), "mlm_loss": float("nan")}
     was_training = mlm_model.training
     mlm_model.eval()
     try:
@@ -255,7 +258,8 @@ class Declutr(Recipe):
     def units(self, store: Any) -> int:
         if not getattr(self, "_checked", False) and _main_process():
             self._checked = True
-            warn_weak_base(base_report(self.mlm_model, self.tokenizer, store, self.prefix, self.suffix), self.span_settings)
+            report = base_report(self.mlm_model, self.tokenizer, store, self.prefix, self.suffix, max_len=self.max_len)
+            warn_weak_base(report, self.span_settings)
         return len(store)
 
     def length_rule(self) -> Any:
