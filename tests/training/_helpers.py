@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +104,28 @@ def prepare(corpus: str | Path, model_dir: str | Path, out: str | Path, **kw: An
 
 def as_store(path: str | Path) -> TokenStore:
     return TokenStore(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun(script: str | Path, *args: str, nproc: int = 2, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`script args` under torchrun: `nproc` processes on this machine (gloo on the CPU, one thread
+    each). On a timeout the launcher and its workers are killed (a hung worker never outlives the test)."""
+    import signal
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", str(script), *args]
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
