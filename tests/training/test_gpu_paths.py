@@ -248,3 +248,18 @@ def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(tmp_path
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("sentkit train: error: --method mlm:") and "'albert'" in err[0]
     assert all(family in err[0] for family in MLM_HEADS.names())
+
+
+def test_first_token_shortcut_only_under_the_layer_contract_it_replaces(tiny_model_dir: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers 5's encoder layers return a tensor, 4.x's a tuple: under any other major version
+    the CLS shortcut is off and the whole last layer runs."""
+    import sentkit.models.mlm as mlm_mod
+    from sentkit.models.hub import load_mlm
+
+    mlm, _ = load_mlm(str(tiny_model_dir))
+    assert mlm_mod.first_token_layer(mlm.base_model) is mlm.base_model.encoder.layer[-1]
+    for major in (4, 6):
+        monkeypatch.setattr(mlm_mod, "_transformers_major", lambda major=major: major)
+        assert mlm_mod.first_token_layer(mlm.base_model) is None
+        assert mlm_mod.MaskedLM(mlm, "cls").first_layer is None
