@@ -139,3 +139,40 @@ def test_rank_zeros_error_ends_every_rank(runs: dict[str, Any]) -> None:
     lines = sorted(line for line in runs["resumed"].stdout.splitlines() if " raised " in line)
     assert [line.split(":")[0] for line in lines] == ["rank 0 raised RunDirError", "rank 1 raised RunDirError"]
     assert all("files that sentkit did not write (notes.txt)" in line for line in lines)
+
+
+_DIES_WHILE_THE_OTHER_WAITS = """
+import os, signal, sys
+import torch.distributed as dist
+from sentkit.training.distributed import RankFailed, init_from_env, main_first
+info = init_from_env("cpu", timeout_s=60)
+try:
+    with main_first(info, 3600, "rank 0 prepared the run") as plan:
+        if info.is_main:
+            os.kill(os.getpid(), signal.SIGKILL)  # dies in the middle of its preparation
+except RankFailed as e:
+    print(f"RankFailed: {e}", flush=True)
+    os._exit(7)
+"""
+
+
+def test_a_rank_0_that_dies_is_reported_not_waited_on(tmp_path: Path) -> None:
+    """Processes started without torchrun (nothing stops the others for them): rank 1 waits for rank
+    0's preparation under a timeout of an hour, rank 0 is killed, rank 1 raises RankFailed at once."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from _helpers import free_port
+
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
+           "OMP_NUM_THREADS": "1"}
+    t = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", _DIES_WHILE_THE_OTHER_WAITS], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert procs[0].returncode == -9
+    assert procs[1].returncode == 7, outs[1][1][-2000:]
+    assert "rank 1: rank 0 stopped while rank 0 prepared the run" in outs[1][0]
+    assert time.monotonic() - t < 100  # not the hour of the timeout
