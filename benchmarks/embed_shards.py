@@ -1,7 +1,8 @@
 """Sharded `sentkit embed`: sentences per second against the number of processes, and sentkit's
 single-process figure against sentence-transformers' multi-process pool, same input and model.
 
-    python benchmarks/embed_shards.py [--n 10000] [--procs 2] [--model all-minilm-l6-v2]
+    python benchmarks/embed_shards.py [--n 10000] [--procs 2] [--model all-minilm-l6-v2] [--torchrun]
+    python benchmarks/embed_shards.py --memory 2000000      # peak memory of the sharded path alone
 
 Every sentkit figure is the wall time of whole `sentkit embed` commands (start-up, model load,
 reading and checking the input, writing and joining the .npy), the processes of a sharded run
@@ -13,6 +14,10 @@ CPU seconds (all its processes, user + system) are counted: on a machine that ot
 sentences per CPU-second is the figure that holds. OpenMP threads wait passively
 (OMP_WAIT_POLICY=PASSIVE, for both libraries), so a starved thread does not spin. Prints a
 Markdown table and the vectors' agreement.
+
+`--memory N` measures what the sharded path itself holds: N texts through 2 shards and the join
+into one .npy (384 dimensions, float32), with a stand-in encoder (constant vectors) so that no
+model time is spent; it prints the peak resident memory of that process against the output's size.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts, here
 
 import argparse
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,14 +96,48 @@ def st_runs(texts: list[str], model_dir: str, workers: int) -> dict[str, tuple[f
     return out
 
 
+def memory_child(n: int, dim: int = 384) -> None:
+    """Embed n texts in 2 shards and join them, with constant vectors; print the peak RSS."""
+    from sentkit.cli.embed_commands import _read_texts, _write_npy
+    from sentkit.embed_shards import Shard, embed_shard
+
+    tmp = Path(tempfile.mkdtemp(prefix="embed-memory-"))
+    src = tmp / "in.txt"
+    with src.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(f"sentence number {i} of the memory check, about as long as a short sentence\n")
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return np.full((len(texts), dim), 0.5, dtype=np.float32)
+
+    t = time.perf_counter()
+    for i in range(2):
+        msg = embed_shard(tmp / "v.npy", Shard(i, 2), lambda: _read_texts(src, "text"), n, dim, encode, _write_npy,
+                          block=10000, dtype="float32", settings={}, progress=False)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    size = (tmp / "v.npy").stat().st_size
+    print(f"{msg}; {time.perf_counter() - t:.0f} s")
+    print(f"{n:,} texts x {dim} float32: output {size / 2**20:,.0f} MiB; peak RSS {peak / 1024:,.0f} MiB "
+          f"({base / 1024:,.0f} MiB before embedding)")
+    shutil.rmtree(tmp)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--memory-child"]:
+        memory_child(int(sys.argv[2]))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--procs", default="2", help="comma-separated process counts for the sharded runs")
     ap.add_argument("--model", default="all-minilm-l6-v2")
     ap.add_argument("--st-workers", type=int, default=2)
     ap.add_argument("--torchrun", action="store_true", help="also time the largest count under torchrun")
+    ap.add_argument("--memory", type=int, default=0, help="only the memory check, with this many texts")
     args = ap.parse_args()
+    if args.memory:
+        subprocess.run([sys.executable, __file__, "--memory-child", str(args.memory)], check=True)
+        return
     from sentkit.models.hub import resolve
 
     texts = [" ".join(t.split()) for t in gutenberg_sentences(args.n)]
@@ -135,6 +175,7 @@ def main() -> None:
     for name, seconds, cpu, load in rows:
         per_cpu = f"{len(texts) / cpu:,.0f}" if cpu == cpu else "—"
         print(f"| {name} | {seconds:.1f} | {len(texts) / seconds:,.0f} | {cpu:.1f} | {per_cpu} | {load:.1f} |")
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
