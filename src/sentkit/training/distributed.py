@@ -43,8 +43,9 @@ class DistInfo:
         return self.world_size > 1
 
 
-class RankFailed(RuntimeError):
-    """Another process of the run stopped (an error, a kill, a lost machine) while this one waited for it."""
+class RankFailed(ConnectionError):
+    """Another process of the run stopped (an error, a kill, a lost machine) while this one waited
+    for it. A ConnectionError, so that `sentkit` reports it as the environment's failure (exit 1)."""
 
 
 def init_from_env(device_type: str, timeout_s: float | None = None) -> DistInfo:
