@@ -166,7 +166,8 @@ def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str
     for prec in ("fp32", "bf16", "fp16"):
         out = work / f"precision-{prec}"
         t = time.perf_counter()
-        train(declutr_config(state["corpus"], out, state["model"], sizes, precision=prec), Declutr)
+        train(declutr_config(state["corpus"], out, state["model"], sizes, precision=prec,
+                             checkpoint_every=sizes.steps), Declutr)
         rows = read_metrics(out / "metrics.csv")
         runs[prec] = {"losses": losses(out), "seconds": time.perf_counter() - t,
                       "skipped": sum(not math.isfinite(float(r["grad_norm"])) for r in rows),
@@ -324,6 +325,10 @@ def run(args: argparse.Namespace) -> int:
             res = {"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
         res["seconds"] = round(time.perf_counter() - t, 1)
         results["checks"][name] = res
+        if not args.keep:  # a BERT-base run folder holds ~2 GB of checkpoints: keep only what later checks use
+            for entry in work.iterdir():
+                if entry.is_dir() and entry.name not in ("corpus", "model", "model-dropout", "store"):
+                    shutil.rmtree(entry, ignore_errors=True)
         print(f"[{'PASS' if res['ok'] else 'FAIL'}] {name} ({res['seconds']} s)", flush=True)
         for key, value in res.items():
             if key not in ("ok", "seconds"):
