@@ -156,7 +156,7 @@ def test_os_errors_while_writing_end_in_one_line(code: int, tmp_path: Path, tiny
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from sentkit.cli import embed_commands
 
-    def fail(tmp: Path, *a: object) -> int:
+    def fail(tmp: Path, *a: object, **kw: object) -> int:
         tmp.write_bytes(b"half")
         raise OSError(code, os.strerror(code), str(tmp))
 

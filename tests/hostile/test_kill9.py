@@ -160,6 +160,29 @@ def test_kill_embed(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     assert temporaries(tmp_path) == []  # ... and the rerun removed it
 
 
+def test_kill_an_embed_shard_and_run_it_again(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A shard killed after some of its parts: every part under a final name is complete, the rerun
+    keeps them and embeds the rest, and the joined output equals the single-process one."""
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"sentence {i} about {' '.join(make_docs(1, 8, seed=i))}\n" for i in range(1200)))
+    dst, parts = tmp_path / "v.npy", tmp_path / "v.npy.parts"
+    argv = ["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(dst), "--block", "100"]
+    kill_when([*argv, "--shard", "0/2"], lambda: len(list(parts.glob("part-*.npy"))) >= 2)
+    kept = {p.name: p.stat().st_mtime_ns for p in parts.glob("part-*.npy")}
+    assert all(np.load(parts / name).shape == (100, 32) for name in kept)
+    from sentkit.cli.main import main
+
+    for shard in ("0/2", "1/2"):  # the reruns run in this process: only the kill needs a process of its own
+        assert main(["-q", *argv, "--shard", shard]) == 0
+        if shard == "0/2":
+            assert {name: (parts / name).stat().st_mtime_ns for name in kept} == kept
+    one = ["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "one.npy"),
+           "--block", "100"]
+    assert main(["-q", *one]) == 0
+    assert dst.read_bytes() == (tmp_path / "one.npy").read_bytes()
+    assert not parts.exists() and temporaries(tmp_path) == []
+
+
 # ----------------------------------------------------------------------------- train
 TRAIN_SETTINGS = ["--set", "max_span_len=16", "--set", "min_span_len=4", "--set", "batch_size=4",
                   "--set", "checkpoint_every=2", "--set", "progress=false"]

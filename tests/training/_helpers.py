@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +30,10 @@ def small_config(corpus: str, out: str, **kw: object) -> DeclutrConfig:
     return DeclutrConfig(**base)  # type: ignore[arg-type]
 
 
-def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float | None = None) -> tuple[Recipe, Any]:
+def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float | None = None,
+          device: str = "cpu") -> tuple[Recipe, Any]:
     """(recipe, trainable module) of `method` (default: the one `cfg` configures) on the model at
-    `model_dir`, on the CPU, fp32."""
+    `model_dir`, on `device`, fp32."""
     method = method or next(n for n, r in RECIPES.items() if r.config_cls is type(cfg))
     mlm, tok = load_mlm(model_dir)
     if dropout is not None:
@@ -39,7 +44,7 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         recipe = RECIPES[method](cfg, mlm, tok, position_limit(mlm.config))
-        module = recipe.module()
+        module = recipe.module().to(device)
     module.train()
     module.token_budget = cfg.token_budget or 1024
     module.autocast = contextlib.nullcontext
@@ -48,23 +53,24 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
 
 def step_gradients(model_dir: str, store_dir: str, cfg: Any, units: list[int], info: DistInfo, *,
                    method: str | None = None, step: int = 0, dropout: float | None = None,
-                   reference: bool = False) -> dict[str, torch.Tensor]:
+                   reference: bool = False, device: str = "cpu") -> dict[str, torch.Tensor]:
     """Gradients of one step on `units` (this rank's share), averaged over ranks by DDP.
 
     `reference`: instead of the loop's step, back-propagate the whole step's loss through one graph
     built from the same micro-batches and dropout seeds (the oracle of gradient caching)."""
-    recipe, module = build(model_dir, cfg, method, dropout=dropout)
+    recipe, module = build(model_dir, cfg, method, dropout=dropout, device=device)
     store = TokenStore(store_dir)
     recipe.units(store)
     batch = recipe.batch(store, units, step)
-    model = wrap(module, info, torch.device("cpu"))
-    ctx = StepContext(recipe, model, cfg, torch.device("cpu"), info, torch.amp.GradScaler("cpu", enabled=False))
+    dev = torch.device(device)
+    model = wrap(module, info, dev)
+    ctx = StepContext(recipe, model, cfg, dev, info, torch.amp.GradScaler(dev.type, enabled=False))
     module.zero_grad()
     if reference:
         one_graph_backward(ctx, batch, step)
     else:
         forward_backward(ctx, batch, step)
-    return {n: p.grad.detach().clone() for n, p in module.named_parameters() if p.grad is not None}
+    return {n: p.grad.detach().cpu().clone() for n, p in module.named_parameters() if p.grad is not None}
 
 
 def one_graph_backward(ctx: StepContext, batch: Any, step: int) -> None:
@@ -100,3 +106,28 @@ def prepare(corpus: str | Path, model_dir: str | Path, out: str | Path, **kw: An
 
 def as_store(path: str | Path) -> TokenStore:
     return TokenStore(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun(script: str | Path, *args: str, nproc: int = 2, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`script args` under torchrun: `nproc` processes on this machine (gloo on the CPU, one thread
+    each). On a timeout the launcher and its workers are killed (a hung worker never outlives the test)."""
+    import signal
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", str(script), *args]
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

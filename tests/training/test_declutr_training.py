@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from _helpers import build, small_config, step_gradients
+from _helpers import build, small_config, step_gradients, torchrun
 
 from sentkit.data.store import TokenStore, prepare_store
 from sentkit.models.hub import load_tokenizer
@@ -143,19 +139,10 @@ def test_positives_are_averaged(store: Path, tiny_model_dir: Path) -> None:
     assert not torch.allclose(out.views[1], single.view(n_anchor, batch.num_positives, -1)[:, 0], atol=1e-4)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def run_ddp(model_dir: Path, store: Path, tmp_path: Path, spec: dict) -> dict:
-    out = tmp_path / f"ddp_{abs(hash(json.dumps(spec, sort_keys=True)))}.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={_free_port()}", str(HERE / "ddp_worker.py"), str(model_dir), str(store), str(out),
-           json.dumps(spec)]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+def run_ddp(model_dir: Path, store: Path, tmp_path: Path, *specs: dict) -> list[dict]:
+    """Each spec's step under torchrun (2 processes), all in one launch (see ddp_worker.py)."""
+    out = tmp_path / f"ddp_{abs(hash(json.dumps(specs, sort_keys=True)))}.pt"
+    res = torchrun(HERE / "ddp_worker.py", str(model_dir), str(store), str(out), json.dumps(specs))
     assert res.returncode == 0, res.stderr[-3000:]
     return torch.load(out)  # type: ignore[no-any-return]
 
@@ -164,18 +151,17 @@ def run_ddp(model_dir: Path, store: Path, tmp_path: Path, spec: dict) -> dict:
 def test_ddp_two_processes_match_one(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
     """2 gloo processes under DistributedDataParallel: the plain step and the gradient-cached step
     (dropout off) equal one process on the whole batch; with dropout on, the cached step equals the
-    one-graph oracle under DDP (dropout is replayed on every rank)."""
+    one-graph oracle under DDP (dropout is replayed on every rank). (The whole loop under torchrun,
+    every method: test_multiprocess.py.)"""
     docs = [0, 1, 2, 3]
     single = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x"), docs, DistInfo())
-    plain = run_ddp(tiny_model_dir, store, tmp_path, {"units": docs, "config": small_config_dict()})
-    _assert_grads_close(single, plain["step"], atol=1e-6)
-    cached = run_ddp(tiny_model_dir, store, tmp_path, {
-        "units": [0, 1, 2, 3, 4, 5, 6, 7], "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True),
-        "dropout": 0.1, "reference": True})
-    _assert_grads_close(cached["step"], cached["reference"], atol=1e-6)
     single8 = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", batch_size=8), list(range(8)), DistInfo())
-    cached_off = run_ddp(tiny_model_dir, store, tmp_path, {
+    plain, cached, cached_off = run_ddp(tiny_model_dir, store, tmp_path, {"units": docs, "config": small_config_dict()}, {
+        "units": [0, 1, 2, 3, 4, 5, 6, 7], "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True),
+        "dropout": 0.1, "reference": True}, {
         "units": list(range(8)), "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True)})
+    _assert_grads_close(single, plain["step"], atol=1e-6)
+    _assert_grads_close(cached["step"], cached["reference"], atol=1e-6)
     _assert_grads_close(single8, cached_off["step"], atol=1e-6)
 
 
@@ -286,3 +272,28 @@ def test_a_few_long_books_train_with_defaults(tmp_path: Path, tiny_model_dir: Pa
     out = train(cfg, Declutr)
     assert (out / "model.safetensors").is_file()
     assert TokenStore(out / "prepared").meta["max_doc_tokens"] == 2 * 2 * 32 * 2
+
+
+def test_one_permutation_per_epoch(store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop permutes the units once per epoch (not once per step), and its steps take the same
+    units as before: step s of an epoch is slice s of that epoch's permutation."""
+    import sentkit.training.batching as batching
+
+    calls: list[int] = []
+    real = batching.doc_order
+
+    def counted(num_docs: int, epoch: int, seed: int) -> np.ndarray:
+        calls.append(epoch)
+        return real(num_docs, epoch, seed)
+
+    monkeypatch.setattr(batching, "doc_order", counted)
+    seen: list[list[int]] = []
+    real_batch = Declutr.batch
+    monkeypatch.setattr(Declutr, "batch", lambda self, s, units, step: seen.append(units) or real_batch(self, s, units, step))
+    n = len(TokenStore(store))
+    per_epoch = n // 4
+    train(small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2 * per_epoch + 1), Declutr)
+    assert calls == [0, 1, 2]
+    expected = [real(n, s // per_epoch, 0)[(s % per_epoch) * 4 : (s % per_epoch + 1) * 4].tolist()
+                for s in range(2 * per_epoch + 1)]
+    assert seen == expected

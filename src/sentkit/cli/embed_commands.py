@@ -24,7 +24,9 @@ def register(sub: Any) -> None:
     e = sub.add_parser(
         "embed",
         help="embed a .txt (one text per line) or .jsonl file into .npy or .parquet",
-        description="Stream texts through an encoder and write float32 embeddings (written atomically).",
+        description="Stream texts through an encoder and write float32 (or float16) embeddings, atomically, in "
+        "input order. With --shard I/N, or under torchrun, each process embeds one share of the input into "
+        "part files (resumable) that are joined into --output; see docs/safety.md.",
     )
     e.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
@@ -34,6 +36,11 @@ def register(sub: Any) -> None:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--block", type=int, default=10000, help="texts read and written per block (bounds memory)")
     e.add_argument("--chunk-long", action="store_true", help="split texts longer than the model limit and average")
+    e.add_argument("--dtype", choices=["float32", "float16"], default="float32",
+                   help="stored precision of the vectors (float16 halves the file; default float32)")
+    e.add_argument("--shard", default=None, metavar="I/N",
+                   help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
+                   "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)")
     e.set_defaults(func=cmd_embed)
 
     register_similarity(sub)
@@ -122,7 +129,8 @@ def _read_texts(path: Path, field: str) -> Iterator[str]:
         yield value
 
 
-def _check_embed_paths(src: Path, dst: Path) -> None:
+def _check_embed_paths(src: Path, dst: Path, *, sharded: bool = False) -> None:
+    from sentkit.embed_shards import MANIFEST, check_parts_folder, parts_folder
     from sentkit.io import PathError, check_writable
 
     if dst.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -139,6 +147,11 @@ def _check_embed_paths(src: Path, dst: Path) -> None:
                         "--input", src)
     if not os.access(src, os.R_OK):
         raise PathError(errno.EACCES, "is not readable (permission denied)", "--input", src)
+    if sharded:
+        check_parts_folder(parts_folder(dst), "--output")  # new, empty, or the parts of an earlier run
+    if sharded and dst.is_dir():  # a Parquet output: a folder of parts
+        check_writable(dst / MANIFEST, what="--output")
+        return
     check_writable(dst, what="--output")
     if dst.exists() and os.path.samefile(src, dst):
         raise PathError(errno.EEXIST, "is the --input file; writing it would destroy the input", "--output", dst)
@@ -149,7 +162,7 @@ def _check_embed_paths(src: Path, dst: Path) -> None:
 
 def _is_embed_output(path: Path) -> bool:
     """Whether an existing file looks like embed's output (so replacing it loses nothing of the user's):
-    a .npy of float32 [n, dim], or a .parquet with sentkit's schema metadata."""
+    a .npy of float32 or float16 [n, dim], or a .parquet with sentkit's schema metadata."""
     import numpy as np
 
     try:
@@ -161,7 +174,7 @@ def _is_embed_output(path: Path) -> bool:
                 if reader is None:
                     return False
                 shape, _, dtype = reader(f)
-            return len(shape) == 2 and dtype == np.float32
+            return len(shape) == 2 and dtype in (np.float32, np.float16)
         import pyarrow.parquet as pq
 
         meta = pq.read_schema(path).metadata or {}
@@ -185,13 +198,16 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     import sentkit
     from sentkit.cli.data_commands import check_positive
+    from sentkit.embed_shards import Shard
     from sentkit.encoder import check_embeddings
     from sentkit.io import atomic_path, remove_stale_temps
 
     src, dst = Path(args.input), Path(args.output)
     check_positive(args, "batch_size", "block")
-    _check_embed_paths(src, dst)
+    shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
+    _check_embed_paths(src, dst, sharded=shard is not None)
     n = sum(1 for _ in _read_texts(src, args.text_field))  # reads and checks every line before loading the model
+    _use_local_gpu()
     enc = sentkit.load(args.model)
     kw: dict[str, Any] = {"batch_size": args.batch_size}
     if args.chunk_long:
@@ -201,39 +217,70 @@ def cmd_embed(args: argparse.Namespace) -> int:
             raise ConfigError(f"--chunk-long needs a transformer model; {args.model} ({type(enc).__name__}) has no length limit to split at")
         kw["chunk_long"] = True
 
+    def encode(texts: list[str]) -> np.ndarray:
+        return check_embeddings(enc.encode(texts, **kw), len(texts), what=f"model {args.model}")
+
+    writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
+    if shard is not None:
+        print(_embed_shard(args, src, dst, shard, n, _dim_of(enc), encode, writer))
+        return 0
+
     def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
         buf: list[str] = []
         for t in _read_texts(src, args.text_field):
             buf.append(t)
             if len(buf) == args.block:
-                yield buf, check_embeddings(enc.encode(buf, **kw), len(buf), what=f"model {args.model}")
+                yield buf, encode(buf)
                 buf = []
         if buf:
-            yield buf, check_embeddings(enc.encode(buf, **kw), len(buf), what=f"model {args.model}")
+            yield buf, encode(buf)
 
     remove_stale_temps(dst.parent, dst.name)
-    writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     with tqdm(total=n, desc="embed", unit="text", file=sys.stderr) as bar, atomic_path(dst) as tmp:
-        written = writer(tmp, n, _dim_of(enc), blocks(), bar.update)
+        written = writer(tmp, n, _dim_of(enc), blocks(), bar.update, dtype=args.dtype)
         if written != n:
             raise ConfigError(f"{src} changed while it was being embedded ({n} texts, then {written}); run again")
     print(f"wrote {n} embeddings to {dst}")
     return 0
 
 
-def _write_npy(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any) -> int:
-    """Stream float32 [n, dim] into a .npy file (plain writes, so a full disk is an OSError, not a
-    SIGBUS of a memory map). Returns the rows written; stops at `n`."""
+def _embed_shard(args: argparse.Namespace, src: Path, dst: Path, shard: Any, n: int, dim: int, encode: Any,
+                 writer: Any) -> str:
+    """This process's shard of the input into the parts of `dst` (sentkit.embed_shards)."""
+    from sentkit.embed_shards import embed_shard, input_fingerprint
+
+    settings = {"input": input_fingerprint(src), "model": args.model, "chunk_long": bool(args.chunk_long),
+                "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
+    return embed_shard(dst, shard, lambda: _read_texts(src, args.text_field), n, dim, encode, writer,
+                       block=args.block, dtype=args.dtype, settings=settings,
+                       progress=os.environ.get("LOCAL_RANK", "0") == "0")
+
+
+def _use_local_gpu() -> None:
+    """Under torchrun, make this process's GPU (LOCAL_RANK) the current one before the model loads."""
+    if "LOCAL_RANK" not in os.environ or os.environ.get("WORLD_SIZE", "1") == "1":
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+
+
+def _write_npy(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *,
+               dtype: str = "float32") -> int:
+    """Stream [n, dim] vectors of `dtype` into a .npy file (plain writes, so a full disk is an OSError,
+    not a SIGBUS of a memory map). Returns the rows written; stops at `n`."""
     import numpy as np
 
     row = 0
+    kind = np.dtype(dtype).newbyteorder("<")
     with open(tmp, "wb") as f:
         np.lib.format.write_array_header_1_0(
-            f, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, dim)}
+            f, {"descr": np.lib.format.dtype_to_descr(kind), "fortran_order": False, "shape": (n, dim)}
         )
         for texts, v in blocks:
             _check_block(v, dim, row, n)
-            f.write(np.ascontiguousarray(v, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(v, dtype=kind).tobytes())
             row += len(v)
             done(len(texts))
     return row
@@ -246,18 +293,21 @@ def _check_block(v: np.ndarray, dim: int, row: int, n: int) -> None:
         raise ConfigError(f"the input grew while it was being embedded (more than {n} texts); run again")
 
 
-def _write_parquet(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any) -> int:
+def _write_parquet(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *,
+                   dtype: str = "float32") -> int:
     """Stream (text, embedding) rows into a Parquet file; an empty input gives a valid empty table."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(pa.float32(), dim))],
-                       metadata={PARQUET_MARKER: json.dumps({"dim": dim}).encode()})
+    kind = pa.float16() if dtype == "float16" else pa.float32()
+    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(kind, dim))],
+                       metadata={PARQUET_MARKER: json.dumps({"dim": dim, "dtype": dtype}).encode()})
     row = 0
     with pq.ParquetWriter(tmp, schema) as writer:
         for texts, v in blocks:
             _check_block(v, dim, row, n)
-            emb = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1), type=pa.float32()), dim)
+            flat = pa.array(v.reshape(-1).astype(dtype, copy=False), type=kind)
+            emb = pa.FixedSizeListArray.from_arrays(flat, dim)
             writer.write_table(pa.table({"text": pa.array(texts, type=pa.string()), "embedding": emb}, schema=schema))
             row += len(texts)
             done(len(texts))

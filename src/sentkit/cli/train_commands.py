@@ -34,6 +34,9 @@ def register(sub: Any) -> None:
                    help="replace an earlier sentkit run in --out (never a folder of other files)")
     t.add_argument("--allow-config-change", action="store_true",
                    help="with --resume: accept settings that differ from the run's (they are listed)")
+    t.add_argument("--prepare-only", action="store_true",
+                   help="take --out and do the one-off work (token store, a vocabulary trained on the corpus), then "
+                   "stop; start the processes on it afterwards (torchrun ... train, same options)")
     t.add_argument("--config", default=None, help="TOML file of settings (flat keys, or a [train] table)")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)")
@@ -111,12 +114,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from sentkit.training.config import TrainConfig
 
+    prepare_only = getattr(args, "prepare_only", False)
     if isinstance(cfg, TrainConfig):  # the transformer loop guards its folder itself
-        out = method.train(cfg)
+        out = method.train(cfg, prepare_only=True) if prepare_only else method.train(cfg)
+    elif prepare_only:
+        raise ConfigError(f"method {method.name!r} does not take --prepare-only (it prepares nothing to share "
+                          "between processes)")
     else:
         out = _train_guarded(method, cfg, overwrite=args.overwrite)
     if os.environ.get("RANK", "0") == "0":
-        print(f"saved {method.name} encoder to {out}")
+        print(f"prepared {out}; start the training on it with the same options (torchrun --nproc_per_node N "
+              "-m sentkit.cli.main train ...)" if prepare_only else f"saved {method.name} encoder to {out}")
     return 0
 
 

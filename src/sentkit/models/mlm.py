@@ -80,6 +80,15 @@ def head_modules(mlm_model: Any) -> list[nn.Module]:
 
 # ----------------------------------------------------------------------------- first token only
 FIRST_TOKEN_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})  # BERT's layer layout
+# The layer contract `first_token_forward` replaces: in transformers 5 an encoder layer returns its
+# hidden states as one tensor (4.x returned a tuple, and the encoder took element 0 of it).
+FIRST_TOKEN_TRANSFORMERS_MAJOR = 5
+
+
+def _transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
 
 
 def _bert_layout(layer: Any) -> bool:
@@ -90,7 +99,9 @@ def _bert_layout(layer: Any) -> bool:
 
 def first_token_layer(encoder: Any) -> Any:
     """The last layer of `encoder` if it is a BERT-style bidirectional layer that `first_token_forward`
-    can run (plain absolute positions, no decoder), else None."""
+    can run (plain absolute positions, no decoder, transformers 5's layer contract), else None."""
+    if _transformers_major() != FIRST_TOKEN_TRANSFORMERS_MAJOR:  # another layer contract: run the whole layer
+        return None
     cfg = getattr(encoder, "config", None)
     layers = getattr(getattr(encoder, "encoder", None), "layer", None)
     if cfg is None or getattr(cfg, "model_type", "") not in FIRST_TOKEN_TYPES or not layers or getattr(cfg, "is_decoder", False):

@@ -54,10 +54,7 @@ def load_checkpoint(out: str | Path, map_location: str | torch.device = "cpu") -
         if not path.is_file():
             continue
         try:
-            state = torch.load(path, map_location=map_location, weights_only=False)
-            missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
-            if missing:
-                raise ValueError(f"missing {', '.join(missing)}")
+            state = read_checkpoint(path, map_location)
         except Exception as e:  # torch raises many types for a torn zip
             why = "empty file" if path.stat().st_size == 0 else f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
             problems.append(f"{path} ({why})")
@@ -72,6 +69,16 @@ def load_checkpoint(out: str | Path, map_location: str | torch.device = "cpu") -
     if problems:
         raise CheckpointError(f"no usable checkpoint: {'; '.join(problems)}; start again with --overwrite")
     raise CheckpointError(f"no checkpoint in {Path(out) / 'checkpoint'}")
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """One checkpoint file (the one `load_checkpoint` chose, read by another process); ValueError
+    when an entry is missing."""
+    state = torch.load(path, map_location=map_location, weights_only=False)
+    missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    return state  # type: ignore[no-any-return]
 
 
 def rng_state() -> dict[str, bytes]:

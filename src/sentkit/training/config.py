@@ -47,6 +47,9 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: str = "auto"
     seed: int = 0
+    # several processes (torchrun)
+    dist_timeout: float = 1800.0  # seconds a collective of a training step may wait for another process
+    prepare_timeout: float = 86400.0  # seconds the other processes wait while rank 0 prepares (tokenizer, store)
     # bookkeeping (may change on --resume)
     checkpoint_every: int = 100
     log_every: int = 10
@@ -59,7 +62,7 @@ class TrainConfig:
     # Keys that only change how a run is watched or saved, never what it computes.
     RESUME_SAFE: ClassVar[frozenset[str]] = frozenset({
         "resume", "overwrite", "allow_config_change", "progress", "log_every", "logger", "checkpoint_every",
-        "device",
+        "device", "dist_timeout", "prepare_timeout",
     })
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = ("batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every")
 
@@ -79,6 +82,9 @@ class TrainConfig:
             raise ConfigError("max_steps must be at least 1")
         if not 0 < self.corpus_fraction <= 1:
             raise ConfigError(f"corpus_fraction must be in (0, 1], got {self.corpus_fraction}")
+        for name in ("dist_timeout", "prepare_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ConfigError(f"lr must be positive, got {self.lr}")
         if not 0 <= self.cut_frac < 1:

@@ -20,21 +20,23 @@ import torch
 
 from sentkit.config import ConfigError, save_json, to_dict
 from sentkit.data.corpus import CorpusError, Fix
-from sentkit.training.batching import docs_for_step
+from sentkit.training.batching import StepUnits
 from sentkit.training.checkpoint import (
+    CheckpointError,
     has_checkpoint,
     load_checkpoint,
+    read_checkpoint,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
 from sentkit.training.config import TrainConfig
-from sentkit.training.distributed import DistInfo, unwrap, wrap
+from sentkit.training.distributed import DistInfo, main_first, unwrap, wrap
 from sentkit.training.metrics import MetricsLogger
 from sentkit.training.recipe import Recipe, StoreSpec
 from sentkit.training.rundir import claim, clean_stale, run_lock, run_log, write_run
 from sentkit.training.schedule import SCHEDULES
-from sentkit.training.step import StepContext, forward_backward, make_optimizer
+from sentkit.training.step import StepContext, forward_backward, make_optimizer, optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +67,8 @@ def corpus_subset(num_units: int, fraction: float) -> np.ndarray:
 def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out: Path, info: DistInfo, *,
                           rule: Any = None) -> Any:
     """Use cfg.corpus if it is a prepared store, else prepare it once into cfg.prepared_dir (default
-    <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match."""
-    import torch.distributed as dist
-
+    <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match. Only rank 0
+    prepares (the loop runs it before the other ranks, see `main_first`); they open what it made."""
     from sentkit.data.store import TokenStore, is_store, prepare_store
     from sentkit.io import file_lock
 
@@ -88,8 +89,9 @@ def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out
                         text_field=cfg.text_field, tokenizer_name=cfg.model, show_progress=cfg.progress, **kw,
                     )
                     log.info("prepared corpus:\n%s", rep.summary(spec.min_tokens))
-        if info.active:
-            dist.barrier()
+        elif not _store_matches(target, spec, tokenizer):
+            raise ConfigError(f"rank {info.rank} does not see the token store that rank 0 prepared in {target}: "
+                              "--out (and prepared_dir) must be on a file system that every process sees")
         store = TokenStore(target)
     store.check_tokenizer(tokenizer, spec.min_tokens)
     if store.meta.get("unit", "document") != spec.unit:
@@ -128,18 +130,21 @@ def too_few_units(recipe: Recipe, store: Any, n: int, cfg: TrainConfig, info: Di
 
 
 # ----------------------------------------------------------------------------- the loop
-def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = None) -> Path:
+def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = None, prepare_only: bool = False) -> Path:
     """Train with `recipe_cls` on cfg.corpus; save an encoder (sentence-transformers layout, and
     the masked LM with its head) at cfg.out.
 
-    `stop_at` ends the loop early after that step (as a kill would, after its checkpoint), for tests."""
+    `prepare_only`: take the output folder and do the one-off work (a vocabulary trained on the
+    corpus, the token store), then return; a later run on the folder (`torchrun ...`, with or
+    without --resume) starts training at once. `stop_at` ends the loop early after that step (as
+    a kill would, after its checkpoint), for tests."""
     from sentkit.models.encoder import pick_device
     from sentkit.training.distributed import init_from_env
 
     # --- setup: device, processes, precision
     out = Path(cfg.out)
     device = pick_device(cfg.device)
-    info = init_from_env(device.type)
+    info = init_from_env(device.type, cfg.dist_timeout)
     if device.type == "cuda" and info.active:
         device = torch.device("cuda", info.local_rank)
         torch.cuda.set_device(device)
@@ -147,43 +152,72 @@ def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = N
     if cfg.batch_size % (info.world_size * cfg.grad_accum):
         raise ConfigError(f"batch_size ({cfg.batch_size}) must be divisible by world size x grad_accum "
                           f"({info.world_size} x {cfg.grad_accum})")
+    with contextlib.ExitStack() as stack:  # rank 0 holds the folder's lock and log until the end
+        return _run(cfg, recipe_cls, out, device, info, precision, stack, stop_at, prepare_only)
 
-    # --- the output folder: ours to write, one process at a time, leftovers of a kill removed
-    with contextlib.ExitStack() as stack:
-        if info.is_main:
-            claim(out, recipe_cls.name, cfg, dry_run=True)  # refuse before writing anything
-            stack.enter_context(run_lock(out))
-            prev = claim(out, recipe_cls.name, cfg)  # again, under the lock
-            clean_stale(out)
-            stack.enter_context(run_log(out))
+
+def _claim(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, stack: contextlib.ExitStack) -> bool:
+    """Rank 0: make the output folder ours (refused before anything is written, locked, a killed
+    run's leftovers removed, logged to its train.log); returns whether to resume from a checkpoint."""
+    claim(out, recipe_cls.name, cfg, dry_run=True)  # refuse before writing anything
+    stack.enter_context(run_lock(out))
+    prev = claim(out, recipe_cls.name, cfg)  # again, under the lock
+    clean_stale(out)
+    stack.enter_context(run_log(out))
+    resuming = bool(cfg.resume and prev is not None and has_checkpoint(out))
+    if cfg.resume and prev is not None and not resuming:
+        if prev.get("status") == "prepared":
+            log.info("starting the run prepared in %s from step 0", out)
         else:
-            prev = None
-        resuming = cfg.resume and prev is not None and has_checkpoint(out)
-        if cfg.resume and prev is not None and not resuming:
             log.warning("%s holds a run that was stopped before its first checkpoint; starting from step 0", out)
-        return _run(cfg, recipe_cls, out, device, info, precision, resuming, stop_at)
+    return resuming
 
 
 def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.device, info: DistInfo,
-         precision: str, resuming: bool, stop_at: int | None) -> Path:
+         precision: str, stack: contextlib.ExitStack, stop_at: int | None, prepare_only: bool) -> Path:
     from tqdm.auto import tqdm
 
     from sentkit.models.encoder import save_st_directory
     from sentkit.models.hub import position_limit
 
-    # --- model and tokenizer (random initialisation seeded by the run's seed)
+    # --- rank 0 first: the output folder, and what only rank 0 makes (a vocabulary trained on the corpus)
+    with main_first(info, cfg.prepare_timeout, "rank 0 prepared the run (prepare_timeout)") as plan:
+        if info.is_main:
+            plan["resuming"] = _claim(cfg, recipe_cls, out, stack)
+            recipe_cls.prepare(cfg, out)
+
+    # --- model and tokenizer, every rank at once (random initialisation seeded by the run's seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        mlm_model, tokenizer = recipe_cls.load_model(cfg, out, info)
+        mlm_model, tokenizer = recipe_cls.load_model(cfg, out)
         limit = position_limit(mlm_model.config)
         recipe = recipe_cls(cfg, mlm_model, tokenizer, limit)
         module = recipe.module().to(device)
+
+    # --- rank 0 first: the token store, and the checkpoint to resume from; then the other ranks
+    # open the same store and read the checkpoint file that rank 0 chose
+    with main_first(info, cfg.prepare_timeout, "rank 0 prepared the token store (prepare_timeout)") as chosen:
+        store = open_or_prepare_store(cfg, tokenizer, recipe.store_spec(), out, info, rule=recipe.length_rule())
+        state: dict[str, Any] | None = None
+        if plan["resuming"] and not prepare_only:
+            if info.is_main:  # the newest complete checkpoint (a torn one falls back to the one before)
+                state, path = load_checkpoint(out, map_location="cpu")
+                chosen.update(checkpoint=str(path), step=int(state["step"]))
+            else:
+                state = read_checkpoint(chosen["checkpoint"], map_location="cpu")
+                if int(state["step"]) != chosen["step"]:
+                    raise CheckpointError(f"rank {info.rank} read step {state['step']} from {chosen['checkpoint']}, "
+                                          f"rank 0 step {chosen['step']}: the checkpoint changed while the run started")
+    if prepare_only:
+        if info.is_main:
+            save_json(cfg, out / "train_config.json")
+            write_run(out, recipe.name, cfg, status="prepared", step=0)
+        return out
     module.train()
     module.token_budget = cfg.token_budget or (16384 if device.type == "cuda" else 1024)
     module.autocast = autocast_factory(device, precision)
 
     # --- data: this run's units, steps per epoch
-    store = open_or_prepare_store(cfg, tokenizer, recipe.store_spec(), out, info, rule=recipe.length_rule())
     n_all = recipe.units(store)
     pool = corpus_subset(n_all, cfg.corpus_fraction)  # unit indices this run may use
     if cfg.corpus_fraction < 1:
@@ -192,6 +226,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         raise too_few_units(recipe, store, len(pool), cfg, info)
     steps_per_epoch = len(pool) // cfg.batch_size
     total = cfg.max_steps or cfg.epochs * steps_per_epoch
+    step_units = StepUnits(len(pool), cfg.batch_size, cfg.seed)
 
     # --- optimizer, schedule, loss scaling
     opt = make_optimizer(module, cfg.lr, cfg.weight_decay)
@@ -202,8 +237,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
     # --- resume (tensors load on the CPU; load_state_dict moves them to the device)
     step = 0
     kept_tokens, kept_s = 0, 0.0  # tokens and loop seconds of the steps before this process (a resume)
-    if resuming:
-        state, path = load_checkpoint(out, map_location="cpu")
+    if state is not None:
         module.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -213,7 +247,9 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         step = int(state["step"])
         kept_tokens = int(state.get("progress", {}).get("tokens", 0))
         kept_s = float(state.get("progress", {}).get("seconds", 0.0))
-        log.info("resumed from %s at step %d of %d", path, step, total)
+        if info.is_main:
+            log.info("resumed from %s at step %d of %d", chosen["checkpoint"], step, total)
+        del state
     if info.is_main:
         save_json(cfg, out / "train_config.json")
         write_run(out, recipe.name, cfg, status="training", step=step)
@@ -227,15 +263,11 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
     t_start = time.perf_counter()
     tokens_seen = units_seen = 0
     while step < total:
-        units = [int(pool[i]) for i in docs_for_step(step, len(pool), cfg.batch_size, cfg.seed)]
+        units = pool[step_units(step)].tolist()
         batch = recipe.batch(store, units[info.rank * local : (info.rank + 1) * local], step)
         opt.zero_grad(set_to_none=True)
         m = forward_backward(ctx, batch, step)
-        scaler.unscale_(opt)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-        scaler.step(opt)
-        scaler.update()
-        sched.step()
+        grad_norm = optimizer_step(params, opt, sched, scaler, cfg.max_grad_norm)
         step += 1
         tokens_seen += batch.tokens * info.world_size
         units_seen += cfg.batch_size

@@ -4,6 +4,7 @@ checkpoints.
 
 A method subclasses `Recipe`:
 
+- ``prepare(cfg, out)`` (optional): one-off work before the model loads (MLM's vocabulary);
 - ``store_spec()``: the token store it reads (documents or sentences, and a length rule);
 - ``units(store)``: how many units (documents, texts, packed sequences) one epoch has;
 - ``batch(store, units, step)``: this rank's token ids for those units, randomness seeded by
@@ -147,7 +148,12 @@ class Recipe:
         self.loss_names: tuple[str, ...] = ()  # the summed losses and "contrastive", as logged
 
     @classmethod
-    def load_model(cls, cfg: Any, out: Path, info: Any) -> tuple[Any, Any]:
+    def prepare(cls, cfg: Any, out: Path) -> None:
+        """One-off work in the output folder before any process loads the model (a vocabulary
+        trained on the corpus); the loop runs it in rank 0 alone while the others wait."""
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
         """(masked-LM model, tokenizer) to train; torch's generator is seeded by the loop."""
         from sentkit.models.hub import load_mlm
 

@@ -97,6 +97,22 @@ def forward_backward(ctx: StepContext, batch: Batch, step: int) -> dict[str, flo
 
 
 # ----------------------------------------------------------------------------- optimiser
+def optimizer_step(params: list[torch.nn.Parameter], opt: torch.optim.Optimizer, sched: Any, scaler: Any,
+                   max_grad_norm: float) -> float:
+    """Clip the gradients, step the optimiser and the schedule; returns the norm before clipping.
+
+    Under fp16 the scaler skips a step whose gradients overflowed (and lowers its scale): the
+    schedule then stays where it is, so the learning rate follows the steps actually taken."""
+    scaler.unscale_(opt)
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    before = scaler.get_scale() if scaler.is_enabled() else None
+    scaler.step(opt)
+    scaler.update()
+    if before is None or scaler.get_scale() >= before:  # the scale drops exactly when the step was skipped
+        sched.step()
+    return grad_norm
+
+
 def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     """AdamW with the paper's groups; the fused kernel where this torch build has it (CPU and GPU)."""
     groups = param_groups(model, weight_decay)

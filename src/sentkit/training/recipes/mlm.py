@@ -19,7 +19,7 @@ import torch
 
 from sentkit.config import ConfigError
 from sentkit.data.packing import Packing
-from sentkit.models.mlm import MaskedLM
+from sentkit.models.mlm import MLM_HEADS, MaskedLM
 from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.training.config import TrainConfig
 from sentkit.training.recipe import Batch, Recipe, Seeds, StepOut, StoreSpec, TrainModule
@@ -157,6 +157,11 @@ class MLM(Recipe):
         self.cfg: MLMConfig = cfg
         if tokenizer.mask_token_id is None:
             raise ConfigError(f"model {cfg.model!r} has no mask token: it cannot be trained as a masked LM")
+        family = getattr(mlm_model.config, "model_type", "?")
+        if family not in MLM_HEADS:  # MLMModule applies the head to the masked positions alone
+            raise ConfigError(f"--method mlm: model {cfg.model!r} is a {family!r} model, and sentkit knows where the "
+                              f"MLM head is only for {', '.join(MLM_HEADS.names())}; choose a model of one of these "
+                              "families (--method declutr takes any masked LM)")
         self.seq_len = min(cfg.seq_len, max_len)
         if self.seq_len < cfg.seq_len:
             log.info("seq_len lowered to %d to fit the model's positions", self.seq_len)
@@ -166,22 +171,24 @@ class MLM(Recipe):
         self.loss_names = ("mlm",)
 
     @classmethod
-    def load_model(cls, cfg: Any, out: Path, info: Any) -> tuple[Any, Any]:
-        """The masked LM to train; from scratch with a tokenizer trained on the corpus when asked
-        (saved in <out>/tokenizer, reused on --resume)."""
+    def prepare(cls, cfg: Any, out: Path) -> None:
+        """With train_tokenizer: a WordPiece vocabulary trained on the corpus, saved in
+        <out>/tokenizer (once: a resumed run and every process of a run load it from there)."""
+        if cfg.train_tokenizer and not (out / TOKENIZER_DIR / "tokenizer.json").is_file():
+            _save_tokenizer(_train_on_corpus(cfg), out / TOKENIZER_DIR)
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
+        """The masked LM to train; from scratch with the tokenizer `prepare` trained when asked."""
         from sentkit.models.hub import load_mlm, load_tokenizer
 
         tokenizer = None
         if cfg.train_tokenizer:
             saved = out / TOKENIZER_DIR
-            if (saved / "tokenizer.json").is_file():
-                tokenizer = load_tokenizer(str(saved))
-            else:
-                if info.active:
-                    raise ConfigError("train the tokenizer in one process first (--set train_tokenizer=true "
-                                      "with --max-steps 1), then start the processes with --resume")
-                tokenizer = _train_on_corpus(cfg)
-                tokenizer.save_pretrained(saved)
+            if not (saved / "tokenizer.json").is_file():  # prepare() made it in rank 0 before this process got here
+                raise ConfigError(f"no tokenizer in {saved}, where rank 0 saved the one it trained: --out must be on a "
+                                  "file system that every process sees")
+            tokenizer = load_tokenizer(str(saved))
         arch = cfg.arch()
         if tokenizer is None and not arch:
             model, tokenizer = load_mlm(cfg.model, from_scratch=cfg.from_scratch)
@@ -300,6 +307,24 @@ def init_embeddings(model: Any, tokenizer: Any, source: str, std: float) -> None
     with torch.no_grad():
         emb.weight[torch.from_numpy(rows)] = torch.from_numpy(v).to(emb.weight.dtype)
     log.info("input embeddings of %d of %d wordpieces start from %s", len(rows), vocab, source)
+
+
+def _save_tokenizer(tokenizer: Any, target: Path) -> None:
+    """Save `tokenizer` as the folder `target`, built aside and renamed into place (a kill never
+    leaves a torn tokenizer that a resume would load)."""
+    import os
+    import shutil
+
+    from sentkit.io import make_temp_dir
+
+    tmp = make_temp_dir(target)
+    try:
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _train_on_corpus(cfg: MLMConfig) -> Any:

@@ -1,0 +1,275 @@
+"""Sharded embedding: one input spread over N processes (torchrun, or `sentkit embed --shard i/N`
+in separate jobs), joined into one output in input order.
+
+The input's rows are cut into parts of `block` rows; shard i of N embeds parts
+[i*K//N, (i+1)*K//N) of the K parts. Each part is its own file, written atomically, in a folder
+with `_manifest.json` (the run's settings and every part's rows):
+
+- `.npy` output: the folder `<output>.parts/`; when the last part is written, the process that
+  wrote it joins the parts into `<output>` (atomically, streamed) and removes the folder;
+- `.parquet` output: `<output>` itself is the folder, `part-000000.parquet`, ... (pyarrow, pandas
+  and datasets read it as one table, in input order; `_manifest.json` says when it is complete).
+
+A part that exists is done: a shard that is run again (after a kill, or with another shard count)
+embeds only the parts still missing. Memory is bounded by one block whatever the input's size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sentkit.config import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "_manifest.json"
+FORMAT = "sentkit-embedding-parts"
+PARTS_SUFFIX = ".parts"
+DTYPES = ("float32", "float16")
+
+# write_part(tmp, rows, dim, blocks, done, dtype) -> rows written: embed's streaming writers
+PartWriter = Callable[..., int]
+
+
+# ----------------------------------------------------------------------------- which rows
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (0 <= index < count)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """`I/N`, e.g. ``2/8``."""
+        try:
+            i, n = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ConfigError(f"--shard must be I/N (shard I of N, counted from 0), e.g. --shard 0/4; got {text!r}") from None
+        if not 0 <= i < n:
+            raise ConfigError(f"--shard {text}: I must be at least 0 and less than N (shards 0/{n} to {max(n, 1) - 1}/{n})")
+        return cls(i, n)
+
+    @classmethod
+    def from_env(cls) -> Shard | None:
+        """This process's shard under torchrun (RANK of WORLD_SIZE), or None for one process."""
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        return cls(int(os.environ.get("RANK", "0")), world) if world > 1 else None
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class PartsPlan:
+    """`rows` texts in parts of `block` rows (one part, empty, for an empty input)."""
+
+    rows: int
+    block: int
+
+    @property
+    def count(self) -> int:
+        return max(1, -(-self.rows // self.block))
+
+    def span(self, k: int) -> tuple[int, int]:
+        return k * self.block, min(self.rows, (k + 1) * self.block)
+
+    def for_shard(self, shard: Shard) -> range:
+        return range(shard.index * self.count // shard.count, (shard.index + 1) * self.count // shard.count)
+
+    def name(self, k: int, suffix: str) -> str:
+        return f"part-{k:0{max(6, len(str(self.count - 1)))}d}{suffix}"
+
+
+def parts_folder(dst: Path) -> Path:
+    """Where the parts of `dst` live: `dst` itself for Parquet, `<dst>.parts` for .npy."""
+    return dst if dst.suffix.lower() == ".parquet" else dst.with_name(dst.name + PARTS_SUFFIX)
+
+
+def input_fingerprint(path: Path) -> dict[str, Any]:
+    """Size and a hash of the first and last MiB: what tells a changed input (cheap for any size)."""
+    size = path.stat().st_size
+    h = hashlib.sha1()
+    with path.open("rb") as f:
+        h.update(f.read(1 << 20))
+        if size > 2 << 20:
+            f.seek(size - (1 << 20))
+        h.update(f.read(1 << 20))
+    return {"size": size, "sha1_head_tail": h.hexdigest()}
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def is_parts_folder(folder: Path) -> bool:
+    """A folder sentkit embed wrote parts into (its manifest names the format)."""
+    return folder.is_dir() and read_manifest(folder) is not None
+
+
+def check_parts_folder(folder: Path, what: str) -> None:
+    """A parts folder may be new, empty, or one that sentkit embed made; anything else is refused."""
+    from sentkit.io import PathError, is_stale_temp
+
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise PathError(17, "is a file; a sharded run needs that name for its folder of parts (move the file away)",
+                        what, folder)
+    if is_parts_folder(folder):
+        return
+    theirs = [p.name for p in folder.iterdir() if not is_stale_temp(p, untagged=False)]
+    if theirs:
+        raise PathError(17, f"is a folder of other files ({', '.join(sorted(theirs)[:4])}); give another --output",
+                        what, folder)
+
+
+# ----------------------------------------------------------------------------- one shard
+def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: int, dim: int,
+                encode: Callable[[list[str]], np.ndarray], write_part: PartWriter, *, block: int, dtype: str,
+                settings: dict[str, Any], progress: bool = True) -> str:
+    """Embed shard `shard` of the `n` texts that `texts()` yields into the parts of `dst`, then join
+    the parts if every one is there. `settings` (model, input fingerprint, ...) must match those of
+    parts already written. Returns what happened, for the user."""
+    from tqdm.auto import tqdm
+
+    from sentkit.io import atomic_path, remove_stale_temps
+
+    plan = PartsPlan(n, block)
+    folder = parts_folder(dst)
+    suffix = dst.suffix.lower()
+    manifest = {"format": FORMAT, "output": dst.name, "rows": n, "block": block, "dim": dim, "dtype": dtype,
+                **settings, "parts": [{"file": plan.name(k, suffix), "rows": list(plan.span(k))} for k in range(plan.count)]}
+    with _lock(dst):
+        _open_folder(dst, folder, manifest)
+        remove_stale_temps(folder)
+    mine = plan.for_shard(shard)
+    todo = [k for k in mine if not (folder / plan.name(k, suffix)).is_file()]
+    rows = sum(plan.span(k)[1] - plan.span(k)[0] for k in todo)
+    if len(todo) < len(mine):
+        log.info("shard %s: %d of its %d parts were written before; embedding the other %d", shard,
+                 len(mine) - len(todo), len(mine), len(todo))
+    with tqdm(total=rows, desc=f"embed {shard}", unit="text", disable=not progress) as bar:
+        for k, chunk in _part_texts(texts(), plan, todo):
+            vectors = encode(chunk)
+            with atomic_path(folder / plan.name(k, suffix)) as tmp:
+                write_part(tmp, len(chunk), dim, iter([(chunk, vectors)]), bar.update, dtype=dtype)
+    with _lock(dst):
+        return _finish(dst, folder, plan, suffix, shard)
+
+
+@contextlib.contextmanager
+def _lock(dst: Path) -> Iterator[None]:
+    from sentkit.io import file_lock
+
+    with file_lock(dst.parent / f".{dst.name}.lock"):
+        yield
+
+
+def _open_folder(dst: Path, folder: Path, manifest: dict[str, Any]) -> None:
+    """Create the parts folder with its manifest, or check that the one there is of the same run."""
+    from sentkit.io import atomic_write_text
+
+    if dst.suffix.lower() == ".parquet" and dst.is_file():  # embed's own single-file output (checked before)
+        dst.unlink()
+    check_parts_folder(folder, "--output")
+    old = read_manifest(folder) if folder.is_dir() else None
+    if old is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        return
+    keys = sorted((set(old) | set(manifest)) - {"parts", "complete"})
+    diff = [f"{k}: {old.get(k)!r} -> {manifest.get(k)!r}" for k in keys if old.get(k) != manifest.get(k)]
+    if diff:
+        raise ConfigError(f"--output {dst}: {folder} holds parts of an embedding run with other settings "
+                          f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again")
+
+
+def _part_texts(rows: Iterator[str], plan: PartsPlan, todo: list[int]) -> Iterator[tuple[int, list[str]]]:
+    """(part, its texts) for each part of `todo` (ascending), reading the input once and only as far
+    as the last of them."""
+    if not todo:
+        return
+    queue = iter(todo)
+    k = next(queue)
+    start, end = plan.span(k)
+    buf: list[str] = []
+    seen = 0
+    for row, text in enumerate(rows):
+        seen = row + 1
+        if row < start:
+            continue
+        buf.append(text)
+        if row + 1 == end:
+            yield k, buf
+            buf = []
+            nxt = next(queue, None)
+            if nxt is None:
+                return
+            k = nxt
+            start, end = plan.span(k)
+    if start == end:  # the one empty part of an empty input
+        yield k, []
+        return
+    raise ConfigError(f"the input has {seen} texts now, but part {k} needs texts {start}-{end}: it changed while it "
+                      "was being embedded; run again")
+
+
+def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard) -> str:
+    """Join the parts when all are there (the caller holds the lock); a message either way."""
+    if not folder.is_dir():  # another shard joined them already
+        return f"shard {shard}: done; {dst} was already written"
+    missing = [k for k in range(plan.count) if not (folder / plan.name(k, suffix)).is_file()]
+    if missing:
+        return (f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
+                f"shards (in {folder}); the last shard to finish writes {dst}")
+    if suffix == ".parquet":
+        from sentkit.io import atomic_write_text
+
+        manifest = read_manifest(folder) or {}
+        atomic_write_text(folder / MANIFEST, json.dumps({**manifest, "complete": True}, indent=1) + "\n")
+        return f"wrote {plan.rows} embeddings to {dst} ({plan.count} Parquet parts, in input order)"
+    join_npy(folder, [plan.name(k, suffix) for k in range(plan.count)], dst, plan.rows)
+    shutil.rmtree(folder)
+    return f"wrote {plan.rows} embeddings to {dst} (joined from {plan.count} parts)"
+
+
+def join_npy(folder: Path, names: list[str], dst: Path, rows: int, chunk_bytes: int = 64 << 20) -> None:
+    """Concatenate .npy parts (same dim and dtype) into `dst`, atomically, a chunk at a time."""
+    import numpy as np
+
+    from sentkit.io import atomic_path
+
+    first = np.load(folder / names[0], mmap_mode="r")
+    dim, dtype = first.shape[1], first.dtype
+    step = max(1, chunk_bytes // max(1, dim * dtype.itemsize))
+    written = 0
+    with atomic_path(dst) as tmp, open(tmp, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (rows, dim)})
+        for name in names:
+            part = np.load(folder / name, mmap_mode="r")
+            if part.ndim != 2 or part.shape[1] != dim or part.dtype != dtype:
+                raise ConfigError(f"{folder / name}: shape {part.shape} {part.dtype}, expected [*, {dim}] {dtype}; "
+                                  f"remove {folder} and run again")
+            for s in range(0, len(part), step):
+                f.write(np.ascontiguousarray(part[s : s + step]).tobytes())
+            written += len(part)
+        if written != rows:
+            raise ConfigError(f"the parts in {folder} hold {written} rows, the input {rows}; remove {folder} and run again")

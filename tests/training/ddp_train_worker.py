@@ -1,0 +1,58 @@
+"""Run under torchrun: the whole training loop, job after job, in one process group.
+
+argv: spec_json = {"jobs": [{"method": "declutr", "config": {...}, "kill_at": k or null}, ...]}.
+Each job runs `get_method(method).train(config)` (what `sentkit train` calls). A job with
+`kill_at` never returns: rank 0 kills itself with SIGKILL (as `kill -9` would) right after it has
+saved the checkpoint of step k, so the run dies mid-training with that checkpoint behind it. A
+job with `"expect_error": true` must raise on every rank: each prints `rank R raised NAME: message`
+and the next job runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+import sentkit.training.loop as loop
+from sentkit.config import from_dict
+from sentkit.methods import get_method
+
+
+def kill_after_checkpoint(step: int) -> None:
+    real = loop.save_checkpoint
+
+    def save(out: str | Path, state: dict[str, Any]) -> Path:
+        path = real(out, state)
+        if int(state["step"]) == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return path
+
+    loop.save_checkpoint = save  # type: ignore[assignment]
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    for job in spec["jobs"]:
+        method = get_method(job["method"])
+        if job.get("kill_at") is not None:
+            kill_after_checkpoint(int(job["kill_at"]))
+        if not job.get("expect_error"):
+            method.train(from_dict(method.config_cls, job["config"]))
+            continue
+        try:
+            method.train(from_dict(method.config_cls, job["config"]))
+        except Exception as e:
+            print(f"rank {dist.get_rank()} raised {type(e).__name__}: {e}", flush=True)
+        else:
+            raise SystemExit(f"rank {dist.get_rank()}: the job did not fail")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
