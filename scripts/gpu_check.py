@@ -87,7 +87,7 @@ def model_dir(out: Path, sizes: Sizes, dropout: float) -> Path:
 
 
 def declutr_config(corpus_dir: Path, out: Path, model: Path, sizes: Sizes, **kw: Any) -> Any:
-    from sentkit.training.methods.declutr import DeclutrConfig
+    from sentkit.training.recipes.declutr import DeclutrConfig
 
     base: dict[str, Any] = dict(corpus=str(corpus_dir), out=str(out), model=str(model), max_steps=sizes.steps,
                                 batch_size=sizes.batch, min_span_len=sizes.spans[0], max_span_len=sizes.spans[1],
@@ -158,7 +158,7 @@ def matmul_rate(dtype: Any, device: str, size: int) -> float:
 
 # ----------------------------------------------------------------------------- the checks
 def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from sentkit.training.methods.declutr import Declutr
+    from sentkit.training.recipes.declutr import Declutr
 
     from sentkit.training.loop import train
     from sentkit.training.metrics import read_metrics
@@ -187,7 +187,7 @@ def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str
 
 
 def check_resume(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from sentkit.training.methods.declutr import Declutr
+    from sentkit.training.recipes.declutr import Declutr
 
     from sentkit.training.loop import train
 

@@ -453,10 +453,30 @@ def test_several_experiments_make_one_report_opening_with_the_headline(tmp_path:
     assert text.index("## Results: a") < text.index("## Results: b")
     assert "### All scores" in text and "\n## All scores" not in text
     table = text[text.index("| cell | seeds | downstream"):].split("\n\n")[0].splitlines()
-    assert table[2].startswith("| tuned | 2 |") and table[2].endswith("| 60 | 0 | 3 |")  # 180 CPU s = 3 min
-    assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  |")  # no CPU time recorded
+    assert table[2].startswith("| tuned | 2 |") and table[2].endswith("| 60 | 0 | 3 | 0.03 |")  # 180 CPU s = 3 min
+    assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  |  |")  # no CPU time recorded
     assert "results-a.png" in text and "results-b.png" in text
     assert "CPU time, recorded for 2 of them: 0.1 CPU-hours" in text
+
+
+def test_training_cost_of_a_cell_includes_the_cells_it_continues() -> None:
+    """A continued cell costs its own training plus its base's, and the base's own start (hand-summed);
+    a cell whose base has no CPU record gets no figure rather than a partial one."""
+    from sentkit.experiments.grid import CellSpec, ExperimentSpec
+    from sentkit.experiments.report import chain_train_cpu
+
+    spec = ExperimentSpec("c", "out", [CellSpec("vec", "skipgram"), CellSpec("base", "mlm", settings={"init": "@vec"}),
+                                       CellSpec("tuned", "declutr", settings={"model": "@base", "lr": 1e-4}),
+                                       CellSpec("orphan-base", "mlm"),
+                                       CellSpec("orphan", "declutr", settings={"model": "@orphan-base"})])
+
+    def res(cell: str, seed: int, train: float) -> dict[str, Any]:
+        return {"experiment": {"cell": cell, "seed": seed, "cpu_seconds": {"train": train, "evaluate": 99.0}}}
+
+    results = [res("vec", 0, 3600.0), res("base", 0, 7200.0), res("tuned", 0, 1000.0), res("tuned", 1, 2600.0),
+               res("orphan", 0, 50.0)]
+    got = chain_train_cpu(spec, results)
+    assert got == {"vec": 3600.0, "base": 10800.0, "tuned": 12600.0}  # tuned: mean(1000, 2600) + 7200 + 3600
 
 
 def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:

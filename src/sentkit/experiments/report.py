@@ -236,22 +236,55 @@ def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | 
 def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
                    all_results: list[dict[str, Any]],
                    diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
-    """The table a report opens with: the spec's headline cells, their seeds, the two averages and
-    what each cost (wall-clock and, where recorded, CPU time per seed)."""
+    """The table a report opens with: the spec's headline cells, their seeds, the three averages and
+    what each cost: wall-clock and CPU time per seed, and the training CPU-hours of the cell with every
+    cell it continues (its base, the vectors its base started from, ...)."""
     costs = cell_costs(all_results, diagnostics)
     cpu = cell_cpu(all_results)
-    lines = ["| cell | seeds | downstream | unsupervised STS | train (s / seed) | evaluate (s / seed) | CPU (min / seed) |",
-             "|---|---|---|---|---|---|---|"]
+    chain = chain_train_cpu(spec, all_results)
+    lines = ["| cell | seeds | downstream | unsupervised STS | supervised | train (s / seed) | evaluate (s / seed) "
+             "| CPU (min / seed) | training CPU-h, bases included |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in spec.headline:
         if c not in summary:
-            lines.append(f"| {c} | 0 | not run | | | | |")
+            lines.append(f"| {c} | 0 | not run | | | | | | |")
             continue
         n = max(v[2] for v in summary[c].values())
         t, e, _ = costs.get(c, (0.0, 0.0, 0))
         minutes = f"{cpu[c] / 60:.0f}" if c in cpu else ""
+        hours = f"{chain[c] / 3600:.2f}" if c in chain else ""
         lines.append(f"| {c} | {n} | {_fmt(summary[c].get('avg:downstream'))} | "
-                     f"{_fmt(summary[c].get('avg:unsupervised_sts'))} | {t:.0f} | {e:.0f} | {minutes} |")
+                     f"{_fmt(summary[c].get('avg:unsupervised_sts'))} | {_fmt(summary[c].get('avg:supervised'))} | "
+                     f"{t:.0f} | {e:.0f} | {minutes} | {hours} |")
     return [*lines, ""]
+
+
+def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> dict[str, float]:
+    """{cell: training CPU seconds per seed of the cell plus every cell its ``"@cell"`` settings name,
+    recursively}: what it costs to make the cell's model from the corpus. A cell missing from the results
+    (or without a CPU record) leaves every cell built on it out."""
+    own = cell_train_cpu(all_results)
+    cells = {c.name: c for c in spec.cells}
+    out: dict[str, float] = {}
+
+    def total(name: str) -> float | None:
+        if name in out:
+            return out[name]
+        if name not in own or name not in cells:
+            return None
+        acc = own[name]
+        for value in cells[name].settings.values():
+            if isinstance(value, str) and value.startswith("@"):
+                up = total(value[1:])
+                if up is None:
+                    return None
+                acc += up
+        out[name] = acc
+        return acc
+
+    for name in cells:
+        total(name)
+    return out
 
 
 def cell_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
@@ -576,10 +609,11 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
     quality against CPU-hours, one line per curve, the reference cells as horizontal lines."""
     if not spec.curves:
         return []
-    cpu = cell_train_cpu(all_results)
+    cpu = chain_train_cpu(spec, all_results)
     lines = ["## Scaling: quality against compute", "",
-             "Each point is one cell: its training CPU-hours (CPU time of the training process, mean over seeds; the "
-             "base it continues is not counted) and its scores. Horizontal lines: " +
+             "Each point is one cell: its training CPU-hours, bases included (CPU time of the training processes, "
+             "mean over seeds, of the cell and of every cell it continues: the base, the vectors the base started "
+             "from) and its scores. Horizontal lines: " +
              (", ".join(f"`{r}`" for r in spec.references) or "none") + ".", "",
              "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
              "|---|---|---|---|" + "---|" * len(SCALING_SCORES)]
@@ -623,7 +657,7 @@ def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
             if score in summary.get(r, {}):
                 ax.axhline(summary[r][score][0], linestyle="--", color=f"C{(len(spec.curves) + i) % 10}", label=r)
         ax.set_xscale("log")
-        ax.set_xlabel("training CPU-hours (log scale)")
+        ax.set_xlabel("training CPU-hours, bases included (log scale)")
         ax.set_ylabel(score.split(":")[1] + " (points)")
         ax.grid(alpha=0.3)
     axes[-1].legend(fontsize=7, loc="best")

@@ -49,14 +49,14 @@ class RawTextConfig:
     seq_len: int = 128
     base_batch_size: int = 32
     base_lr: float = 5e-4
-    base_steps: int = 3500
+    base_steps: int = 600  # measured: longer MLM from these vectors lowered the base's own scores (docs/methods.md)
     init_embeddings: bool = True  # start the base's input embeddings from phase 0's vectors
     # phase 2: DeCLUTR with sentence-length spans
     min_span_len: int = 4
     max_span_len: int = 32
     max_doc_tokens: int = 512
     batch_size: int = 32
-    lr: float = 5e-5
+    lr: float = 5e-4  # the base's own rate; the paper's 5e-5 (for a 125M RoBERTa) gained less here
     max_steps: int = 320
     # bookkeeping
     resume: bool = False
