@@ -1,4 +1,5 @@
-"""docs/results.md is regenerated from the committed results (experiments/results/plain and laptop) unchanged.
+"""docs/results.md is regenerated from the committed results (experiments/results/rawtext, plain, laptop and
+probing) unchanged.
 
 The PNG chart next to it is not compared: its bytes depend on the matplotlib and FreeType versions
 that draw it, and it plots the same summary as the Markdown tables, which are compared here.
@@ -18,14 +19,14 @@ from sentkit.experiments.runner import collect, plan, stale
 REPO = Path(__file__).resolve().parents[2]
 
 
-EXPERIMENTS = ("experiments/plain.toml", "experiments/laptop.toml")  # docs/results.md's sections, in order
+EXPERIMENTS = ("experiments/rawtext.toml", "experiments/plain.toml", "experiments/laptop.toml", "experiments/probing.toml")  # docs/results.md's sections, in order
 
 
 @pytest.fixture()
 def specs(monkeypatch: pytest.MonkeyPatch) -> list[ExperimentSpec]:
     monkeypatch.chdir(REPO)  # the files' paths are relative to the project's root
     out = [load_experiment(e) for e in EXPERIMENTS]
-    assert [s.results for s in out] == ["experiments/results/plain", "experiments/results/laptop"]
+    assert [s.results for s in out] == [f"experiments/results/{s.name}" for s in out]
     return out
 
 

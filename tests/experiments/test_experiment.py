@@ -106,6 +106,10 @@ def test_run_is_resumable_and_reports(tmp_path: Path, fake_method: None) -> None
     # ... and its cost row keeps the training time the model logged, not 0
     res = json.loads((tmp_path / "out" / "big" / "seed-0" / "results.json").read_text())
     assert res["experiment"]["train_seconds"] == 12.5
+    # ... and no CPU figure for the training it did not do (the load is not the training), marked as such
+    assert res["experiment"]["cpu_seconds"]["train"] is None and res["experiment"]["trained_earlier"] is True
+    fresh = json.loads((tmp_path / "out" / "small" / "seed-0" / "results.json").read_text())
+    assert fresh["experiment"]["cpu_seconds"]["train"] >= 0 and "trained_earlier" not in fresh["experiment"]
     results = collect(spec.output)
     assert len(results) == 3
     # two processes can share a grid by seed
@@ -454,7 +458,7 @@ def test_several_experiments_make_one_report_opening_with_the_headline(tmp_path:
     assert "### All scores" in text and "\n## All scores" not in text
     table = text[text.index("| cell | seeds | downstream"):].split("\n\n")[0].splitlines()
     assert table[2].startswith("| tuned | 2 |") and table[2].endswith("| 60 | 0 | 3 | 0.03 |")  # 180 CPU s = 3 min
-    assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  |  |")  # no CPU time recorded
+    assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  | ~0.02 |")  # no CPU record: ~wall-clock
     assert "results-a.png" in text and "results-b.png" in text
     assert "CPU time, recorded for 2 of them: 0.1 CPU-hours" in text
 
@@ -470,13 +474,19 @@ def test_training_cost_of_a_cell_includes_the_cells_it_continues() -> None:
                                        CellSpec("orphan-base", "mlm"),
                                        CellSpec("orphan", "declutr", settings={"model": "@orphan-base"})])
 
-    def res(cell: str, seed: int, train: float) -> dict[str, Any]:
-        return {"experiment": {"cell": cell, "seed": seed, "cpu_seconds": {"train": train, "evaluate": 99.0}}}
+    def res(cell: str, seed: int, train: float | None, wall: float = 0.0) -> dict[str, Any]:
+        return {"experiment": {"cell": cell, "seed": seed, "cpu_seconds": {"train": train, "evaluate": 99.0},
+                               "train_seconds": wall, "train_seconds_across_resumes": True}}
 
     results = [res("vec", 0, 3600.0), res("base", 0, 7200.0), res("tuned", 0, 1000.0), res("tuned", 1, 2600.0),
                res("orphan", 0, 50.0)]
     got = chain_train_cpu(spec, results)
-    assert got == {"vec": 3600.0, "base": 10800.0, "tuned": 12600.0}  # tuned: mean(1000, 2600) + 7200 + 3600
+    # tuned: mean(1000, 2600) + 7200 + 3600
+    assert got == {"vec": (3600.0, False), "base": (10800.0, False), "tuned": (12600.0, False)}
+    # a base evaluated by a later process than the one that trained it: its logged wall-clock stands in, marked
+    results[1] = res("base", 0, None, wall=5000.0)
+    got = chain_train_cpu(spec, results)
+    assert got["base"] == (8600.0, True) and got["tuned"] == (10400.0, True) and got["vec"] == (3600.0, False)
 
 
 def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:

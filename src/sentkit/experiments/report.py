@@ -252,39 +252,50 @@ def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
         n = max(v[2] for v in summary[c].values())
         t, e, _ = costs.get(c, (0.0, 0.0, 0))
         minutes = f"{cpu[c] / 60:.0f}" if c in cpu else ""
-        hours = f"{chain[c] / 3600:.2f}" if c in chain else ""
+        hours = _hours(chain.get(c))
         lines.append(f"| {c} | {n} | {_fmt(summary[c].get('avg:downstream'))} | "
                      f"{_fmt(summary[c].get('avg:unsupervised_sts'))} | {_fmt(summary[c].get('avg:supervised'))} | "
                      f"{t:.0f} | {e:.0f} | {minutes} | {hours} |")
     return [*lines, ""]
 
 
-def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> dict[str, float]:
-    """{cell: training CPU seconds per seed of the cell plus every cell its ``"@cell"`` settings name,
-    recursively}: what it costs to make the cell's model from the corpus. A cell missing from the results
-    (or without a CPU record) leaves every cell built on it out."""
+def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
+    """{cell: (training CPU seconds per seed of the cell plus every cell its ``"@cell"`` settings name,
+    recursively; approximate)}: what it costs to make the cell's model from the corpus. A cell trained by
+    an earlier process than the one that evaluated it has no CPU record: its logged training wall-clock
+    stands in, and the sum is marked approximate. A cell missing from the results leaves every cell built
+    on it out."""
     own = cell_train_cpu(all_results)
+    wall: dict[str, list[float]] = defaultdict(list)
+    for res in all_results:
+        wall[res["experiment"]["cell"]].append(train_seconds(res))
     cells = {c.name: c for c in spec.cells}
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, bool]] = {}
 
-    def total(name: str) -> float | None:
+    def total(name: str) -> tuple[float, bool] | None:
         if name in out:
             return out[name]
-        if name not in own or name not in cells:
+        if name not in cells or (name not in own and not wall.get(name)):
             return None
-        acc = own[name]
+        acc, approx = (own[name], False) if name in own else (statistics.fmean(wall[name]), True)
         for value in cells[name].settings.values():
             if isinstance(value, str) and value.startswith("@"):
                 up = total(value[1:])
                 if up is None:
                     return None
-                acc += up
-        out[name] = acc
-        return acc
+                acc, approx = acc + up[0], approx or up[1]
+        out[name] = (acc, approx)
+        return out[name]
 
     for name in cells:
         total(name)
     return out
+
+
+def _hours(entry: tuple[float, bool] | None) -> str:
+    if entry is None:
+        return ""
+    return f"{'~' if entry[1] else ''}{entry[0] / 3600:.2f}"
 
 
 def cell_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
@@ -292,8 +303,8 @@ def cell_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
     acc: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         cpu = res["experiment"].get("cpu_seconds")
-        if cpu:
-            acc[res["experiment"]["cell"]].append(float(cpu.get("train", 0)) + float(cpu.get("evaluate", 0)))
+        if cpu and cpu.get("train") is not None:  # None: trained by an earlier process, CPU time unknown
+            acc[res["experiment"]["cell"]].append(float(cpu["train"]) + float(cpu.get("evaluate", 0)))
     return {c: statistics.fmean(v) for c, v in acc.items()}
 
 
@@ -304,7 +315,8 @@ def cost_totals(all_results: list[dict[str, Any]], diagnostics: dict[str, list[d
     for r in all_results:
         tasks = (r.get("timings") or {}).get("tasks", {})
         ev += sum(float(t.get("load_encode_s", 0)) + float(t.get("classify_s", 0)) for t in tasks.values())
-    cpu = [r["experiment"]["cpu_seconds"] for r in all_results if r["experiment"].get("cpu_seconds")]
+    cpu = [r["experiment"]["cpu_seconds"] for r in all_results
+           if r["experiment"].get("cpu_seconds") and r["experiment"]["cpu_seconds"].get("train") is not None]
     text = (f"In all, {len(all_results)} runs: {(train + ev) / 3600:.1f} h of wall-clock time summed over runs "
             f"({train / 3600:.1f} h training, {ev / 3600:.1f} h evaluation).")
     if cpu:
@@ -598,8 +610,8 @@ def cell_train_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
     acc: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         cpu = res["experiment"].get("cpu_seconds")
-        if cpu:
-            acc[res["experiment"]["cell"]].append(float(cpu.get("train", 0)))
+        if cpu and cpu.get("train") is not None:
+            acc[res["experiment"]["cell"]].append(float(cpu["train"]))
     return {c: statistics.fmean(v) for c, v in acc.items()}
 
 
@@ -613,7 +625,8 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
     lines = ["## Scaling: quality against compute", "",
              "Each point is one cell: its training CPU-hours, bases included (CPU time of the training processes, "
              "mean over seeds, of the cell and of every cell it continues: the base, the vectors the base started "
-             "from) and its scores. Horizontal lines: " +
+             "from; ~: a cell trained by an earlier process has no CPU record, and its logged training wall-clock stands "
+             "in) and its scores. Horizontal lines: " +
              (", ".join(f"`{r}`" for r in spec.references) or "none") + ".", "",
              "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
              "|---|---|---|---|" + "---|" * len(SCALING_SCORES)]
@@ -623,7 +636,7 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
                 lines.append(f"| {curve.name} | {c} | 0 | not run |" + " |" * len(SCALING_SCORES))
                 continue
             n = max(v[2] for v in summary[c].values())
-            h = f"{cpu[c] / 3600:.2f}" if c in cpu else ""
+            h = _hours(cpu.get(c))
             lines.append(f"| {curve.name} | {c} | {n} | {h} | " + " | ".join(_fmt(summary[c].get(a)) for a in SCALING_SCORES) + " |")
     for r in spec.references:
         if r in summary:
@@ -639,7 +652,7 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
 
 
 def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                   cpu: dict[str, float], png: Path) -> None:
+                   cpu: dict[str, tuple[float, bool]], png: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -649,7 +662,7 @@ def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
     fig, axes = plt.subplots(1, len(scores), figsize=(11, 4.5))
     for ax, score in zip(axes, scores):
         for curve in spec.curves:
-            pts = [(cpu[c] / 3600, summary[c][score][0]) for c in curve.cells if c in cpu and score in summary.get(c, {})]
+            pts = [(cpu[c][0] / 3600, summary[c][score][0]) for c in curve.cells if c in cpu and score in summary.get(c, {})]
             if pts:
                 xs, ys = zip(*sorted(pts))
                 ax.plot(xs, ys, marker="o", label=curve.name)

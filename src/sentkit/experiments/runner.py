@@ -86,8 +86,9 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     if out.is_dir() and read_marker(out) is not None:  # methods write sentkit.json last
         log.info("%s seed %d: model already trained", run.cell.name, run.seed)
         model = sentkit.load(str(out))
-        # re-evaluated only: keep the training time the model logged (0 when it logged none)
-        return model, float(getattr(model, "train_stats_", {}).get("seconds", 0.0))
+        # re-evaluated only: keep the training time the model logged (0 when it logged none); its CPU
+        # time was not measured by this process (run_cell records it as unknown)
+        return model, logged_train_seconds(out, model)
     data: dict[str, Any] = {"seed": run.seed, "out": str(out), **settings}
     if spec.corpus is not None:
         data.setdefault("corpus", spec.corpus)
@@ -102,6 +103,19 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
 
     seconds += training_history(path).get("earlier_s", 0.0)
     return sentkit.load(str(path)), seconds
+
+
+def logged_train_seconds(out: Path, model: Any) -> float:
+    """The training seconds a finished model folder logged: a Hill et al. model's `train_stats_`, a
+    transformer's `train_loop_seconds` (with the seconds of processes it resumed from); 0 if none."""
+    stats = getattr(model, "train_stats_", None) or {}
+    if "seconds" in stats:
+        return float(stats["seconds"])
+    marker = read_marker(out) or {}
+    return float(marker.get("train_loop_seconds", 0.0)) + float(marker.get("resumed_seconds", 0.0) or 0.0)
+
+
+TRAINED_EARLIER = "trained_earlier"
 
 
 def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
@@ -165,6 +179,7 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     run.folder.mkdir(parents=True, exist_ok=True)
     if not (run.folder / CELL).is_file():
         atomic_write_text(run.folder / CELL, json.dumps(declared(run), indent=2) + "\n")
+    earlier = (run.folder / "model").is_dir() and read_marker(run.folder / "model") is not None
     cpu0 = time.process_time()
     encoder, train_s = _train(run, spec)
     cpu1 = time.process_time()
@@ -172,10 +187,14 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
     # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
-    cpu = {"train": round(cpu1 - cpu0, 1), "evaluate": round(time.process_time() - cpu1, 1)}
+    # (a model trained by an earlier process: its training CPU time is unknown, not this process's load time)
+    cpu = {"train": None if earlier and run.cell.method != "pretrained" else round(cpu1 - cpu0, 1),
+           "evaluate": round(time.process_time() - cpu1, 1)}
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
                          "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1),
                          "train_seconds_across_resumes": True, "cpu_seconds": cpu}
+    if earlier:
+        res["experiment"][TRAINED_EARLIER] = True
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res
