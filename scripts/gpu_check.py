@@ -158,10 +158,9 @@ def matmul_rate(dtype: Any, device: str, size: int) -> float:
 
 # ----------------------------------------------------------------------------- the checks
 def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from sentkit.training.recipes.declutr import Declutr
-
     from sentkit.training.loop import train
     from sentkit.training.metrics import read_metrics
+    from sentkit.training.recipes.declutr import Declutr
 
     runs = {}
     for prec in ("fp32", "bf16", "fp16"):
@@ -187,9 +186,8 @@ def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str
 
 
 def check_resume(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from sentkit.training.recipes.declutr import Declutr
-
     from sentkit.training.loop import train
+    from sentkit.training.recipes.declutr import Declutr
 
     k = sizes.steps // 2
     with deterministic():
