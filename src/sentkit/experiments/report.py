@@ -363,8 +363,14 @@ UNTRAINED_METHODS = ("pretrained", "glove-average")  # a given model evaluated a
 
 
 def fixed_cells(spec: ExperimentSpec) -> frozenset[str]:
-    """Cells that train nothing, so one seed is all there is (see claims.judge)."""
-    return frozenset(c.name for c in spec.cells if c.method in UNTRAINED_METHODS)
+    """Cells that train nothing, so one seed is all there is (see claims.judge). A `pretrained` cell that
+    evaluates one seed of a trained run (its model is another cell's, `"@cell"`, or a run's `.../seed-<k>/...`
+    folder) is not: that model had other seeds."""
+    def one_run(c: Any) -> bool:
+        model = str(c.settings.get("model", ""))
+        return model.startswith("@") or "/seed-" in model
+
+    return frozenset(c.name for c in spec.cells if c.method in UNTRAINED_METHODS and not one_run(c))
 
 
 def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
