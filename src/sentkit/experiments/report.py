@@ -236,18 +236,18 @@ def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | 
 def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
                    all_results: list[dict[str, Any]],
                    diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
-    """The table a report opens with: the spec's headline cells, their seeds, the three averages and
+    """The table a report opens with: the spec's headline cells, their seeds, the three averages, cosine STS and
     what each cost: wall-clock and CPU time per seed, and the training CPU-hours of the cell with every
     cell it continues (its base, the vectors its base started from, ...)."""
     costs = cell_costs(all_results, diagnostics)
     cpu = cell_cpu(all_results)
     chain = chain_train_cpu(spec, all_results)
-    lines = ["| cell | seeds | downstream | unsupervised STS | supervised | train (s / seed) | evaluate (s / seed) "
-             "| CPU (min / seed) | training CPU-h, bases included |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| cell | seeds | downstream | unsupervised STS | supervised | cosine STS | train (s / seed) "
+             "| evaluate (s / seed) | CPU (min / seed) | training CPU-h, bases included |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in spec.headline:
         if c not in summary:
-            lines.append(f"| {c} | 0 | not run | | | | | | |")
+            lines.append(f"| {c} | 0 | not run | | | | | | | |")
             continue
         n = max(v[2] for v in summary[c].values())
         t, e, _ = costs.get(c, (0.0, 0.0, 0))
@@ -255,6 +255,7 @@ def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
         hours = _hours(chain.get(c))
         lines.append(f"| {c} | {n} | {_fmt(summary[c].get('avg:downstream'))} | "
                      f"{_fmt(summary[c].get('avg:unsupervised_sts'))} | {_fmt(summary[c].get('avg:supervised'))} | "
+                     f"{_fmt(summary[c].get('avg:cosine_sts'))} | "
                      f"{t:.0f} | {e:.0f} | {minutes} | {hours} |")
     return [*lines, ""]
 
