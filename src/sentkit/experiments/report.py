@@ -266,7 +266,7 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
     an earlier process than the one that evaluated it has no CPU record: its logged training wall-clock
     stands in, and the sum is marked approximate. A cell missing from the results leaves every cell built
     on it out."""
-    own = cell_train_cpu(all_results)
+    own = cell_cpu(all_results, train_only=True)
     wall: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         wall[res["experiment"]["cell"]].append(train_seconds(res))
@@ -299,13 +299,15 @@ def _hours(entry: tuple[float, bool] | None) -> str:
     return f"{'~' if entry[1] else ''}{entry[0] / 3600:.2f}"
 
 
-def cell_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
-    """{cell: mean CPU seconds (training + evaluation) per seed} for cells whose results record it."""
+def cell_cpu(all_results: list[dict[str, Any]], *, train_only: bool = False) -> dict[str, float]:
+    """{cell: mean CPU seconds per seed, training + evaluation (or training only)} for cells whose results
+    record the training's CPU time (None: trained by an earlier process, unknown)."""
     acc: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         cpu = res["experiment"].get("cpu_seconds")
-        if cpu and cpu.get("train") is not None:  # None: trained by an earlier process, CPU time unknown
-            acc[res["experiment"]["cell"]].append(float(cpu["train"]) + float(cpu.get("evaluate", 0)))
+        if cpu and cpu.get("train") is not None:
+            extra = 0.0 if train_only else float(cpu.get("evaluate", 0))
+            acc[res["experiment"]["cell"]].append(float(cpu["train"]) + extra)
     return {c: statistics.fmean(v) for c, v in acc.items()}
 
 
@@ -610,16 +612,6 @@ def length_section(summary: dict[str, dict[str, tuple[float, float, int]]]) -> l
 
 # ----------------------------------------------------------------------------- scaling
 SCALING_SCORES = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
-
-
-def cell_train_cpu(all_results: list[dict[str, Any]]) -> dict[str, float]:
-    """{cell: mean training CPU seconds per seed} for cells whose results record it."""
-    acc: dict[str, list[float]] = defaultdict(list)
-    for res in all_results:
-        cpu = res["experiment"].get("cpu_seconds")
-        if cpu and cpu.get("train") is not None:
-            acc[res["experiment"]["cell"]].append(float(cpu["train"]))
-    return {c: statistics.fmean(v) for c, v in acc.items()}
 
 
 def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],

@@ -72,15 +72,16 @@ def resolve_settings(spec: ExperimentSpec, run: CellRun) -> dict[str, Any]:
             for k, v in run.cell.settings.items()}
 
 
-def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
-    """Train (or resume) the cell's model; returns (encoder, training seconds)."""
+def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float, bool]:
+    """Train (or resume) the cell's model; returns (encoder, training seconds, whether an earlier process
+    trained it)."""
     import sentkit
     from sentkit.training.checkpoint import has_checkpoint
 
     settings = resolve_settings(spec, run)
     if run.cell.method == "pretrained":
         model = settings.pop("model")
-        return sentkit.load(model, **settings), 0.0
+        return sentkit.load(model, **settings), 0.0, False
     method = get_method(run.cell.method)
     out = run.folder / "model"
     if out.is_dir() and read_marker(out) is not None:  # methods write sentkit.json last
@@ -88,7 +89,7 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
         model = sentkit.load(str(out))
         # re-evaluated only: keep the training time the model logged (0 when it logged none); its CPU
         # time was not measured by this process (run_cell records it as unknown)
-        return model, logged_train_seconds(out, model)
+        return model, logged_train_seconds(out, model), True
     data: dict[str, Any] = {"seed": run.seed, "out": str(out), **settings}
     if spec.corpus is not None:
         data.setdefault("corpus", spec.corpus)
@@ -102,7 +103,7 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float]:
     from sentkit.training.metrics import training_history
 
     seconds += training_history(path).get("earlier_s", 0.0)
-    return sentkit.load(str(path)), seconds
+    return sentkit.load(str(path)), seconds, False
 
 
 def logged_train_seconds(out: Path, model: Any) -> float:
@@ -179,16 +180,15 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     run.folder.mkdir(parents=True, exist_ok=True)
     if not (run.folder / CELL).is_file():
         atomic_write_text(run.folder / CELL, json.dumps(declared(run), indent=2) + "\n")
-    earlier = (run.folder / "model").is_dir() and read_marker(run.folder / "model") is not None
     cpu0 = time.process_time()
-    encoder, train_s = _train(run, spec)
+    encoder, train_s, earlier = _train(run, spec)
     cpu1 = time.process_time()
     fingerprint = cache_key(spec, run, encoder)
     res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
     # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
     # (a model trained by an earlier process: its training CPU time is unknown, not this process's load time)
-    cpu = {"train": None if earlier and run.cell.method != "pretrained" else round(cpu1 - cpu0, 1),
+    cpu = {"train": None if earlier else round(cpu1 - cpu0, 1),
            "evaluate": round(time.process_time() - cpu1, 1)}
     res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
                          "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1),
