@@ -21,6 +21,18 @@ class Encoder(Protocol):
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray: ...
 
 
+@runtime_checkable
+class BagOfVectors(Protocol):
+    """An encoder whose sentence vector is a sum or mean of rows of one table (averaged GloVe, CBOW /
+    SkipGram, FastSent, wordpiece skip-gram): what frequency weighting (SIF, `sentkit.models.sif`) needs.
+
+    ``token_ids(texts)`` gives, per text, the rows of ``token_table()`` [V, dim] its vector is made of."""
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]: ...
+
+    def token_table(self) -> np.ndarray: ...
+
+
 class CallableEncoder:
     """Wrap a plain callable `list[str] -> array [n, dim]` as an Encoder (same arguments as any)."""
 

@@ -37,7 +37,8 @@ class Method:
 METHODS: Registry[Method] = Registry("method")
 
 # Modules that register methods on import (kept lazy so `import sentkit` stays light).
-_PROVIDERS = ("sentkit.training.recipes", "sentkit.hill", "sentkit.models.wordvectors", "sentkit.models.whitening")
+_PROVIDERS = ("sentkit.training.recipes", "sentkit.hill", "sentkit.models.wordvectors", "sentkit.models.whitening",
+              "sentkit.models.sif")
 _loaded = False
 
 

@@ -248,9 +248,16 @@ class FastSent(HillModel[FastSentConfig]):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Sum (or mean, with ``average``) of source vectors: float32 [n, dim]."""
+        return sum_rows(self.token_ids(texts), self.source_, average=self.config.average)
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Rows of `token_table()` per text (sentkit.encoder.BagOfVectors)."""
         self._check_fitted("source_")
-        ids = [self.vocab_.encode(self.tokenize(t)) for t in texts]
-        return sum_rows(ids, self.source_, average=self.config.average)
+        return [self.vocab_.encode(self.tokenize(t)) for t in texts]
+
+    def token_table(self) -> np.ndarray:
+        self._check_fitted("source_")
+        return self.source_
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("source_")

@@ -122,10 +122,17 @@ class Word2VecSum(HillModel[Word2VecConfig]):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """float32 [n, dim]: sum (or mean) of the vectors of known words; zeros if none."""
+        return sum_rows(self.token_ids(texts), self.vectors_, average=self.config.average)
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Rows of `token_table()` per text: its known words (sentkit.encoder.BagOfVectors)."""
         self._check_fitted("vectors_")
         v = self.vocab_
-        ids = [[v[w] for w in self.tokenize(t) if w in v] for t in texts]
-        return sum_rows(ids, self.vectors_, average=self.config.average)
+        return [[v[w] for w in self.tokenize(t) if w in v] for t in texts]
+
+    def token_table(self) -> np.ndarray:
+        self._check_fitted("vectors_")
+        return self.vectors_
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("vectors_")
@@ -234,13 +241,21 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """float32 [n, dim]: mean of the vectors of the text's wordpieces the corpus had; zeros if none."""
+        return sum_rows(self.token_ids(texts), self.vectors_, average=True)
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Rows of `token_table()` per text: its wordpieces the corpus had (sentkit.encoder.BagOfVectors)."""
         from sentkit.logs import quiet_transformers
 
         self._check_fitted("vectors_")
         with quiet_transformers():
             ids = self.tokenizer_(texts, add_special_tokens=False)["input_ids"]
         seen = self.seen_
-        return sum_rows([[i for i in x if seen[i]] for x in ids], self.vectors_, average=True)
+        return [[i for i in x if seen[i]] for x in ids]
+
+    def token_table(self) -> np.ndarray:
+        self._check_fitted("vectors_")
+        return self.vectors_
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("vectors_")

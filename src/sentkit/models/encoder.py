@@ -24,14 +24,13 @@ from sentkit.models.hub import (
     resolve,
     special_affixes,
 )
-from sentkit.models.pooling import POOLINGS
+from sentkit.models.pooling import POOLINGS, saveable_poolings
 
 log = logging.getLogger(__name__)
 
-ST_POOLING_KEYS = {
-    "mean": "pooling_mode_mean_tokens",
-    "cls": "pooling_mode_cls_token",
-}
+# every flag of sentence-transformers' Pooling module (a pooling's own are in its `st_flags`)
+ST_ALL_FLAGS = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_tokens",
+                "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
 
 
 ST_DENSE_TYPE = "sentence_transformers.models.Dense"
@@ -157,7 +156,7 @@ class TransformerEncoder:
 
     @property
     def dim(self) -> int:
-        return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size)
+        return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size) * self.pool_fn.width
 
     # ---------------------------------------------------------------- encoding
     @torch.inference_mode()
@@ -221,10 +220,11 @@ class TransformerEncoder:
         for idx in length_batches(lengths, batch_size, token_budget):
             seqs = [self.prefix + pieces[j] + self.suffix for j in idx]
             batch = pad_batch(seqs, self.pad_id, self.device)
-            if len({len(s) for s in seqs}) == 1:  # no padding: skip building an attention mask
-                hidden = self.model(input_ids=batch["input_ids"]).last_hidden_state  # [b, L, d]
-            else:
-                hidden = self.model(**batch).last_hidden_state  # [b, L, d]
+            inputs = {"input_ids": batch["input_ids"]} if len({len(s) for s in seqs}) == 1 else batch  # no padding: no mask
+            if self.pool_fn.last_layer_only:
+                hidden = self.model(**inputs).last_hidden_state  # [b, L, d]
+            else:  # a pooling of other layers (first-last-avg)
+                hidden = self.pool_fn.states(self.model(**inputs, output_hidden_states=True).hidden_states)
             emb = apply_dense(self.pool_fn(hidden, batch["attention_mask"]).float(), self.dense)  # [b, dim]
             out[idx] = emb.cpu().numpy()
             bar.update(len(idx))
@@ -300,9 +300,9 @@ def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool, list[De
                 cfg_file = path / m["path"] / "config.json"
                 if cfg_file.is_file():
                     cfg = json.loads(cfg_file.read_text())
-                    for mode, key in ST_POOLING_KEYS.items():
-                        if cfg.get(key):
-                            pooling = mode
+                    on = {k for k in ST_ALL_FLAGS if cfg.get(k)}
+                    pooling = next((n for n in POOLINGS.names() if POOLINGS.get(n).st_flags
+                                    and set(POOLINGS.get(n).st_flags) == on), None)
             elif kind.endswith("Dense"):
                 dense.append(_read_dense(path / m["path"]))
     sbc = path / "sentence_bert_config.json"
@@ -364,6 +364,11 @@ def save_st_directory(
     from sentkit.methods import write_marker
 
     out = Path(out)
+    flags = POOLINGS.get(pooling).st_flags
+    if not flags:
+        raise ConfigError(f"pooling {pooling!r} has no sentence-transformers module, so a folder saved with it would "
+                          f"load with another pooling there; save with one of {', '.join(saveable_poolings())} and "
+                          f"give --pooling {pooling} when you load it")
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     base = getattr(model, "base_model", model)
@@ -384,10 +389,8 @@ def save_st_directory(
     (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
     (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
     (tmp / "1_Pooling").mkdir()
-    pool_cfg = {"word_embedding_dimension": dim, "include_prompt": True}
-    for mode, key in ST_POOLING_KEYS.items():
-        pool_cfg[key] = mode == pooling
-    pool_cfg.update({"pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False})
+    pool_cfg: dict[str, Any] = {"word_embedding_dimension": dim, "include_prompt": True}
+    pool_cfg.update({k: k in flags for k in ST_ALL_FLAGS})
     (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
     (tmp / "config_sentence_transformers.json").write_text(
         json.dumps({"__version__": {"sentkit": __version__}, "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)

@@ -171,6 +171,16 @@ class MaskedLM(nn.Module):
             return self.encoder(input_ids=ids).last_hidden_state  # type: ignore[no-any-return]
         return self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state  # type: ignore[no-any-return]
 
+    def layer_states(self, ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(last hidden states, the states the pooling averages) [n, L, d]: the same tensor for a pooling of the
+        last layer; for first-last-avg, the average of the input layer and the last."""
+        if self.pool.last_layer_only:
+            h = self.hidden(ids, mask)
+            return h, h
+        kw = {} if mask is None else {"attention_mask": mask}
+        states = self.encoder(input_ids=ids, output_hidden_states=True, **kw).hidden_states
+        return states[-1], self.pool.states(states)
+
     def mlm_sum(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
         """Summed cross-entropy at positions whose label is not ignored, and their number.
 
@@ -190,13 +200,13 @@ class MaskedLM(nn.Module):
             out = self.mlm_model(input_ids=ids, attention_mask=m, output_hidden_states=True)
             sel = labels != IGNORE_INDEX
             loss = F.cross_entropy(out.logits[sel].float(), labels[sel], reduction="sum")
-            return self.pool(out.hidden_states[-1], m), loss, int(sel.sum())
+            return self.pool(self.pool.states(out.hidden_states), m), loss, int(sel.sum())
         if labels is None and self.first_layer is not None:
             with first_token_only(self.first_layer):
                 first = self.hidden(ids, mask)  # [n, 1, d]
             return first[:, 0], first.new_zeros(()), 0
-        hidden = self.hidden(ids, mask)  # [n, L, d]
-        emb = self.pool(hidden, m)  # [n, d]
+        hidden, pooled_states = self.layer_states(ids, mask)  # [n, L, d]
+        emb = self.pool(pooled_states, m)  # [n, width * d]
         if labels is None:
             return emb, hidden.new_zeros(()), 0
         loss, count = self.mlm_sum(hidden, labels)

@@ -1,6 +1,20 @@
-"""Pooling of token states into one vector per sequence (pure functions)."""
+"""Pooling of token states into one vector per sequence (pure functions), and the registry of poolings.
+
+A pooling is a function ``(hidden [n, L, d], mask [n, L]) -> [n, width * d]`` of the hidden states of
+``layers`` averaged (the last layer, -1, for most; 0 is the input embeddings' output):
+
+- ``mean``: the mean over tokens (sentence-transformers' default);
+- ``cls``: the first token's state;
+- ``mean+max``: the max over tokens, then the mean, concatenated ([max, mean]: sentence-transformers' order
+  when both of its pooling flags are on), twice the width;
+- ``first-last-avg``: the mean over tokens of the average of the input layer and the last layer (Su et al.
+  2021's "first-last-avg", which keeps the input embeddings' word information beside the contextual states).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -20,6 +34,48 @@ def cls_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return hidden[:, 0]
 
 
-POOLINGS: Registry = Registry("pooling")
-POOLINGS.add("mean", mean_pool)
-POOLINGS.add("cls", cls_pool)
+def max_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max over non-padding tokens (sentence-transformers' max pooling: padding counts as -1e9). -> [n, d]."""
+    return hidden.masked_fill(mask.unsqueeze(-1) == 0, -1e9).amax(dim=1)
+
+
+def max_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[max, mean] over non-padding tokens -> [n, 2d]."""
+    return torch.cat([max_pool(hidden, mask), mean_pool(hidden, mask)], dim=-1)
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """A pooling function, the hidden-state layers it averages first, its width in multiples of d, and the
+    flags of sentence-transformers' Pooling module that compute the same (none: a folder cannot be saved
+    with it, since sentence-transformers would load it with another pooling)."""
+
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    layers: tuple[int, ...] = (-1,)
+    width: int = 1
+    st_flags: tuple[str, ...] = ()
+
+    @property
+    def last_layer_only(self) -> bool:
+        return self.layers == (-1,)
+
+    def __call__(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.fn(hidden, mask)
+
+    def states(self, hidden_states: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The average of this pooling's layers, from a model's ``hidden_states`` (input layer first)."""
+        if self.last_layer_only:
+            return hidden_states[-1]
+        return torch.stack([hidden_states[i] for i in self.layers]).mean(dim=0)
+
+
+POOLINGS: Registry[Pooling] = Registry("pooling")
+POOLINGS.add("mean", Pooling(mean_pool, st_flags=("pooling_mode_mean_tokens",)))
+POOLINGS.add("cls", Pooling(cls_pool, st_flags=("pooling_mode_cls_token",)))
+POOLINGS.add("mean+max", Pooling(max_mean_pool, width=2, st_flags=("pooling_mode_max_tokens", "pooling_mode_mean_tokens")))
+POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1)))
+
+
+def saveable_poolings() -> list[str]:
+    """The poolings a sentence-transformers folder can hold (what training may use)."""
+    return [n for n in POOLINGS.names() if POOLINGS.get(n).st_flags]

@@ -150,7 +150,7 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
 
 def train_whiten(cfg: WhitenConfig) -> Path:
     """Fit and save (see the module docstring)."""
-    from sentkit.loading import describe, load
+    from sentkit.loading import load
     from sentkit.methods import write_marker
     from sentkit.models.encoder import TransformerEncoder
 
@@ -173,25 +173,42 @@ def train_whiten(cfg: WhitenConfig) -> Path:
                      model_card=f"# {cfg.model}, whitened\n\nBERT-whitening fitted on {len(sentences):,} sentences of "
                                 f"`{cfg.corpus}` (a sentence-transformers Dense module after the pooling).\n")
         return out
-    from sentkit.io import atomic_open, check_output_dir
+    from sentkit.io import atomic_open
 
-    check_output_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
-    base = cfg.model
-    if describe(cfg.model) == "folder":  # a self-contained folder: the base travels with it
-        if (out / BASE_DIR).exists():
-            shutil.rmtree(out / BASE_DIR)
-        shutil.copytree(cfg.model, out / BASE_DIR)
-        base = BASE_DIR
+    base = keep_base(cfg.model, out)
     with atomic_open(out / WHITENING_FILE, "wb") as f:
         np.savez(f, mu=mu, w=w)
     write_marker(out, "whiten", base=base, whitening=info)
     return out
 
 
+def keep_base(model: str, out: Path) -> str:
+    """Make `out` (checked writable, created) and make the base model reachable from it: a model folder
+    is copied into ``out/base`` (the result is self-contained), any other name is kept as the name.
+    Returns what the marker records as ``base``. Shared by the post-processing methods (whiten, sif)."""
+    from sentkit.io import check_output_dir
+    from sentkit.loading import describe
+
+    check_output_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if describe(model) != "folder":
+        return model
+    if (out / BASE_DIR).exists():
+        shutil.rmtree(out / BASE_DIR)
+    shutil.copytree(model, out / BASE_DIR)
+    return BASE_DIR
+
+
+def load_base(path: Path, marker: dict[str, Any]) -> Any:
+    """The base model a post-processing folder written with `keep_base` names."""
+    from sentkit.loading import load
+
+    base = str(marker["base"])
+    return load(str(path / base) if base == BASE_DIR else base)
+
+
 def load_whitened(path: Path) -> Any:
     """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
-    from sentkit.loading import load
     from sentkit.methods import read_marker
 
     path = Path(path)
@@ -203,10 +220,8 @@ def load_whitened(path: Path) -> Any:
     if not (path / WHITENING_FILE).is_file() or "base" not in marker:
         raise ConfigError(f"{path}: not a folder written by `sentkit whiten` (no {WHITENING_FILE} or base); "
                           "the folder is damaged, run the whitening again")
-    base = str(marker["base"])
-    base_model = load(str(path / base) if base == BASE_DIR else base)
     with np.load(path / WHITENING_FILE) as z:
-        return Whitened(base_model, z["mu"], z["w"], name=f"{base} whitened")
+        return Whitened(load_base(path, marker), z["mu"], z["w"], name=f"{marker['base']} whitened")
 
 
 def _register() -> None:

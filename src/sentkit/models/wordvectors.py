@@ -119,9 +119,15 @@ class GloveAverage:
                             desc="glove-average encode")
 
     def _encode(self, texts: list[str]) -> np.ndarray:
+        return average_word_vectors(self.token_ids(texts), self.vectors_, dim=self.dim_)
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Rows of `token_table()` per text: its in-vocabulary words (sentkit.encoder.BagOfVectors)."""
         vocab = self.vocab_
-        ids = [[vocab[w] for w in self.tokenize(t) if w in vocab] for t in texts]
-        return average_word_vectors(ids, self.vectors_, dim=self.dim_)
+        return [[vocab[w] for w in self.tokenize(t) if w in vocab] for t in texts]
+
+    def token_table(self) -> np.ndarray:
+        return self.vectors_
 
     def fingerprint(self) -> str:
         """Stable id of the encoder and its settings (for embedding caches)."""

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from sentkit.config import ConfigError
 from sentkit.models.hub import DEFAULT_MODEL
-from sentkit.models.pooling import POOLINGS
+from sentkit.models.pooling import POOLINGS, saveable_poolings
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class TrainConfig:
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
-    pooling: Literal["mean", "cls"] = "mean"
+    pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max
     # optimisation
     batch_size: int = 16  # units (documents, texts, sequences) per optimizer step, all ranks and micro-batches
     grad_accum: int = 1  # micro-batches per step
@@ -67,8 +67,9 @@ class TrainConfig:
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = ("batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every")
 
     def __post_init__(self) -> None:
-        if self.pooling not in POOLINGS:
-            raise ConfigError(f"pooling must be one of {POOLINGS.names()}, got {self.pooling!r}")
+        if self.pooling not in saveable_poolings():
+            why = " (a folder cannot be saved with it; give it when you load a model: --pooling)" if self.pooling in POOLINGS else ""
+            raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in self.POSITIVE_INTS:
