@@ -118,10 +118,10 @@ def main() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(args.threads)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
-    url = proc.stdout.readline().split()[4]
+    url, _, token = proc.stdout.readline().split()[4].partition("?token=")  # the page's URL carries the token
     rows = []
     try:
-        with httpx.Client(base_url=url, timeout=120) as client:
+        with httpx.Client(base_url=url, timeout=120, headers={"X-Sentkit-Token": token}) as client:
             t = time.perf_counter()
             while client.get("/api/state").json()["building"]:
                 time.sleep(0.2)

@@ -169,9 +169,21 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     return TransformerEncoder.from_pretrained(str(p), **kwargs)
 
 
+CODE_FORM = ("the form is a .py file path, then ':', then an attribute name (my_encoder.py:MyEncoder), or an "
+             "importable module, ':' and an attribute (package.module:attr)")
+
+
 def import_attr(spec: str) -> Any:
     """The object `file.py:attr` or `module:attr` names; a class is built with no arguments."""
     mod_name, attr = spec.rsplit(":", 1)
+    if not attr.strip():
+        raise ConfigError(f"model {spec}: the attribute name after ':' is missing; {CODE_FORM}")
+    if not mod_name.strip():
+        raise ConfigError(f"model {spec}: the file or module before ':' is missing; {CODE_FORM}")
+    if not attr.isidentifier():
+        raise ConfigError(f"model {spec}: {attr!r} is not an attribute name; {CODE_FORM}")
+    if not mod_name.endswith(".py") and (Path(mod_name).is_file() or "/" in mod_name or "\\" in mod_name):
+        raise ConfigError(f"model {spec}: {mod_name} is not a .py file; {CODE_FORM}")
     if mod_name.endswith(".py"):
         path = Path(mod_name)
         if not path.is_file():
@@ -186,7 +198,8 @@ def import_attr(spec: str) -> Any:
         try:
             module = importlib.import_module(mod_name)
         except ModuleNotFoundError as e:
-            raise ConfigError(f"model {spec}: cannot import module {mod_name!r} ({e})") from None
+            raise ConfigError(f"model {spec}: {mod_name!r} is neither a .py file nor an importable module ({e}); "
+                              f"{CODE_FORM}") from None
     if not hasattr(module, attr):
         raise ConfigError(f"model {spec}: module {mod_name!r} has no attribute {attr!r}")
     obj = getattr(module, attr)

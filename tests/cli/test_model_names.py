@@ -154,6 +154,33 @@ def test_names_that_cannot_load_say_why(tmp_path: Path, capsys: pytest.CaptureFi
         assert len(err) == 1 and err[0].startswith(f"sentkit {argv[0]}: error: 'tfidf' is a training method"), err
 
 
+def test_code_names_say_what_the_form_must_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`file.py:attr` names that cannot be code say the form (a .py file path, ':', an attribute name)."""
+    monkeypatch.chdir(tmp_path)
+    Path("notpy.txt").write_text("not python\n")
+    Path("my.py").write_text("class Enc:\n    pass\n")
+    form = "the form is a .py file path, then ':', then an attribute name (my_encoder.py:MyEncoder)"
+    cases = {
+        "notpy.txt:Enc": "model notpy.txt:Enc: notpy.txt is not a .py file; " + form,
+        "nosuch.txt:Enc": "model nosuch.txt:Enc: 'nosuch.txt' is neither a .py file nor an importable module "
+                          "(No module named 'nosuch'); " + form,
+        "my.py:": "model my.py:: the attribute name after ':' is missing; " + form,
+        ":Enc": "model :Enc: the file or module before ':' is missing; " + form,
+        "my.py:Enc()": "model my.py:Enc(): 'Enc()' is not an attribute name; " + form,
+        "dir/enc.txt:Enc": "model dir/enc.txt:Enc: dir/enc.txt is not a .py file; " + form,
+        "my.py:Other": "model my.py:Other: module 'my.py' has no attribute 'Other'",
+        "missing.py:Enc": "model missing.py:Enc: file missing.py does not exist",
+    }
+    src = tmp_path / "in.txt"
+    src.write_text("a\n")
+    for name, want in cases.items():
+        capsys.readouterr()
+        assert main(["embed", "--model", name, "--input", str(src), "--output", str(tmp_path / "o.npy")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"sentkit embed: error: {want}"), (name, err)
+
+
 def test_neighbours_needs_a_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["neighbours", "--model", "glove-average", "--corpus", str(tmp_path)]) == 2
     assert "give at least one query" in capsys.readouterr().err

@@ -198,6 +198,15 @@ BAD = [
      "one JSON object per line"),
     ("sts", "pairs.tsv", "one\ttwo\t3.5\nthree\tfour\thigh\n", "pairs.tsv, line 2", "as a number"),
     ("classification", "data.csv", "text,label\n,pos\n", "data.csv, line 2", "give every row a text"),
+    # a header naming other columns is not data (it became a third class with one example)
+    ("classification", "data.csv", "sentence,category\ngoal match,sport\nbread soup,food\n", "data.csv, line 1: "
+     "the first line is a header (sentence, category) that does not name every column: expected text, label",
+     "name the columns text (or sentence), label, in any order, or remove the header line"),
+    ("classification", "data.tsv", "\ntxt\tlabel\ngoal match\tsport\nbread soup\tfood\n", "data.tsv, line 2: "
+     "the first line is a header (txt, label)", "name the columns text (or sentence), label"),
+    ("pair-classification", "data.csv", "text,label\na,b,same\n", "data.csv, line 1: the first line is a header "
+     "(text, label) that does not name every column: expected text1, text2, label", "name the columns text1 (or "
+     "sentence1 / text_a / sentence_a), text2 (or sentence2 / text_b / sentence_b), label"),
 ]
 
 
@@ -212,6 +221,80 @@ def test_malformed_files_fail_with_file_line_and_fix_before_encoding(tmp_path, c
     assert where in err and fix in err, err
     assert err.count("\n") == 1 and err.startswith("sentkit evaluate: error:")
     assert not mark.exists()  # nothing was encoded
+
+
+def test_a_header_is_recognised_by_its_names_in_any_order_and_a_first_data_line_is_data(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_text("label,id,Sentence\nsport,1,goal match\nfood,2,bread soup\n")
+    assert U.read_rows(f, "classification") == [("goal match", "sport"), ("bread soup", "food")]
+    f = tmp_path / "d.tsv"
+    f.write_text("goal match\tsport\nbread soup\tfood\n")  # no header: the columns in the documented order
+    assert U.read_rows(f, "classification") == [("goal match", "sport"), ("bread soup", "food")]
+
+
+ANGLE_ENCODER = """
+import numpy as np
+
+class Enc:
+    fingerprint = "angle-2d"
+    def encode(self, texts):
+        a = np.radians([float(t.split()[-1]) for t in texts])
+        return np.stack([np.cos(a), np.sin(a)], 1).astype(np.float32)
+"""
+
+
+def test_qrels_whose_first_line_is_data_with_a_decimal_score(tmp_path):
+    """The issue's case: a qrels file without a header whose first line is `q1 d3 2.0`. Read as a
+    judgement (2.0 is the integer 2), nDCG@10 is 42.08; dropped as a header, it read 45.01.
+
+    Every text is a unit vector at the angle it names, so each query ranks d1 .. d5 (10, 20 ... 50
+    degrees from the queries' 0 degrees). By hand, log2 of ranks + 1 (ranks 1..5): 1, 1.585, 2, 2.322, 2.585;
+    q1 judges d1 = 1, d3 = 2, d5 = 1: DCG = 1/1 + 2/2 + 1/2.585 = 2.386853, ideal (2, 1, 1) =
+    2/1 + 1/1.585 + 1/2 = 3.130930, nDCG 0.762346; q2 judges d2 = 0: nDCG 0; q3 judges d3 = 1:
+    1/log2(4) = 0.5. Mean: (0.762346 + 0 + 0.5) / 3 = 42.08. Without the first line q1 is d1, d5:
+    1.386853 / 1.630930 = 0.850345, and (0.850345 + 0 + 0.5) / 3 = 45.01."""
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"angle {10 * i}"}) + "\n"
+                                                 for i in range(1, 6)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": "angle 0"}) + "\n"
+                                                  for q in ("q1", "q2", "q3")))
+    judgements = "q1\td1\t1\nq1\td5\t1\nq2\td2\t0\nq3\td3\t1\n"
+    (folder / "qrels" / "test.tsv").write_text("q1\td3\t2.0\n" + judgements)
+    enc = tmp_path / "angle.py"
+    enc.write_text(ANGLE_ENCODER)
+
+    def ndcg() -> float:
+        out = tmp_path / "res.json"
+        assert main(["evaluate", "--model", f"{enc}:Enc", "--no-cache", "--output", str(out),
+                     "--user-task", f"retrieval:r={folder}"]) == 0
+        return json.loads(out.read_text())["results"]["r"]["ndcg_at_10"]
+
+    full = (1 + 2 / 2 + 1 / np.log2(6)) / (2 + 1 / np.log2(3) + 1 / 2)
+    assert full == pytest.approx(0.762346, abs=1e-6)
+    assert ndcg() == pytest.approx(100 * (full + 0 + 0.5) / 3) and round(ndcg(), 2) == 42.08
+    # the oracle of what dropping the line gave: the same file with BEIR's header in its place
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + judgements)
+    dropped = (1 + 1 / np.log2(6)) / (1 + 1 / np.log2(3))
+    assert ndcg() == pytest.approx(100 * (dropped + 0 + 0.5) / 3) and round(ndcg(), 2) == 45.01
+
+
+def test_qrels_header_by_names_and_scores_that_are_not_integers(tmp_path):
+    f = tmp_path / "q.tsv"
+    f.write_text("query_id\tcorpus_id\tscore\nq1\td1\t2.0\nq1\td2\t1\n")  # BEIR's names, either spelling
+    assert U.read_qrels(f) == {"q1": {"d1": 2, "d2": 1}}
+    f.write_text("q1\td1\t1.5\n")
+    with pytest.raises(U.UserTaskError, match=r"q.tsv, line 1: score '1.5' is not an integer; write the relevance "
+                                               r"as an integer \(0, 1, 2 ...\) \(a header line must be "
+                                               r"query-id<TAB>corpus-id<TAB>score\)"):
+        U.read_qrels(f)
+    f.write_text("qid\tdocid\trel\nq1\td1\t1\n")  # another header is not skipped silently
+    with pytest.raises(U.UserTaskError, match=r"line 1: score 'rel' is not an integer.*a header line must be"):
+        U.read_qrels(f)
+    f.write_text("q1\td1\t1\nq1\td2\tnan\n")
+    with pytest.raises(U.UserTaskError, match=r"line 2: score 'nan' is not an integer; write the relevance as an "
+                                               r"integer \(0, 1, 2 ...\)$"):
+        U.read_qrels(f)
 
 
 def test_unknown_label_in_test_and_bad_qrels_name_the_file(tmp_path):

@@ -125,3 +125,30 @@ def explorer(models: list[str], explore_corpus: Path, experiment_toml: Path,
     assert ex.wait(120), ex.status()
     yield ex
     ex.close()
+
+
+class _Touch:
+    """Unpickled, it creates an empty file: the harmless stand-in for code an attacker would run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (Path(self.path),))
+
+
+def pickled_model_folder(folder: Path, marker: Path) -> Path:
+    """A folder shaped as `sentkit train --method paragraph-vector-dbow` saves it (sentkit.json,
+    config.json, state.json, doc2vec.model), whose gensim model is a pickle that creates ``marker``
+    when it is unpickled, as gensim's load does."""
+    import dataclasses
+    import pickle
+
+    from sentkit.hill.configs import ParagraphVectorConfig
+
+    folder.mkdir(parents=True)
+    (folder / "sentkit.json").write_text(json.dumps({"method": "paragraph-vector-dbow", "dim": 8}))
+    (folder / "config.json").write_text(json.dumps(dataclasses.asdict(ParagraphVectorConfig())))
+    (folder / "state.json").write_text(json.dumps({"dim": 8}))
+    (folder / "doc2vec.model").write_bytes(pickle.dumps(_Touch(marker), protocol=4))
+    return folder

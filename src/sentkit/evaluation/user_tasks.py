@@ -13,9 +13,11 @@ Four types (``type`` in the TOML, ``TYPE`` on the command line):
 
 Row files are ``.tsv`` (tab-separated), ``.csv`` or ``.jsonl`` (keys ``text`` / ``text1``,
 ``text2`` / ``label`` or ``score``; ``sentence``, ``sentence1``, ``sentence2`` also work); a first
-line naming the columns is a header. Classification tasks take ``train`` + ``dev`` + ``test`` (L2
-penalty picked on dev, as SST), ``train`` + ``test`` (k-fold on train picks it, as TREC) or one
-``data`` file (k-fold cross-validation, as MR). Every file is read and checked when the tasks are
+line naming the columns is a header (one naming only some of them is an error, never data); a
+qrels header is recognised by its names, and a qrels score must be an integer (``2.0`` is 2).
+Classification tasks take ``train`` + ``dev`` + ``test`` (L2 penalty picked on dev, as SST),
+``train`` + ``test`` (k-fold on train picks it, as TREC) or one ``data`` file (k-fold
+cross-validation, as MR). Every file is read and checked when the tasks are
 declared, before anything is encoded: a malformed file is a :class:`UserTaskError` naming the
 file, the line and the fix.
 """
@@ -102,6 +104,25 @@ def _header(cells: list[str], want: tuple[str, ...]) -> list[str] | None:
     return names if set(want) <= set(names) else None
 
 
+def _column_names(want: tuple[str, ...]) -> str:
+    """The names a header may give the columns ``want``: ``text (or sentence), label``."""
+    out = []
+    for k in want:
+        alias = [a for a, v in ALIASES.items() if v == k]
+        out.append(f"{k} (or {' / '.join(alias)})" if alias else k)
+    return ", ".join(out)
+
+
+def _not_a_header(cells: list[str], want: tuple[str, ...], where: str) -> None:
+    """A first line that names some of the columns but not all of them is a header with a wrong name
+    (``sentence,category``), not data: a UserTaskError naming the expected columns."""
+    named = [c.strip() for c in cells if ALIASES.get(c.strip().lower(), c.strip().lower()) in want]
+    if named:
+        raise _fail(where, f"the first line is a header ({', '.join(c.strip() for c in cells)}) that does not name "
+                    f"every column: expected {', '.join(want)}",
+                    f"name the columns {_column_names(want)}, in any order, or remove the header line")
+
+
 def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
     """Rows of a .tsv / .csv / .jsonl file as tuples in COLUMNS[kind] order (scores as text);
     a malformed line is a UserTaskError naming the file, the line and the fix."""
@@ -134,6 +155,7 @@ def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
                     order = [names.index(k) for k in want]
                     first_data = i + 1
                     continue
+                _not_a_header(cells, want, f"{path}, line {i}")
             idx = order or list(range(len(want)))
             if len(cells) <= max(idx):
                 sep = "tab" if suffix == ".tsv" else "comma"
@@ -246,21 +268,39 @@ def _read_jsonl_ids(path: Path, what: str, title: bool) -> tuple[list[str], list
     return ids, texts
 
 
+QRELS_HEADER = ("query-id", "corpus-id", "score")  # BEIR's header line
+
+
+def _relevance(cell: str) -> int | None:
+    """A judged relevance: an integer, also written as an integral decimal (``2.0``); None otherwise."""
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else None
+
+
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with a header line."""
+    """BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` lines. A first line naming those columns
+    (``query_id`` / ``corpus_id`` spellings too) is the header, recognised by its names; every
+    other line is a judgement whose score is an integer (``2`` or ``2.0``; ``1.5`` is an error)."""
     qrels: dict[str, dict[str, int]] = {}
+    first = True
     for i, line in enumerate(_text(path).splitlines(), 1):
         if not line.strip():
             continue
         cells = line.rstrip("\r\n").split("\t")
-        if i == 1 and not re.fullmatch(r"-?\d+", cells[-1].strip()):
+        if first and tuple(c.strip().lower().replace("_", "-") for c in cells[:3]) == QRELS_HEADER:
+            first = False
             continue  # the header
+        first = False
         if len(cells) < 3:
             raise _fail(f"{path}, line {i}", f"{len(cells)} column(s)", "write query-id<TAB>corpus-id<TAB>score")
-        try:
-            score = int(cells[2])
-        except ValueError:
-            raise _fail(f"{path}, line {i}", f"score {cells[2]!r} is not an integer", "write the relevance as an integer (0, 1, 2 ...)") from None
+        score = _relevance(cells[2].strip())
+        if score is None:
+            header = " (a header line must be query-id<TAB>corpus-id<TAB>score)" if not qrels else ""
+            raise _fail(f"{path}, line {i}", f"score {cells[2]!r} is not an integer",
+                        f"write the relevance as an integer (0, 1, 2 ...){header}")
         qrels.setdefault(cells[0].strip(), {})[cells[1].strip()] = score
     if not qrels:
         raise _fail(str(path), "no judgements", "write query-id<TAB>corpus-id<TAB>score lines")

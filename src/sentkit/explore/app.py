@@ -4,28 +4,38 @@ from a CDN) and a small JSON API over :class:`~sentkit.explore.core.Explorer`.
 Every answer is JSON; bad input is ``{"error": message}`` with status 400, and a failure of the
 server's own code is status 500 with a one-line message (the traceback goes to the log only).
 
-The page is safe to leave running: requests that change its state (every POST) are refused with
-status 403 when a browser says they come from another site (their ``Origin`` is not this server's,
-or ``Sec-Fetch-Site`` is not same-origin), so a web page the user visits cannot make the server load
-models or read paths; Host headers other than this server's names are refused too (DNS rebinding).
-Models the page adds never run code (``file.py:attr`` is accepted from the command line only).
+The page is safe to leave running, as Jupyter is: every start makes a random token
+(:func:`new_token`), printed in the page's URL (``/?token=...``). The page loads only with it (from
+the URL, then from a cookie it sets) and every API request must carry it in the
+``X-Sentkit-Token`` header, whatever its origin: other programs and other users of the machine,
+and pages of other sites, get 401. Host headers other than this machine's loopback names and the
+``--allow-host`` names are refused (400: DNS rebinding), whatever the address it listens on.
+Requests that change state (every POST) are also refused with 403 when a browser says they come
+from another site (their ``Origin`` is not this server's, or ``Sec-Fetch-Site`` is not
+same-origin). Models the page adds never run or unpickle anything (:mod:`sentkit.explore.trust`).
 """
 
 from __future__ import annotations
 
+import hmac
+import html
+import ipaddress
 import logging
 import math
+import re
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from sentkit.config import ConfigError
 from sentkit.explore.core import USER_ERRORS, Explorer, error_text
 
 log = logging.getLogger(__name__)
@@ -82,15 +92,66 @@ def answer(fn: Callable[[], Any]) -> JSONResponse:
         return JSONResponse({"error": error_text(e)}, status_code=500)
 
 
-def allowed_hosts(host: str) -> list[str]:
-    """Host headers the server answers: loopback names, plus the bound name; any for 0.0.0.0 / ::
-    (this refuses DNS-rebinding pages that reach a loopback server under another name)."""
-    if host in ("0.0.0.0", "::", ""):
-        return ["*"]
-    return sorted({*LOCAL_HOSTS, host})
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` keeps the server on this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+HOST_NAME = re.compile(r"^(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$|^\[?[0-9a-f:.]+\]?$")
+
+
+def allowed_hosts(host: str, allow: Sequence[str] = ()) -> list[str]:
+    """Host headers the server answers: the loopback names, the bound address when it is a loopback
+    one, and ``allow`` (``--allow-host``). Listening beyond this machine (0.0.0.0, ::, an address or
+    name of a network interface) needs ``allow``: the Host check stays on for every address, which
+    refuses DNS-rebinding pages that reach the server under another name. ConfigError otherwise."""
+    names = [*LOCAL_HOSTS]
+    if is_loopback(host):
+        names.append(host.lower())
+    elif not allow:
+        raise ConfigError(f"--host {host or '*'} listens beyond this machine: give the names browsers will use to "
+                          "reach it with --allow-host NAME (repeatable, e.g. --allow-host box.lan --allow-host "
+                          "192.168.1.5); requests naming any other host are refused")
+    for name in allow:
+        n = name.strip().lower()
+        if n in ("*", ""):
+            raise ConfigError(f"--allow-host {name!r}: give a host name or address; answering every Host header "
+                              "would let web pages reach the server through DNS rebinding")
+        if not HOST_NAME.match(n):
+            raise ConfigError(f"--allow-host {name!r}: give a host name or address as browsers send it (box.lan, "
+                              "192.168.1.5, *.example.lan), without scheme, port or path")
+        names.append(n)
+    return sorted(set(names))
+
+
+TOKEN_HEADER = "X-Sentkit-Token"
+TOKEN_PARAM = "token"
+OPEN = ("/static/",)  # the package's own files: no user data, no token needed
+
+
+def new_token() -> str:
+    """A random token for one start of the server (Jupyter's scheme)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_matches(given: str | None, token: str) -> bool:
+    """Whether ``given`` is ``token``, compared in constant time."""
+    return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
+
+
+def cookie_name(port: int | None) -> str:
+    """The page's cookie; per port, since cookies are shared by every port of a host."""
+    return f"sentkit-explore-{port or 80}"
 
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+NO_TOKEN_PAGE = ("<!doctype html><title>sentkit explore</title><p>This page needs the token of the server: open "
+                 "the URL <code>sentkit explore</code> printed when it started (it ends in <code>?token=...</code>).")
 
 
 def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") -> str | None:
@@ -111,19 +172,33 @@ def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") 
     return None
 
 
-def create_app(explorer: Explorer, *, hosts: Sequence[str] = LOCAL_HOSTS) -> FastAPI:
-    """The explorer's app; ``hosts``: accepted Host headers (see :func:`allowed_hosts`)."""
+def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[str] = LOCAL_HOSTS) -> FastAPI:
+    """The explorer's app. ``token``: what every request must carry (a new one when None; read it
+    back as ``app.state.token``); ``hosts``: accepted Host headers (see :func:`allowed_hosts`)."""
     app = FastAPI(title="sentkit explore", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.token = token = token or new_token()
+
+    def refuse(request: Request, status: int, why: str) -> Response:
+        log.warning("refused %s %s: %s", request.method, request.url.path, why)
+        return JSONResponse({"error": f"refused: {why}"}, status_code=status)
 
     @app.middleware("http")
-    async def _same_origin(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         why = cross_origin(request.method, request.headers, request.url.scheme)
         if why is not None:
-            log.warning("refused %s %s: %s", request.method, request.url.path, why)
-            return JSONResponse({"error": f"refused: {why}; use the page this server serves"}, status_code=403)
+            return refuse(request, 403, f"{why}; use the page this server serves")
+        path = request.url.path
+        if path == "/":
+            given = request.query_params.get(TOKEN_PARAM) or request.cookies.get(cookie_name(request.url.port))
+            if not token_matches(given, token):
+                log.warning("refused %s /: no token or a wrong one", request.method)
+                return HTMLResponse(NO_TOKEN_PAGE, status_code=401)
+        elif not path.startswith(OPEN) and not token_matches(request.headers.get(TOKEN_HEADER), token):
+            return refuse(request, 401, f"no token or a wrong one: send the token of the URL `sentkit explore` "
+                                        f"printed in the {TOKEN_HEADER} header")
         return await call_next(request)
 
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))  # outermost: the Host check is first
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.exception_handler(RequestValidationError)
@@ -132,9 +207,15 @@ def create_app(explorer: Explorer, *, hosts: Sequence[str] = LOCAL_HOSTS) -> Fas
                  for e in exc.errors()]
         return JSONResponse({"error": "bad request: " + "; ".join(parts)}, status_code=400)
 
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    page = page.replace('<meta name="sentkit-token" content="">',
+                        f'<meta name="sentkit-token" content="{html.escape(token)}">')
+
     @app.get("/")
-    def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+    def index(request: Request) -> HTMLResponse:
+        r = HTMLResponse(page, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+        r.set_cookie(cookie_name(request.url.port), token, httponly=True, samesite="strict")
+        return r
 
     @app.get("/api/state")
     def state() -> JSONResponse:

@@ -134,7 +134,8 @@ class Explorer:
     """Models, a corpus and opened results; indexes build in one background thread.
 
     ``models`` come from the user's command line: any name ``sentkit.load`` accepts, ``file.py:attr``
-    included. Models added later (from the page: :meth:`add_model`) never name code. ``encoders``
+    included. Models added later (from the page: :meth:`add_model`, or named by a search) must run
+    no code and unpickle nothing when they load (:mod:`sentkit.explore.trust`). ``encoders``
     maps model names to ready encoders (objects with ``encode``), used instead of loading them."""
 
     def __init__(self, models: Sequence[str] = (), corpus: str | Path | None = None,
@@ -173,24 +174,34 @@ class Explorer:
 
     # ------------------------------------------------------------------ models and corpus
     def add_model(self, name: str) -> dict[str, Any]:
-        """Add a model (any name ``sentkit.load`` accepts but code, unless the command line gave it);
-        its index starts building when a corpus is set. A name that can never load (a training method,
-        a near-miss of a known name) is refused here; a model that fails to load reports the reason in
-        its index status."""
+        """Add a model; its index starts building when a corpus is set. A name the command line did not
+        give must be one the page may load (:mod:`sentkit.explore.trust`: a registry name, or a
+        transformer folder whose loading unpickles nothing). A name that can never load (a training
+        method, a near-miss of a known name) is refused here; a model that fails to load reports the
+        reason in its index status."""
         name = str(name).strip()
         if not name:
-            raise ExploreError("enter a model: a registry name, a model folder or a Hugging Face id")
+            raise ExploreError("enter a model: a registry name or a model folder")
         if name not in self._encoders:
             from sentkit.loading import describe
 
-            if describe(name) == "code" and name not in self._trusted:  # names that can never load raise here
-                raise ExploreError(f"model {name!r} names Python code (file.py:attr or module:attr), which runs when "
-                                   "it loads: give it on the command line (sentkit explore --models ...), not on the page")
+            describe(name)  # names that can never load raise here
+            if name not in self._trusted:
+                self._check_from_page(name)
         with self._lock:
             if name not in self.models:
                 self.models.append(name)
         job = self.schedule(name, retry=True) if self.corpus is not None else None
         return job.status() if job else {"model": name, "status": "no corpus"}
+
+    @staticmethod
+    def _check_from_page(name: str) -> None:
+        from sentkit.explore.trust import page_refusal
+
+        why = page_refusal(name)
+        if why is not None:
+            raise ExploreError(f"model {name!r} cannot be added from the page: {why}. If you trust it, give it on "
+                               "the command line: sentkit explore --models ...")
 
     def set_corpus(self, path: str | Path) -> dict[str, Any]:
         """Use another corpus (checked for a usable document first); indexes start building."""
@@ -238,6 +249,8 @@ class Explorer:
             if model not in self._encoders:
                 from sentkit.loading import load
 
+                if model not in self._trusted:  # checked again: the folder may have changed since it was added
+                    self._check_from_page(model)
                 self._encoders[model] = load(model, allow_code=model in self._trusted)
             return self._encoders[model]
 
@@ -386,6 +399,9 @@ class Explorer:
         """Sampled spans on corpus document ``document`` or on pasted ``text``; the easy
         negative comes from the next corpus document (the first one for pasted text)."""
         cfg = settings_from(dict(settings or {}))
+        if tokenizer not in self.models and tokenizer not in self.span_models():  # the page names no other files
+            raise ExploreError(f"no model {tokenizer!r} here: spans use the tokenizer of one of the models "
+                               f"({', '.join(self.span_models())}); add the model first")
         tok = self.tokenizer(tokenizer)
         if text is not None and text.strip():
             body, other_i, label = text, 0, "pasted text"

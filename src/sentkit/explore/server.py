@@ -39,6 +39,11 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+def page_url(url: str, token: str | None) -> str:
+    """The page's address with the server's token (what the user opens)."""
+    return f"{url}?token={token}" if token else url
+
+
 def _server(app: Any) -> Any:
     import uvicorn
 
@@ -47,11 +52,17 @@ def _server(app: Any) -> Any:
 
 @dataclass
 class RunningServer:
-    """A server answering in a background thread; ``stop()`` ends it."""
+    """A server answering in a background thread; ``stop()`` ends it. ``url``: its root;
+    ``token``: the app's token (``page`` is the URL with it)."""
 
     url: str
     server: Any
     thread: threading.Thread
+    token: str | None = None
+
+    @property
+    def page(self) -> str:
+        return page_url(self.url, self.token)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True
@@ -70,14 +81,14 @@ def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: f
         if not thread.is_alive() or time.monotonic() > end:
             raise RuntimeError("the explore server did not start")
         time.sleep(0.02)
-    return RunningServer(url_of(sock), server, thread)
+    return RunningServer(url_of(sock), server, thread, getattr(app.state, "token", None))
 
 
 def serve(app: Any, host: str, port: int, *, open_browser: bool = False,
           announce: Any = print) -> None:
-    """Serve in the foreground until Ctrl-C; ``announce`` gets the URL line."""
+    """Serve in the foreground until Ctrl-C; ``announce`` gets the URL line (with the app's token)."""
     sock = bind(host, port)
-    url = url_of(sock)
+    url = page_url(url_of(sock), getattr(app.state, "token", None))
     announce(f"sentkit explore: serving on {url}  (Ctrl-C to stop)")
     if open_browser:
         import webbrowser

@@ -20,9 +20,16 @@ function el(tag, attrs, ...children) {
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
 const shortName = (m) => m.replace(/\/+$/, "").split("/").pop() || m;
 
+// The server's token (Jupyter's scheme): the server writes it into the page it serves to whoever
+// opened the URL it printed; every API request carries it in a header. It leaves the address bar,
+// so that a copied link or a screenshot does not hold it (a reload uses the page's cookie).
+const TOKEN = document.querySelector('meta[name="sentkit-token"]').content;
+if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname + location.hash);
+
 async function api(path, body) {
-  const opts = body === undefined ? {} :
-    { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const headers = { "X-Sentkit-Token": TOKEN };
+  const opts = body === undefined ? { headers } :
+    { method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) };
   let res;
   try {
     res = await fetch(path, opts);
