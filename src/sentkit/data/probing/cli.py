@@ -86,7 +86,7 @@ def failure_fix(failed: list[Any], sizes: tuple[int, int, int], fit: bool) -> st
 
     larger = "a larger corpus"
     if fit:
-        return (f"even --fit could not build them: use {larger}, or loosen the task's rules with --set "
+        return (f"they fail at any size the corpus gives: use {larger}, or loosen the task's rules with --set "
                 "(docs/evaluation.md lists them)")
     fits = [e for e in failed if e.found > 0]
     fix = f"--fit (each task at the largest sizes the corpus gives), or {larger}"
