@@ -225,3 +225,31 @@ def test_somo_refuses_a_replacement_whose_bigrams_never_occur():
     assert ok.tolist() == [False, True, False]  # dog: neither bigram occurs; hat: "hat sat" never does
     ok = somo_match(bg, ids["the"], ids["cat"], ids["sat"], reps, 1.0, 0)
     assert ok.tolist() == [True, True, True]  # the old rule: 0 against 0 passes anything
+
+
+def _leaves(t: A.Tree) -> list[int]:
+    return [t] if isinstance(t, int) else [x for k in t.kids for x in _leaves(k)]
+
+
+@pytest.mark.parametrize("spec", [
+    # odd parses seen on Gutenberg: an auxiliary with dependents, a subordinator with dependents,
+    # a wh-word beside a subordinator, negation before "to", the final mark as the root
+    "Sisters/NNS/nsubj/2 never/RB/neg/2 do/VBP/aux/8 ,/,/punct/2 as/IN/mark/6 we/PRP/nsubj/6 say/VBP/advcl/2 "
+    ",/,/punct/2 know/VBP/ROOT/8 too/RB/advmod/10 well/RB/advmod/8 ././punct/8",
+    "Not/RB/neg/1 that/IN/mark/6 even/RB/advmod/6 ,/,/punct/6 for/IN/mark/6 she/PRP/nsubj/6 is/VBZ/ROOT/6 "
+    "right/JJ/acomp/6 ././punct/6",
+    "What/WP/dep/4 if/IN/mark/4 it/PRP/nsubj/4 is/VBZ/ROOT/4 ?/./punct/4",
+    "He/PRP/nsubj/1 told/VBD/ROOT/1 me/PRP/dobj/1 not/RB/neg/5 to/TO/aux/5 tell/VB/xcomp/1 ././punct/1",
+    "Because/IN/prep/4 of/IN/pcomp/0 women/NNS/pobj/1 first/RB/advmod/2 ././ROOT/4",
+])
+def test_every_word_is_in_the_tree_once(spec):
+    p = parsed(spec)
+    assert sorted(_leaves(A.phrase_tree(p))) == list(range(len(p.words)))
+
+
+def test_a_finite_complement_clause_without_that_is_an_sbar():
+    # "He declared I was right ." -> (SBAR (S ...)) as a PTB parser gives it (the empty complementizer)
+    p = parsed("He/PRP/nsubj/1 declared/VBD/ROOT/1 I/PRP/nsubj/3 was/VBD/ccomp/1 right/JJ/acomp/3 ././punct/1")
+    assert A.bracketed(p, A.phrase_tree(p)) == (
+        "(S (NP (PRP He)) (VP (VBD declared) (SBAR (S (NP (PRP I)) (VP (VBD was) (ADJP (JJ right)))))) (. .))")
+    assert A.tree_depth(p) == 8

@@ -214,7 +214,8 @@ class _Builder:
 
     def __init__(self, p: Parsed) -> None:
         self.p, self.kids = p, children(p)
-        self.final = len(p.words) - 1 if is_punct(p, len(p.words) - 1) else -1
+        last = len(p.words) - 1
+        self.final = last if is_punct(p, last) and p.heads[last] != last else -1  # under the top node
 
     def deps_of(self, i: int) -> list[int]:
         return [c for c in self.kids[i] if c != self.final]
@@ -312,7 +313,7 @@ class _Builder:
         start = len(left)  # the verb group: auxiliaries, negation and the adverbs between them
         for j in range(len(left) - 1, -1, -1):
             d = p.deps[left[j]]
-            if d in VERB_GROUP_DEPS:
+            if d in VERB_GROUP_DEPS and not self.deps_of(left[j]):
                 start = j
             elif d != "advmod" or p.tags[left[j]] in WH_TAGS:
                 break
@@ -323,7 +324,7 @@ class _Builder:
         if not subj and not pre and p.deps[v] in ("acl", "conj") and not any(p.tags[c] == "TO" for c in group):
             return vp  # "the man sitting there": a VP inside the NP
         wh = next((c for c in pre if self.wh_word(c) is not None), None)
-        marks = [c for c in pre if p.deps[c] == "mark"]
+        marks = [c for c in pre if p.deps[c] == "mark"] if wh is None else []
         lead = [c for c in pre if marks and c < marks[0]]  # "even if ...": outside the S
         inverted = bool(subj) and any(p.deps[c] in ("aux", "auxpass") and c < subj[0] for c in pre)
         question = p.deps[v] == "ROOT" and p.words[-1] == "?"
@@ -340,7 +341,10 @@ class _Builder:
                                   for k in kids) if label == "WHPP" else kids)
             return Node("SBARQ" if question else "SBAR", (w, inner))
         if marks:
-            return Node("SBAR", (*[t for c in lead for t in self.dependent(c, "S")], *marks, inner))
+            return Node("SBAR", tuple(t for c in [*lead, *marks] for t in self.dependent(c, "S")) + (inner,))
+        finite = any(p.tags[c] in (*PRESENT, *PAST, "MD") for c in [*group, v])
+        if subj and finite and p.deps[v] in ("ccomp", "relcl"):
+            return Node("SBAR", (inner,))  # "said (SBAR (S he was))": PTB's empty complementizer
         return inner
 
     def wh_word(self, c: int) -> int | None:
@@ -366,6 +370,8 @@ class _Builder:
             nxt = next((a for a in auxes if a > k), len(group))
             between = [t for c in group[k + 1 : nxt] for t in self.dependent(c, "V")]
             node = Node("VP", (group[k], *between, node))
+        if auxes and auxes[0] > 0:  # "never did see", "not to be shaken": in the outer VP
+            node = Node("VP", (*[t for c in group[: auxes[0]] for t in self.dependent(c, "V")], *node.kids))
         return node
 
     def top(self) -> Node:
