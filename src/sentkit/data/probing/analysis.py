@@ -341,7 +341,7 @@ class _Builder:
                                   for k in kids) if label == "WHPP" else kids)
             return Node("SBARQ" if question else "SBAR", (w, inner))
         if marks:
-            return Node("SBAR", tuple(t for c in [*lead, *marks] for t in self.dependent(c, "S")) + (inner,))
+            return Node("SBAR", (*[t for c in [*lead, *marks] for t in self.dependent(c, "S")], inner))
         finite = any(p.tags[c] in (*PRESENT, *PAST, "MD") for c in [*group, v])
         if subj and finite and p.deps[v] in ("ccomp", "relcl"):
             return Node("SBAR", (inner,))  # "said (SBAR (S he was))": PTB's empty complementizer
