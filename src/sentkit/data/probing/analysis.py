@@ -343,7 +343,7 @@ class _Builder:
         if marks:
             return Node("SBAR", (*[t for c in [*lead, *marks] for t in self.dependent(c, "S")], inner))
         finite = any(p.tags[c] in (*PRESENT, *PAST, "MD") for c in [*group, v])
-        if subj and finite and p.deps[v] in ("ccomp", "relcl"):
+        if subj and finite and p.deps[v] in ("ccomp", "relcl") and p.heads[v] < v:
             return Node("SBAR", (inner,))  # "said (SBAR (S he was))": PTB's empty complementizer
         return inner
 
