@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 
 from sentkit.data.probing import analysis as A
+from sentkit.data.probing.build import BuildSettings
 from sentkit.data.probing.parse import Parsed
 from sentkit.data.probing.tasks import (
     Bigrams,
+    Item,
+    Pool,
     TooFewSentences,
+    analyse,
+    build_coord_inv,
     equal_share,
     somo_match,
     take_grouped,
@@ -253,3 +258,29 @@ def test_a_finite_complement_clause_without_that_is_an_sbar():
     assert A.bracketed(p, A.phrase_tree(p)) == (
         "(S (NP (PRP He)) (VP (VBD declared) (SBAR (S (NP (PRP I)) (VP (VBD was) (ADJP (JJ right)))))) (. .))")
     assert A.tree_depth(p) == 8
+
+
+def test_the_analysis_drops_headings_and_unbalanced_quotes():
+    keep = parsed("He/PRP/nsubj/1 left/VBD/ROOT/1 the/DT/det/3 room/NN/dobj/1 ././punct/1")
+    heading = parsed("IN/IN/prep/2 THE/DT/det/2 WILLOW/NNP/ROOT/2 CHAPTER/NNP/appos/2 XVI/NNP/appos/2 ././punct/2")
+    quote = parsed("“/``/punct/2 He/PRP/nsubj/2 left/VBD/ROOT/2 the/DT/det/4 room/NN/dobj/2 ././punct/2")
+    pool = analyse([keep, heading, quote], Counter())
+    assert [it.text for it in pool.items] == ["He left the room ."]
+
+
+def _coord_item(first: int, second: int, tag: str) -> Item:
+    """ "Tom w ... and Ann w ... ." with clauses of `first` and `second` words, `tag` marking it."""
+    words = ["Tom", *[tag] * (first - 1), "and", "Ann", *[tag] * (second - 1), "."]
+    tags = ["NNP", *["VBD"] * (first - 1), "CC", "NNP", *["VBD"] * (second - 1), "."]
+    co = A.Coordination((0, first), first, (first + 1, first + 1 + second), False)
+    return Item(" ".join(words), " ".join(tags), len(words), None, None, None, 0, None, co, False)
+
+
+def test_equal_length_coordinations_reach_dev_and_test():
+    items = ([_coord_item(3, 3, f"eq{i}") for i in range(20)] + [_coord_item(4, 2, f"fi{i}") for i in range(200)]
+             + [_coord_item(2, 4, f"se{i}") for i in range(200)])
+    pool = Pool(items, Counter())
+    rows = build_coord_inv(pool, BuildSettings(), (100, 20, 20), np.random.default_rng(0))
+    equal = Counter(split for split, _, text in rows if "eq" in text)
+    assert equal["va"] > 0 and equal["te"] > 0  # the old plan gave train all 10 pairs per class
+    assert equal == {"tr": 14, "va": 4, "te": 2}  # equal_share(10, (50, 10, 10)) = (7, 2, 1), O and I

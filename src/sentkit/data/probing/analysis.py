@@ -2,19 +2,20 @@
 :class:`~sentkit.data.probing.parse.Parsed` (spaCy's Penn Treebank tags and ClearNLP-style
 dependency labels).
 
-The paper parsed with a constituency parser; spaCy's English pipeline has none, so TreeDepth and
-TopConst are read from the dependency tree (docs/evaluation.md says exactly how this differs):
+The paper parsed with a constituency parser; spaCy's English pipeline has none (and none can be
+had offline), so TreeDepth and TopConst are read from a Penn-Treebank-style tree projected from the
+dependency tree (docs/evaluation.md gives the conventions and the measured label error):
 
-- :func:`tree_depth`: the height of the phrase tree that the dependency tree projects, one phrase
-  per word that has dependents (its children: the word's own part-of-speech node and its
-  dependents' phrases, in order), a word without dependents being a part-of-speech node over the
-  word, plus a ROOT node.
-- :func:`top_constituents`: the labels of the constituents right below the clause node: each
-  dependent of the main verb left of its verb group becomes one constituent labelled from its
-  relation and tag (``nsubj`` -> NP, ``prep`` -> PP, ``advmod`` -> ADVP, ``advcl`` -> SBAR / S,
-  ``cc`` -> CC, an auxiliary before the subject -> its tag, as in a question's SQ), the verb group
-  with everything right of it is the VP, and the final punctuation is ``.``; a wh-phrase first in
-  a question gives ``WHNP_SQ_.`` / ``WHADVP_SQ_.``, two coordinated clauses ``S_CC_S_.``.
+- :func:`phrase_tree`: the projected tree (:class:`Node`; a word is its token index), built by
+  :class:`_Builder`: NP over a lone pronoun, flat base NPs, NP over NP for post-modifiers, one VP
+  per auxiliary, S / SBAR / SQ / SBARQ clauses, coordinated clauses and VPs, the final punctuation
+  under the top node; :func:`bracketed` writes it in PTB brackets.
+- :func:`tree_depth`: NLTK's height of that tree without ROOT (a word under its tag node is 2).
+- :func:`top_constituents`: the labels right below its top node (``NP_VP_.``), None for the
+  sentences the paper leaves out.
+
+The sentence filters of the analysis (:func:`is_heading`, :func:`quotes_balanced`) and CoordInv's
+:func:`coordination` / :func:`invert` live here too.
 """
 
 from __future__ import annotations
