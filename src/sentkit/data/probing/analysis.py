@@ -390,6 +390,12 @@ def phrase_tree(p: Parsed) -> Node:
     return _Builder(p).top()
 
 
+def tree_features(p: Parsed) -> tuple[int, str | None]:
+    """:func:`tree_depth` and :func:`top_constituents` from one projection of the tree."""
+    t = phrase_tree(p)
+    return height(t), _top(p, t)
+
+
 def tree_depth(p: Parsed) -> int:
     """Nodes on the longest path from the top clause node down to a word, both counted (NLTK's
     ``Tree.height`` of the tree without ROOT): "He left the room ." is (S (VP (NP (DT the)))) -> 5."""
@@ -399,15 +405,17 @@ def tree_depth(p: Parsed) -> int:
 def top_constituents(p: Parsed) -> str | None:
     """The labels right below the top node (``NP_VP_.``), or None for the sentences the paper
     leaves out: sentence-internal punctuation at the top, quotes, or not ending with ``.``."""
+    return _top(p, phrase_tree(p))
+
+
+def _top(p: Parsed, t: Node) -> str | None:
     if not ends_sentence(p) or len(p.words) < 2 or p.tags[-2] == ".":
         return None
-    if any(t in QUOTE_TAGS for t in p.tags) or any(w in DOUBLE_QUOTES for w in p.words):
+    if any(tag in QUOTE_TAGS for tag in p.tags) or any(w in DOUBLE_QUOTES for w in p.words):
         return None
-    t = phrase_tree(p)
-    labels = [p.tags[k] if isinstance(k, int) else k.label for k in t.kids]
     if any(isinstance(k, int) and is_punct(p, k) for k in t.kids[:-1]):
         return None
-    return "_".join(labels)
+    return "_".join(p.tags[k] if isinstance(k, int) else k.label for k in t.kids)
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ def analyse(parsed: Iterable[Parsed], counts: Counter[str]) -> Pool:
         if text in seen:
             continue
         seen.add(text)
+        depth, top = A.tree_features(p)
         items.append(Item(text, " ".join(p.tags), len(p.words), A.tense(p), A.subject_number(p),
-                          A.object_number(p), A.tree_depth(p), A.top_constituents(p), A.coordination(p),
+                          A.object_number(p), depth, top, A.coordination(p),
                           any(w in A.DOUBLE_QUOTES for w in p.words)))
         low = [w.lower() for w in p.words]
         for w, t in zip(low, p.tags):
