@@ -193,6 +193,22 @@ def test_too_small_a_corpus_names_the_count_and_the_fix(built, tmp_path, capsys)
     assert rc == 0
     m = json.loads((tmp_path / "big" / "PROBING" / "manifest.json").read_text())
     assert 0 < m["tasks"]["SentLen"]["sizes"]["tr"] < 100000
+    # the line printed gives the rows the file holds (multiples of the 6 classes), not the fitted sizes
+    written = Counter(ln.split("\t")[0] for ln in (tmp_path / "big" / "PROBING" / "sentence_length.txt").open())
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("SentLen"))
+    printed = [int(x.replace(",", "")) for x in line.split()[1:6:2]]
+    assert printed == [written["tr"], written["va"], written["te"]] and all(n % 6 == 0 for n in printed)
+    assert "fitted; asked 100,000 / 10,000 / 10,000" in line
+
+
+def test_a_task_that_fails_under_fit_is_not_told_to_use_fit(built, tmp_path, capsys):
+    root, _ = built
+    rc = main(["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "o"),
+               "--cache-dir", str(root / "out" / "parsed"), "--tasks", "TopConst", "--set", "top_classes=500",
+               "--train-size", "1000", "--dev-size", "500", "--test-size", "500", "--fit"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 1 and "task TopConst:" in err
+    assert "--fit" not in err and "fail at any size the corpus gives: use a larger corpus" in err
 
 
 def test_evaluate_runs_the_built_tasks(built, tmp_path, capsys):

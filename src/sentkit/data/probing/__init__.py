@@ -3,8 +3,8 @@
 - :mod:`~sentkit.data.probing.parse`: the spaCy parse of a corpus's 5-28-token sentences, cached
   on disk in atomic shards (the slow part; resumable, checked against the corpus).
 - :mod:`~sentkit.data.probing.analysis`: pure functions reading one parsed sentence (tense of the
-  main clause, subject / object number, tree depth and top constituents derived from the
-  dependency parse, the two coordinated clauses).
+  main clause, subject / object number, tree depth and top constituents of a Penn-Treebank-style
+  tree projected from the dependency parse, the two coordinated clauses, the sentence filters).
 - :mod:`~sentkit.data.probing.tasks`: one builder per task (a registry), each taking the analysed
   sentences, the corpus counts and a seeded Generator.
 - :mod:`~sentkit.data.probing.build`: ``build_probing(corpus, out, ...)``, writing SentEval's

@@ -63,6 +63,7 @@ class BuildSettings:
     somo_freq_min: int = 40
     somo_freq_max: int = 400
     somo_log_tolerance: float = 1.0  # |log(1 + bigram count) difference| allowed, each side
+    somo_min_bigram: int = 1  # each bigram a replacement forms occurs at least this often in the corpus
     top_classes: int = 20
     depth_classes: int = 8
 
@@ -75,6 +76,8 @@ class BuildSettings:
         for lo, hi in (("number_freq_min", "number_freq_max"), ("somo_freq_min", "somo_freq_max")):
             if getattr(self, hi) < getattr(self, lo):
                 raise ConfigError(f"{hi} ({getattr(self, hi)}) is below {lo} ({getattr(self, lo)})")
+        if self.somo_min_bigram < 0:
+            raise ConfigError(f"somo_min_bigram must be >= 0, got {self.somo_min_bigram}")
         if self.somo_log_tolerance < 0:
             raise ConfigError(f"somo_log_tolerance must be >= 0, got {self.somo_log_tolerance}")
 

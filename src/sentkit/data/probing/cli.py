@@ -62,25 +62,35 @@ def cmd_build_probing(args: argparse.Namespace) -> int:
           + (f", {rate:,.0f} sentences/s" if rate else "") + f"), {m['usable_sentences']:,} usable")
     for name, entry in m["tasks"].items():
         if name in res.built or name in res.reused:
-            sz = entry["sizes"]
+            rows = entry["rows"]  # what the file holds (each split a multiple of the number of classes)
             note = " (reused)" if name in res.reused else ""
-            if name in res.resized:
-                note += f" (fitted; asked {entry['requested']['tr']}/{entry['requested']['va']}/{entry['requested']['te']})"
-            print(f"  {name:<9} {sz['tr']:>7,} / {sz['va']:>6,} / {sz['te']:>6,}  {entry['file']}{note}")
+            if name in res.resized or (name in res.reused and entry["sizes"] != entry["requested"]):
+                asked = entry["requested"]
+                note += f" (fitted; asked {asked['tr']:,} / {asked['va']:,} / {asked['te']:,})"
+            print(f"  {name:<9} {rows['tr']:>7,} / {rows['va']:>6,} / {rows['te']:>6,}  {entry['file']}{note}")
     print(f"written to {args.out}/PROBING (manifest.json); run them with "
           f"`sentkit evaluate --tasks probing --data-dir {args.out} --model ...`")
     if res.failed:
         lines = [str(e) for e in res.failed.values()]
-        from sentkit.data.probing.build import fitted_sizes
-
-        fits = [e for e in res.failed.values() if e.found > 0]
-        fix = "--fit (each task at the largest sizes the corpus gives), or a larger corpus"
-        if fits:
-            tr, va, te = fitted_sizes(settings.sizes, min(fits, key=lambda e: e.found / max(1, e.needed)))
-            fix = f"rerun with --train-size {tr} --dev-size {va} --test-size {te}, or {fix}"
-        else:
-            fix = f"rerun with {fix}"
+        fix = failure_fix(list(res.failed.values()), settings.sizes, args.fit)
         print(f"sentkit data build-probing: error: {len(res.failed)} of {len(res.failed) + len(res.built) + len(res.reused)} "
               f"tasks have too few sentences: {'; '.join(lines)}; {fix}", file=sys.stderr)
         return 1
     return 0
+
+
+def failure_fix(failed: list[Any], sizes: tuple[int, int, int], fit: bool) -> str:
+    """The fix the error line suggests: smaller sizes the corpus gives, `--fit` only when it was
+    not given (with it, a task still failing needs a larger corpus or looser rules)."""
+    from sentkit.data.probing.build import fitted_sizes
+
+    larger = "a larger corpus"
+    if fit:
+        return (f"they fail at any size the corpus gives: use {larger}, or loosen the task's rules with --set "
+                "(docs/evaluation.md lists them)")
+    fits = [e for e in failed if e.found > 0]
+    fix = f"--fit (each task at the largest sizes the corpus gives), or {larger}"
+    if fits:
+        tr, va, te = fitted_sizes(sizes, min(fits, key=lambda e: e.found / max(1, e.needed)))
+        return f"rerun with --train-size {tr} --dev-size {va} --test-size {te}, or {fix}"
+    return f"rerun with {fix}"

@@ -80,8 +80,9 @@ class Bigrams:
 
 @dataclass
 class Pool:
-    """The analysed corpus: usable sentences (deduplicated, ending with sentence-final
-    punctuation), corpus word counts, each noun/verb form's most frequent tag, bigram counts."""
+    """The analysed corpus: usable sentences (deduplicated, starting with a capital and ending with
+    sentence-final punctuation, no heading line, quotes balanced), corpus word counts, each
+    noun/verb form's most frequent tag, bigram counts."""
 
     items: list[Item]
     counts: Counter[str]
@@ -97,14 +98,15 @@ def analyse(parsed: Iterable[Parsed], counts: Counter[str]) -> Pool:
     ids: dict[str, int] = {}
     stream = array("q")  # word ids of every sentence, -1 between sentences
     for p in parsed:
-        if not A.ends_sentence(p) or not p.words[0][:1].isupper():
+        if not A.ends_sentence(p) or not p.words[0][:1].isupper() or A.is_heading(p) or not A.quotes_balanced(p):
             continue
         text = " ".join(p.words)
         if text in seen:
             continue
         seen.add(text)
+        depth, top = A.tree_features(p)
         items.append(Item(text, " ".join(p.tags), len(p.words), A.tense(p), A.subject_number(p),
-                          A.object_number(p), A.tree_depth(p), A.top_constituents(p), A.coordination(p),
+                          A.object_number(p), depth, top, A.coordination(p),
                           any(w in A.DOUBLE_QUOTES for w in p.words)))
         low = [w.lower() for w in p.words]
         for w, t in zip(low, p.tags):
@@ -158,24 +160,35 @@ def take_balanced(task: str, pools: dict[str, list[int]], sizes: Sizes, rng: np.
 
 def take_grouped(task: str, pools: dict[str, dict[str, list[int]]], sizes: Sizes,
                  rng: np.random.Generator, items: list[Item], what: str) -> list[Row]:
-    """Balanced classes whose groups (a verb or noun form) never cross splits: per class, the
-    groups in random order fill the test split, then dev, and the rest go to train."""
+    """Balanced classes whose groups (a verb or noun form) never cross splits, whatever their
+    label ("put" as VBD and as VBP is one form): per class, the groups in random order fill the
+    test split, then dev, and the rest go to train; a form that another class already placed
+    stays in that split."""
     quota = class_quota(sizes, len(pools))
     totals = {label: sum(map(len, groups.values())) for label, groups in pools.items()}
+    placed: dict[str, str] = {}  # form -> its split, over all classes
     rows: list[Row] = []
     for label in sorted(pools):
         groups = pools[label]
-        names = sorted(groups)
-        order = iter(rng.permutation(len(names)).tolist())
         per_split: dict[str, list[int]] = {s: [] for s in SPLITS}
+        free = []
+        for name in sorted(groups):
+            if name in placed:
+                per_split[placed[name]] += groups[name]
+            else:
+                free.append(name)
+        order = iter(rng.permutation(len(free)).tolist())
         for split, q in (("te", quota[2]), ("va", quota[1])):
             while len(per_split[split]) < q:
                 j = next(order, None)
                 if j is None:
                     break
-                per_split[split] += groups[names[j]]
+                per_split[split] += groups[free[j]]
+                placed[free[j]] = split
         for j in order:
-            per_split["tr"] += groups[names[j]]
+            per_split["tr"] += groups[free[j]]
+            placed[free[j]] = "tr"
+        names = sorted(groups)
         for split, q in zip(SPLITS, quota):
             if len(per_split[split]) < q:
                 found = min(totals.values()) * len(pools)
@@ -391,12 +404,29 @@ def build_obj_num(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Gen
     return _grouped_task("ObjNum", pool, s, sizes, rng, "obj", "noun")
 
 
+def somo_match(bg: Bigrams, prev: int, w: int, nxt: int, reps: np.ndarray, tol: float,
+               min_count: int) -> np.ndarray:
+    """Which replacements `reps` of word `w` between `prev` and `nxt` keep the bigram counts
+    alike: each of the two bigrams a replacement forms occurs at least `min_count` times in the
+    corpus, and within `tol` of the original's count in log scale (``|log(1 + c_r) - log(1 + c_w)|``),
+    the original's counted without this sentence (it is in the counts once). Without the first
+    rule a replacement whose bigrams never occur passes every rare original (0 against 1)."""
+    one = np.ones(1, np.int64)
+    c_pw = max(0, int(bg.count(one * prev, one * w)[0]) - 1)
+    c_wn = max(0, int(bg.count(one * w, one * nxt)[0]) - 1)
+    r_p = bg.count(np.full(len(reps), prev), reps)
+    r_n = bg.count(reps, np.full(len(reps), nxt))
+    return ((r_p >= min_count) & (r_n >= min_count) & (np.abs(np.log1p(r_p) - math.log1p(c_pw)) <= tol)
+            & (np.abs(np.log1p(r_n) - math.log1p(c_wn)) <= tol))
+
+
 @BUILDERS.register("SOMO")
 def build_somo(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generator) -> list[Row]:
     """Half the sentences have one noun or verb replaced by another word of the same tag (C), half
     are original (O); target and replacement of corpus frequency 40-400; the bigrams the replacement
-    forms with its neighbours have counts within a factor e (log scale) of the original's; a
-    replacement word is used in one split only; no sentence appears in both classes."""
+    forms with its neighbours occur in the corpus and have counts within a factor e (log scale) of
+    the original's; a replacement word is used in one split only; no sentence appears in both
+    classes."""
     assert pool.bigrams is not None
     bg = pool.bigrams
     lo, hi = s.somo_freq_min, s.somo_freq_max
@@ -440,11 +470,7 @@ def build_somo(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Genera
             reps = reps[reps != w]
             if not len(reps):
                 continue
-            one = np.ones(1, np.int64)
-            c_pw = np.log1p(bg.count(one * prev, one * w))[0]
-            c_wn = np.log1p(bg.count(one * w, one * nxt))[0]
-            ok = (np.abs(np.log1p(bg.count(np.full(len(reps), prev), reps)) - c_pw) <= tol) & \
-                 (np.abs(np.log1p(bg.count(reps, np.full(len(reps), nxt))) - c_wn) <= tol)
+            ok = somo_match(bg, prev, w, nxt, reps, tol, s.somo_min_bigram)
             good = reps[ok]
             if len(good):
                 words[i] = id_word[int(good[int(rng.integers(len(good)))])]
@@ -475,6 +501,25 @@ def build_somo(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Genera
     return rows
 
 
+def equal_share(budget: int, quota: Sizes) -> Sizes:
+    """Equal-length sentences per class and split: up to a third of each split, `budget` shared
+    in proportion to the split sizes (largest remainders first), so dev and test get theirs too."""
+    total = sum(quota)
+    caps = [m // 3 for m in quota]
+    want = [budget * m / total if total else 0.0 for m in quota]
+    got = [min(c, math.floor(w)) for c, w in zip(caps, want)]
+    left = min(budget, sum(caps)) - sum(got)
+    for k in sorted(range(3), key=lambda k: (-(want[k] - got[k]), k)):
+        if left > 0 and got[k] < caps[k]:
+            got[k] += 1
+            left -= 1
+    for k in range(3):  # what a capped split could not take goes where there is room
+        add = min(left, caps[k] - got[k])
+        got[k] += add
+        left -= add
+    return got[0], got[1], got[2]
+
+
 @BUILDERS.register("CoordInv")
 def build_coord_inv(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generator) -> list[Row]:
     """Two coordinated main clauses (the sentence's only CC) in original (O) or swapped (I) order;
@@ -488,12 +533,7 @@ def build_coord_inv(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.G
     for k in cats:
         cats[k] = [cats[k][j] for j in rng.permutation(len(cats[k]))]
     quota = class_quota(sizes, 2)
-    equal_budget = len(cats["equal"]) // 2
-    plan = []  # per split: (split, sentences per class, of which equal-length)
-    for split, m in zip(SPLITS, quota):
-        e = min(m // 3, equal_budget)
-        equal_budget -= e
-        plan.append((split, m, e))
+    plan = [(split, m, e) for split, m, e in zip(SPLITS, quota, equal_share(len(cats["equal"]) // 2, quota))]
     need = sum(m - e for _, m, e in plan)
     have = min(len(cats["first"]), len(cats["second"]))
     if have < need:
