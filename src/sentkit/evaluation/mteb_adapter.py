@@ -288,7 +288,8 @@ def _retrieval(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any
         "relevant_docs": data.extra["qrels"],
         "top_ranked": None,
     }
-    return {"default": {task.split: split}}, [task.split], [LANGUAGE], {}
+    # as sentkit's own retrieval (and BEIR's evaluation): a document with the query's id is not a result
+    return {"default": {task.split: split}}, [task.split], [LANGUAGE], {"ignore_identical_ids": True}
 
 
 LOCAL_TASKS.add("classification", LocalTask("mteb.abstasks.classification:AbsTaskClassification",
