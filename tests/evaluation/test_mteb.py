@@ -22,7 +22,7 @@ from sentkit.cli.main import main
 from sentkit.evaluation import mteb_adapter as A
 
 from .conftest import make_senteval_dir, write_encoder
-from .test_user_tasks import _forget_user_tasks, bow, topic_rows, write_beir
+from .test_user_tasks import TOPICS, _forget_user_tasks, bow, topic_rows, write_beir
 from .test_user_tasks import encoder as bow_encoder
 
 __all__ = ["_forget_user_tasks"]  # autouse: user tasks declared by a test are forgotten after it
@@ -230,6 +230,47 @@ def test_classification_through_mteb_separates_topics(files: Path, bow_model: st
     t = json.loads(out.read_text())["mteb"]["tasks"]["topics"]
     assert t["type"] == "Classification" and t["main_score_name"] == "accuracy"
     assert t["main_score"] >= 90  # the topic words separate the classes, even from 8 examples per label (mteb's)
+
+
+def test_pair_classification_sts_subsets_and_one_data_file(code_model: str, bow_model: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The other forms of a user's files: pairs labelled 1 / 0 (mteb's average precision, against
+    scikit-learn's), an STS folder of two files (two subsets, each against scipy), and a classification
+    task of one `data` file (mteb's cross-validation)."""
+    from sklearn.metrics import average_precision_score
+
+    rng = np.random.default_rng(3)
+    pairs = [(a, " ".join(rng.choice(TOPICS[t if i % 2 else ("food" if t == "sport" else "sport")], 3)), i % 2)
+             for i, (a, t) in enumerate(topic_rows(rng, 40))]
+    (tmp_path / "pairs.tsv").write_text("text1\ttext2\tlabel\n" + "".join(f"{a}\t{b}\t{y}\n" for a, b, y in pairs))
+    (tmp_path / "sts").mkdir()
+    subsets = {}
+    for name in ("forum", "news"):
+        subsets[name] = [(f"{name} text {i}", f"other text {i % 5}", float(i % 4)) for i in range(12)]
+        (tmp_path / "sts" / f"{name}.tsv").write_text("".join(f"{a}\t{b}\t{y}\n" for a, b, y in subsets[name]))
+    (tmp_path / "all.tsv").write_text("".join(f"{t}\t{lab}\n" for t, lab in topic_rows(rng, 50)))
+    out = tmp_path / "r.json"
+    assert main(["-q", "evaluate", "--model", code_model, "--mteb", f"pair-classification:dup={tmp_path / 'pairs.tsv'}",
+                 f"sts:two={tmp_path / 'sts'}", "-o", str(out), "--no-cache"]) == 0
+    res = json.loads(out.read_text())["mteb"]["tasks"]
+    enc = sentkit.load(code_model)
+    cos = cosine(enc.encode([a for a, _, _ in pairs]), enc.encode([b for _, b, _ in pairs]))
+    scores = json.loads((out.parent / res["dup"]["file"]).read_text())["scores"]["test"][0]
+    assert scores["cosine_ap"] == pytest.approx(average_precision_score([y for *_, y in pairs], cos), abs=1e-6)
+    assert res["dup"]["main_score_name"] == "max_ap" and res["dup"]["main_score"] >= 100 * scores["cosine_ap"] - 1e-4  # the file keeps 6 decimals
+    want = {n: 100 * spearmanr(cosine(enc.encode([a for a, _, _ in r]), enc.encode([b for _, b, _ in r])),
+                               [y for *_, y in r])[0] for n, r in subsets.items()}
+    assert res["two"]["scores"]["test"] == pytest.approx(want, abs=1e-6)
+    assert res["two"]["main_score"] == pytest.approx(np.mean(list(want.values())), abs=1e-6)
+    assert main(["-q", "evaluate", "--model", bow_model, "--mteb", f"classification:cv={tmp_path / 'all.tsv'}",
+                 "-o", str(out), "--no-cache"]) == 0
+    cv = json.loads(out.read_text())["mteb"]["tasks"]["cv"]
+    assert cv["scores"].keys() == {"train"} and cv["main_score"] >= 80  # k-fold over the one file
+    (tmp_path / "bad.tsv").write_text("a b\tc d\tsame\nb c\td e\tdifferent\n")
+    capsys.readouterr()
+    assert main(["evaluate", "--model", code_model, "--mteb", f"pair-classification:x={tmp_path / 'bad.tsv'}",
+                 "-o", str(out)]) == 2
+    assert "bad.tsv: labels ['different', 'same']: an MTEB pair-classification task takes two labels, 1 / 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------

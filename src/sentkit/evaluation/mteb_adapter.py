@@ -220,7 +220,7 @@ def with_local_copy(task: Any, folder: Path) -> Any:
     # a class of its own: mteb restores the class's metadata when a task unloads its data
     dataset = {**task.metadata.dataset, "path": str(folder)}
     cls = type(type(task).__name__, (type(task),), {"metadata": task.metadata.model_copy(update={"dataset": dataset}),
-                                                   "__module__": __name__})
+                                                   "hub_dataset": dict(task.metadata.dataset), "__module__": __name__})
     return cls()
 
 
@@ -367,8 +367,12 @@ def resolve_tasks(items: list[str]) -> list[Any]:
         elif USER_TASK.fullmatch(item):
             tasks.append(local_task(U.from_cli(item)))
         elif "=" in item:
-            name, folder = item.split("=", 1)
-            tasks += [with_local_copy(t, Path(folder)) for t in registry_tasks(name.strip())]
+            name, folder = (x.strip() for x in item.split("=", 1))
+            found = registry_tasks(name)
+            if len(found) != 1:
+                raise ConfigError(f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
+                                  "dataset of one task: give TASK=DIR for each")
+            tasks.append(with_local_copy(found[0], Path(folder)))
         else:
             tasks += registry_tasks(item)
     seen: dict[str, Any] = {}
@@ -398,18 +402,16 @@ def load_task_data(task: Any) -> None:
     :class:`MTEBDataMissing` naming the task, what is missing and how to get it when it cannot."""
     try:
         task.load_data()
-    except (OSError, FileNotFoundError) as e:  # datasets: ConnectionError (offline), files absent
-        ds = task.metadata.dataset
+    except OSError as e:  # datasets: ConnectionError (offline), DatasetNotFoundError, files absent
+        name, ds = task.metadata.name, task.metadata.dataset
         reason = " ".join(str(e).split())[:200] or type(e).__name__
-        raise MTEBDataMissing(f"MTEB task {task.metadata.name}: its dataset {ds['path']} (revision {ds['revision']}) "
-                              f"is not in the local cache and cannot be fetched ({reason}); {download_hint(task)}") from e
-    except Exception as e:
-        if type(e).__name__ in ("DatasetNotFoundError", "LocalEntryNotFoundError", "OfflineModeIsEnabled"):
-            ds = task.metadata.dataset
-            raise MTEBDataMissing(f"MTEB task {task.metadata.name}: its dataset {ds['path']} (revision "
-                                  f"{ds['revision']}) is not available here ({type(e).__name__}); "
-                                  f"{download_hint(task)}") from e
-        raise
+        hub = getattr(task, "hub_dataset", None)  # a local copy (with_local_copy): where it came from
+        if hub is not None:
+            raise MTEBDataMissing(f"MTEB task {name}: its copy {ds['path']} cannot be read as the dataset {hub['path']} "
+                                  f"({reason}); give a folder holding that dataset repository: `hf download --repo-type "
+                                  f"dataset {hub['path']} --revision {hub['revision']} --local-dir DIR`") from e
+        raise MTEBDataMissing(f"MTEB task {name}: its dataset {ds['path']} (revision {ds['revision']}) is not in the "
+                              f"local cache and cannot be fetched ({reason}); {download_hint(task)}") from e
 
 
 def download(names: list[str]) -> dict[str, str]:
