@@ -419,9 +419,10 @@ def download(names: list[str]) -> dict[str, str]:
     needs the hub): {task: dataset path}."""
     out = {}
     for task in resolve_tasks(names):
-        load_task_data(task)
-        out[task.metadata.name] = str(task.metadata.dataset["path"])
-        task.unload_data()
+        for t in task.metadata.tasks if task.is_aggregate else [task]:  # an aggregate: its subtasks' datasets
+            load_task_data(t)
+            out[t.metadata.name] = str(t.metadata.dataset["path"])
+            t.unload_data()
     return out
 
 
@@ -497,7 +498,8 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
             for task in tasks:
                 name = task.metadata.name
                 try:
-                    load_task_data(task)
+                    if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
+                        load_task_data(task)
                     res = mteb.evaluate(model, task, cache=cache, overwrite_strategy="always",
                                         encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                                         show_progress_bar=False, co2_tracker=False, raise_error=True)
