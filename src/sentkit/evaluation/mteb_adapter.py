@@ -33,7 +33,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,7 +45,6 @@ from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
 
-EXTRA = "mteb"
 INSTALL_HINT = "pip install 'sentkit[mteb]'"
 LANGUAGE = "und-Zyyy"  # a user's own task: language and script undetermined (BCP-47 / ISO 15924)
 RESULTS_FOLDER = "mteb"  # mteb's results files, next to sentkit's results JSON
@@ -233,7 +232,6 @@ class LocalTask:
     type: str
     main_score: str
     build: Callable[[Any, Any], tuple[Any, list[str], Any, dict[str, Any]]]
-    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 LOCAL_TASKS: Registry[LocalTask] = Registry("task type")
@@ -274,6 +272,9 @@ def _sts(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
                                                                     "score": s.y.tolist()})})
                for name, s in data.splits.items()}
     ys = np.concatenate([s.y for s in data.splits.values()])
+    if ys.min() == ys.max():  # mteb scales the gold scores to [0, 1] by their range
+        raise ConfigError(f"{next(iter(task.files.values()))}: every gold score is {ys.min():g}; an STS task needs "
+                          "pairs of different scores")
     attrs = {"min_score": float(ys.min()), "max_score": float(ys.max())}
     return subsets, ["test"], {name: [LANGUAGE] for name in subsets}, attrs
 
@@ -347,7 +348,7 @@ def local_task(task: Any) -> Any:
     module, cls_name = kind.base.split(":")
     base = getattr(importlib.import_module(module), cls_name)
     cls = type(f"Local{cls_name[len('AbsTask'):]}", (base,), {"metadata": metadata, "load_data": load_data,
-                                                             "__module__": __name__, **kind.attrs, **attrs})
+                                                             "__module__": __name__, **attrs})
     return cls()
 
 
