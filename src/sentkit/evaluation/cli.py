@@ -23,13 +23,18 @@ def register(subparsers: Any) -> None:
                         "module:attr or file.py:attr")
     p.add_argument("--tasks", default=None,
                    help="comma-separated task names, 'all' (every task whose data is present, and the user "
-                        "tasks), 'downstream', 'probing' or 'user' (default: all; only the user tasks when "
-                        "--task-file / --user-task are given)")
+                        "tasks), 'downstream', 'probing', 'user' or 'none' (default: all; only the user tasks when "
+                        "--task-file / --user-task are given; none with --mteb alone)")
     p.add_argument("--task-file", action="append", default=[], metavar="TOML",
                    help="your own tasks, declared as [[task]] tables (docs/evaluation.md); repeatable")
     p.add_argument("--user-task", action="append", default=[], metavar="TYPE:NAME=PATH",
                    help="one of your own tasks: TYPE classification | pair-classification | sts | retrieval, "
                         "PATH a row file, a folder of train/dev/test files or a BEIR folder; repeatable")
+    p.add_argument("--mteb", action="append", nargs="+", default=[], metavar="TASK",
+                   help="also run MTEB tasks with the mteb package (extra: sentkit[mteb]): task or benchmark names "
+                        "as mteb spells them (STS12, Banking77Classification, 'MTEB(eng, v2)'), NAME=DIR for a local "
+                        "copy of a task's dataset, or your own task files as TYPE:NAME=PATH or a .toml; mteb's "
+                        "results files go to <output folder>/mteb (docs/evaluation.md, MTEB)")
     p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
                    help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
                         "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
@@ -73,6 +78,9 @@ def register(subparsers: Any) -> None:
     dl.add_argument("--data-dir", help="target folder (default: $SENTKIT_DATA or ../shared/data)")
     dl.add_argument("--force", action="store_true", help="download again even if a file is present")
     dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    dl.add_argument("--mteb", action="append", nargs="+", default=[], metavar="TASK",
+                    help="instead, fetch these MTEB tasks' datasets (or a benchmark's) into the Hugging Face cache, "
+                         "through mteb's own loading; copy that cache to a machine without network")
     dl.set_defaults(func=_data_download)
     from sentkit.data.probing.cli import register as register_build_probing
 
@@ -181,6 +189,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         declared = [t for f in args.task_file for t in U.from_toml(f)] + [U.from_cli(x) for x in args.user_task]
         names = U.register(declared)
         tasks = ",".join(names) if args.tasks is None else args.tasks
+    mteb_tasks: list[Any] = []
+    if args.mteb:  # names resolved and local task files read before the model loads
+        from sentkit.evaluation import mteb_adapter
+        from sentkit.io import check_output_dir
+
+        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group])
+        check_output_dir(Path(args.output).parent / mteb_adapter.RESULTS_FOLDER, what="the MTEB results folder")
+        if args.tasks is None and not (args.task_file or args.user_task):
+            tasks = "none"
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
@@ -194,16 +211,27 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.raw:
         overrides["raw"] = True
     encoder = load(args.model)
+    fp = args.fingerprint or fingerprint(encoder, args.model)
+    progress = not getattr(args, "quiet", False)
+    results: dict[str, Any] | None = None
     try:
         results = evaluate(encoder, tasks=tasks, preset=args.preset, data_dir=args.data_dir,
-                           fingerprint=args.fingerprint or fingerprint(encoder, args.model), model_name=args.model,
-                           progress=not getattr(args, "quiet", False), **overrides)
-    except EvaluationInterrupted as e:  # Ctrl-C: keep what was finished
-        done = len(e.results["results"])
-        line = save_or_keep(args.output, json.dumps(e.results, indent=1, allow_nan=False) + "\n", "results")
+                           fingerprint=fp, model_name=args.model, progress=progress, **overrides)
+        if mteb_tasks:
+            results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args.output, args.model, fp, progress)
+    except KeyboardInterrupt as e:  # Ctrl-C: keep what was finished
+        partial = e.results if isinstance(e, EvaluationInterrupted) else results
+        if partial is None:
+            raise
+        section = getattr(e, "section", None)  # mteb_adapter.MTEBInterrupted: the MTEB tasks finished
+        if isinstance(section, dict):
+            partial["mteb"] = section
+        done = len(partial["results"]) + len(partial.get("mteb", {}).get("tasks", {}))
+        line = save_or_keep(args.output, json.dumps(partial, indent=1, allow_nan=False) + "\n", "results")
         print("sentkit evaluate: interrupted; " + (f"the results of the {done} finished tasks were written to "
               f"{args.output}" if line is None else line), file=sys.stderr)
         return 130
+    assert results is not None
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     table = markdown_table(results)
     if args.markdown:
@@ -225,9 +253,26 @@ def _evaluate(args: argparse.Namespace) -> int:
         lines = [_one_line(msg) for msg in errs.values()]
         lines = [ln if ln.startswith(f"task {name}") else f"task {name}: {ln}" for name, ln in zip(errs, lines)]
         problems.insert(0, f"{len(errs)} of {n} tasks failed: " + "; ".join(ln[:300] for ln in lines))
+    merrs = results.get("mteb", {}).get("errors", {})
+    if merrs:  # a missing dataset's line says what is missing and the command that gets it: kept whole
+        n = len(results["mteb"]["tasks_requested"])
+        problems.append(f"{len(merrs)} of {n} MTEB tasks failed: " + "; ".join(_one_line(m)[:600] for m in merrs.values()))
     if problems:
         print(f"sentkit evaluate: error: {'; '.join(problems)}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _run_mteb(encoder: Any, tasks: list[Any], results: dict[str, Any], output: str, model: str,
+              fp: str | None, progress: bool) -> dict[str, Any]:
+    """The MTEB tasks through mteb (sentkit.evaluation.mteb_adapter), with the run's encode batch
+    size and embedding cache; mteb's results files in the folder of `output`, under mteb/."""
+    from sentkit.evaluation import mteb_adapter
+
+    cfg = results["config"]
+    folder = Path(output).parent
+    return mteb_adapter.run(encoder, tasks, output_dir=folder / mteb_adapter.RESULTS_FOLDER, model_name=model,
+                            fingerprint=fp, batch_size=cfg["encode_batch_size"], cache_dir=cfg["cache_dir"],
+                            use_cache=cfg["use_cache"], progress=progress, results_root=folder)
 
 
 def _one_line(text: str) -> str:
@@ -289,6 +334,12 @@ def _data_download(args: argparse.Namespace) -> int:
     from sentkit.evaluation.tasks import get_task, resolve_data_dir
     from sentkit.io import check_output_dir
 
+    if args.mteb:
+        if args.tasks:
+            from sentkit.config import ConfigError
+
+            raise ConfigError("give SentEval task names or --mteb names, not both, to `sentkit data download`")
+        return _mteb_download([x for group in args.mteb for x in group])
     tasks = [get_task(t).name for t in args.tasks] or None
     check_output_dir(resolve_data_dir(args.data_dir), what="--data-dir")
     try:
@@ -303,4 +354,18 @@ def _data_download(args: argparse.Namespace) -> int:
     if not fetched:
         print("nothing to download: every requested file is present")
     print(f"data folder: {Path(args.data_dir) if args.data_dir else 'default'}")
+    return 0
+
+
+def _mteb_download(names: list[str]) -> int:
+    """`sentkit data download --mteb`: each task's dataset into the Hugging Face cache, by mteb."""
+    from sentkit.evaluation import mteb_adapter
+
+    try:
+        fetched = mteb_adapter.download(names)
+    except mteb_adapter.MTEBDataMissing as e:
+        print(f"sentkit data download: error: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+    for name, path in fetched.items():
+        print(f"{name}: {path} is in the local cache")
     return 0

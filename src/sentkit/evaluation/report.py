@@ -1,5 +1,5 @@
 """Scores for people: main metric per task, the DeCLUTR average, Markdown tables (one run or
-several side by side) and a PNG chart."""
+several side by side, with the MTEB tasks and averages of runs that have them) and a PNG chart."""
 
 from __future__ import annotations
 
@@ -91,6 +91,51 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def mteb_scores(run: dict[str, Any]) -> dict[str, float]:
+    """A results file's MTEB scores on the 0-100 scale (its ``mteb`` section, written by
+    `sentkit evaluate --mteb`): ``mteb:<task>`` (mteb's main score), ``avg:mteb`` (the mean over
+    tasks) and ``avg:mteb_by_type`` (the mean over task types of the mean within each), the MTEB
+    leaderboard's two averages; {} without MTEB tasks."""
+    section = run.get("mteb") or {}
+    out = {f"mteb:{name}": v for name, t in (section.get("tasks") or {}).items()
+           if (v := _finite(t.get("main_score"))) is not None}
+    avg = section.get("average") or {}
+    for key, name in (("mean_task", "avg:mteb"), ("mean_type", "avg:mteb_by_type")):
+        if (v := _finite(avg.get(key))) is not None:
+            out[name] = v
+    return out
+
+
+def mteb_names(runs: list[dict[str, Any]]) -> list[str]:
+    """The MTEB tasks of `runs`, in the order they were run."""
+    names: list[str] = []
+    for r in runs:
+        names += [n for n in ((r.get("mteb") or {}).get("tasks") or {}) if n not in names]
+    return names
+
+
+def _mteb_detail(task: dict[str, Any]) -> str:
+    parts = [f"{split}/{sub} {_n(v, 2)}" for split, subs in (task.get("scores") or {}).items() for sub, v in subs.items()]
+    return f"{task.get('type')}, {task.get('main_score_name')}" + (f": {', '.join(parts[:6])}" if len(parts) > 1 else "")
+
+
+def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(table rows, closing lines) of a run's MTEB section for `markdown_table`."""
+    section = run.get("mteb")
+    if not section:
+        return [], []
+    rows = [f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
+            f"{float(t.get('evaluation_time_s') or 0.0):.1f} |" for name, t in section.get("tasks", {}).items()]
+    rows += [f"| MTEB {name} | error | {' '.join(str(err).split())[:200]} | |"
+             for name, err in section.get("errors", {}).items()]
+    avg = section.get("average") or {}
+    closing = [f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(_finite(avg.get('mean_task')))} over "
+               f"{avg.get('n_tasks', 0)} tasks, {_fmt(_finite(avg.get('mean_type')))} over task types; mteb's "
+               f"results files: {section.get('results_dir')}/results/{str(section.get('model')).replace('/', '__')}/"
+               f"{section.get('revision')}/."]
+    return rows, closing
+
+
 def _n(v: Any, digits: int) -> str:
     """A metric with `digits` decimals; "—" when it is missing, null or NaN (a bad type raises)."""
     f = _finite(v)
@@ -139,11 +184,17 @@ def markdown_table(run: dict[str, Any]) -> str:
             lines.append(f"| {name} | {_fmt(main_score(name, res[name]))} | {detail(name, res[name])} | {secs:.1f} |")
     for name, err in run.get("errors", {}).items():
         lines.append(f"| {name} | error | {err.splitlines()[0][:200]} | |")
+    mteb_rows, mteb_closing = _mteb_lines(run)
+    lines += mteb_rows
+    senteval = bool(res or run.get("errors") or not mteb_rows)  # an MTEB-only run has no SentEval lines
     avg = declutr_average(res)
-    lines += ["", f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({avg['n_downstream']} tasks), "
-              f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
-              f"({avg['n_probing']} tasks)."]
-    tm = run.get("timings", {})
+    lines.append("")
+    if senteval:
+        lines.append(f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({avg['n_downstream']} tasks), "
+                     f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
+                     f"({avg['n_probing']} tasks).")
+    lines += mteb_closing
+    tm = (run.get("mteb") or {}).get("timings", {}) if not senteval else run.get("timings", {})
     if tm:
         lines.append(f"Time: {tm.get('total_s', 0):.1f} s total, {tm.get('encode_s', 0):.1f} s encoding "
                      f"({tm.get('sentences_encoded', 0)} sentences encoded, "
@@ -193,10 +244,28 @@ def load_run(path: str | Path) -> dict[str, Any]:
             log.warning("%s: task %s has no finite score (NaN or null); shown as —", p, name)
         results[canonical] = res
     data["results"] = results
+    _check_mteb(p, data.get("mteb"))
     total = data.get("timings", {}).get("total_s")
     if total is not None and not isinstance(total, int | float):
         raise ValueError(f"{p}: timings.total_s is {total!r}, not a number")
     return data
+
+
+def _check_mteb(p: Path, section: Any) -> None:
+    """ValueError naming the file when its ``mteb`` section (from `sentkit evaluate --mteb`) is not one."""
+    if section is None:
+        return
+    if not isinstance(section, dict) or not isinstance(section.get("tasks", {}), dict) \
+            or not isinstance(section.get("errors", {}), dict) or not isinstance(section.get("average", {}), dict):
+        raise ValueError(f"{p}: malformed 'mteb' section (expected tasks, errors and average objects)")
+    for name, t in section.get("tasks", {}).items():
+        try:
+            if not isinstance(t, dict):
+                raise TypeError(f"{type(t).__name__}, not an object")
+            _finite(t.get("main_score"))
+            _finite((section.get("average") or {}).get("mean_task"))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{p}: MTEB task {name}: malformed results ({type(e).__name__}: {e})") from None
 
 
 def _label(run: dict[str, Any], path: str) -> str:
@@ -205,7 +274,8 @@ def _label(run: dict[str, Any], path: str) -> str:
 
 
 def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
-    """Several runs as columns; the best score per row in bold."""
+    """Several runs as columns; the best score per row in bold. Runs with MTEB tasks get a row per
+    MTEB task and the MTEB averages beside SentEval's."""
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
     tasks = task_names(runs)
     lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
@@ -218,12 +288,25 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
 
     for t in tasks:
         lines.append(row(t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]))
+    mteb = [mteb_scores(r) for r in runs]
+    for t in mteb_names(runs):
+        lines.append(row(f"MTEB {t}", [m.get(f"mteb:{t}") for m in mteb]))
     avgs = [declutr_average(r["results"]) for r in runs]
     lines.append(row("**downstream avg**", [a["downstream"] for a in avgs]))
     lines.append(row("downstream avg w/o SNLI", [a["downstream_without_snli"] for a in avgs]))
     lines.append(row("**probing avg**", [a["probing"] for a in avgs]))
-    lines.append(row("total time (s)", [r.get("timings", {}).get("total_s") for r in runs]))
+    if any(mteb):  # the MTEB leaderboard's two averages, beside SentEval's
+        lines.append(row("**MTEB avg**", [m.get("avg:mteb") for m in mteb]))
+        lines.append(row("MTEB avg over task types", [m.get("avg:mteb_by_type") for m in mteb]))
+    lines.append(row("total time (s)", [_total_s(r) for r in runs]))
     return "\n".join(lines) + "\n"
+
+
+def _total_s(run: dict[str, Any]) -> float | None:
+    """Seconds of a run: SentEval's tasks and its MTEB tasks."""
+    parts = (run.get("timings", {}).get("total_s"), ((run.get("mteb") or {}).get("timings") or {}).get("total_s"))
+    vals = [float(v) for v in parts if isinstance(v, int | float)]
+    return sum(vals) if vals else None
 
 
 def plot_runs(runs: list[dict[str, Any]], out: str | Path, labels: list[str] | None = None) -> Path:

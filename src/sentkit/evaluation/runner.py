@@ -35,6 +35,9 @@ from sentkit.registry import Registry
 logger = logging.getLogger(__name__)
 
 
+NO_TASKS = "none"  # `tasks` naming no SentEval task (MTEB tasks only)
+
+
 class EncoderOutputError(ValueError):
     """The encoder returned the wrong shape, NaN or inf, or raised."""
 
@@ -294,7 +297,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """Score `encoder` (an object with `encode(list[str]) -> array`, or a callable) on SentEval
     tasks with SentEval's protocol. `tasks`: 'all' (every task whose data is present), a
-    comma-separated string or a list of names. `overrides`: any `EvalConfig` field.
+    comma-separated string or a list of names, or 'none' (no task: an empty results dict, to which
+    `sentkit evaluate --mteb` adds its MTEB section). `overrides`: any `EvalConfig` field.
 
     A task that fails (missing or malformed data, bad encoder output, an undefined score) is
     reported under `errors` and the others still run; `raise_errors=True` re-raises instead.
@@ -302,8 +306,8 @@ def evaluate(
     """
     cfg = make_config(preset, **overrides)
     ddir = resolve_data_dir(data_dir)
-    names = expand_tasks(tasks, ddir)
-    if not names:
+    names = [] if tasks == NO_TASKS else expand_tasks(tasks, ddir)
+    if not names and tasks != NO_TASKS:
         raise FileNotFoundError(
             f"no SentEval task files found under {ddir}: see `sentkit data check --data-dir {ddir}`, "
             f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir")

@@ -4,7 +4,8 @@
     output = "runs/experiments/laptop"      # every cell's model and results live under here
     results = "experiments/results/laptop"  # a committed copy of each results JSON: <cell>/seed-<s>.json
     corpus = "../shared/data/corpus/gutenberg"
-    tasks = "all"
+    tasks = "all"                           # SentEval tasks ("none": MTEB tasks only)
+    mteb = ["STS12", "Banking77Classification"]  # also MTEB tasks, run by mteb (optional; docs/evaluation.md)
     preset = "prototyping"
     seeds = [0]
 
@@ -43,6 +44,7 @@ class CellSpec:
     settings: dict[str, Any] = field(default_factory=dict)
     seeds: list[int] | None = None  # None: the experiment's seeds
     group: str = ""  # free label used by the report (e.g. "ablation: A")
+    mteb: list[str] | None = None  # MTEB tasks of this cell (None: the experiment's `mteb`)
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -79,6 +81,7 @@ class ExperimentSpec:
     headline: list[str] = field(default_factory=list)  # cells of the table the report opens with
     curves: list[CurveSpec] = field(default_factory=list)  # [[curve]] tables: the scaling chart's lines
     references: list[str] = field(default_factory=list)  # cells drawn as horizontal lines on that chart
+    mteb: list[str] = field(default_factory=list)  # MTEB tasks, benchmarks or task files (`sentkit evaluate --mteb`)
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
@@ -108,6 +111,10 @@ class ExperimentSpec:
 
     def cell_seeds(self, cell: CellSpec) -> list[int]:
         return list(cell.seeds if cell.seeds is not None else self.seeds)
+
+    def cell_mteb(self, cell: CellSpec) -> list[str]:
+        """The MTEB tasks a cell is scored on besides its SentEval tasks: its own list, else the experiment's."""
+        return list(cell.mteb if cell.mteb is not None else self.mteb)
 
 
 def load_experiment(path: str | Path) -> ExperimentSpec:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.evaluation.report import mteb_scores
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
@@ -26,7 +27,7 @@ UNSUPERVISED = (*STS, "STSB-cos", "SICKR-cos")
 PROBING = ("SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv")
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")
 AVERAGES = ("avg:downstream", "avg:downstream_without_snli", "avg:probing", "avg:supervised", "avg:cosine_sts",
-            "avg:hill_table3", "avg:unsupervised_sts", "avg:hill_table4")
+            "avg:hill_table3", "avg:unsupervised_sts", "avg:hill_table4", "avg:mteb")
 AVERAGE_HELP = {
     "avg:downstream": "the DeCLUTR paper's average over the downstream tasks present",
     "avg:downstream_without_snli": "the same without SNLI",
@@ -41,6 +42,7 @@ AVERAGE_HELP = {
                             "STS-B and SICK-R",
     "avg:hill_table4": "Hill et al.'s unsupervised cohort (Tables 4 and 6): cosine Spearman on STS14's six subsets, "
                        "STS14 over all pairs pooled (the paper's \"All\") and SICK-R",
+    "avg:mteb": "the mean of mteb's main scores over the cell's MTEB tasks (see the MTEB table)",
 }
 
 
@@ -94,7 +96,22 @@ def cell_scores(res: dict[str, Any]) -> dict[str, float]:
         if key in mrpc:
             scores[f"MRPC:{key}"] = float(mrpc[key])
     scores.update(paper.cohort_averages(scores))
+    scores.update(mteb_scores(res))  # `mteb:<task>` and `avg:mteb` of a cell scored on MTEB tasks
     return scores
+
+
+def mteb_section(summary: dict[str, dict[str, tuple[float, float, int]]], cells: list[str]) -> list[str]:
+    """A table of the MTEB tasks (mteb's main score x 100) and their mean, when any cell was scored on them."""
+    tasks = sorted({k for c in cells for k in summary[c] if k.startswith("mteb:")})
+    if not tasks:
+        return []
+    lines = ["## MTEB", "", "mteb's main score of each task (x 100; mean ± std over seeds), run by the mteb package "
+             "on the cell's model (`mteb = [...]` in the experiment file; docs/evaluation.md, MTEB).", "",
+             "| cell | mean | " + " | ".join(t.split(":", 1)[1] for t in tasks) + " |", "|---|---|" + "---|" * len(tasks)]
+    for c in cells:
+        if any(t in summary[c] for t in tasks):
+            lines.append(f"| {c} | {_fmt(summary[c].get('avg:mteb'))} | " + " | ".join(_fmt(summary[c].get(t)) for t in tasks) + " |")
+    return [*lines, ""]
 
 
 def train_seconds(res: dict[str, Any], diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> float:
@@ -412,7 +429,7 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
         n = max(v[2] for v in summary[c].values())
         row = [c, groups.get(c, ""), str(n), *[_fmt(summary[c].get(a)) for a in avgs], *[_fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *probing_section(summary, cells, groups)]
+    lines += ["", *probing_section(summary, cells, groups), *mteb_section(summary, cells)]
     if spec is not None:
         lines += scaling_section(spec, summary, all_results, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
     lines += [*length_section(summary), *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]

@@ -180,12 +180,15 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     run.folder.mkdir(parents=True, exist_ok=True)
     if not (run.folder / CELL).is_file():
         atomic_write_text(run.folder / CELL, json.dumps(declared(run), indent=2) + "\n")
+    mteb_tasks = _mteb_tasks(spec, run)  # names and task files checked before any training
     cpu0 = time.process_time()
     encoder, train_s, earlier = _train(run, spec)
     cpu1 = time.process_time()
     fingerprint = cache_key(spec, run, encoder)
     res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
                            fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
+    if mteb_tasks:
+        res["mteb"] = _run_mteb(encoder, mteb_tasks, res, run, fingerprint)
     # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
     # (a model trained by an earlier process: its training CPU time is unknown, not this process's load time)
     cpu = {"train": None if earlier else round(cpu1 - cpu0, 1),
@@ -198,6 +201,26 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res
+
+
+def _mteb_tasks(spec: ExperimentSpec, run: CellRun) -> list[Any]:
+    names = spec.cell_mteb(run.cell)
+    if not names:
+        return []
+    from sentkit.evaluation import mteb_adapter
+
+    return mteb_adapter.resolve_tasks(names)
+
+
+def _run_mteb(encoder: Any, tasks: list[Any], res: dict[str, Any], run: CellRun, fingerprint: str) -> dict[str, Any]:
+    """The cell's MTEB tasks through mteb, with the encode batch size and embedding cache of its SentEval run;
+    mteb's results files in the run folder, under mteb/."""
+    from sentkit.evaluation import mteb_adapter
+
+    cfg = res["config"]
+    return mteb_adapter.run(encoder, tasks, output_dir=run.folder / mteb_adapter.RESULTS_FOLDER,
+                            model_name=run.cell.name, fingerprint=fingerprint, batch_size=cfg["encode_batch_size"],
+                            cache_dir=cfg["cache_dir"], use_cache=cfg["use_cache"], results_root=run.folder)
 
 
 def _dump(res: dict[str, Any]) -> str:

@@ -1,0 +1,544 @@
+"""MTEB from sentkit: any model name `sentkit.load` resolves, scored by the `mteb` package (2.x) on
+its own tasks, with its own code.
+
+Nothing of MTEB's protocol is re-implemented here: mteb loads each task, calls the model, trains its
+classifiers, searches its corpora, computes its scores and writes its results files. This module holds
+only what joins the two:
+
+- :class:`MTEBEncoder`: a sentkit encoder as an mteb model (mteb's ``EncoderProtocol``:
+  ``encode(DataLoader, *, task_metadata, hf_split, hf_subset, prompt_type)``, ``similarity``,
+  ``similarity_pairwise``, ``mteb_model_meta``). It encodes through sentkit's embedding store: unique
+  texts once, length-sorted batches, the on-disk embedding cache shared with SentEval runs, output
+  checks and progress. Texts are encoded as they are: sentkit's encoders take no prompts, so queries and
+  documents are embedded alike and similarity is cosine;
+- :func:`resolve_tasks`: what ``--mteb`` names: an mteb task (``STS12``) or benchmark
+  (``MTEB(eng, v2)``); a task with a local copy of its dataset (``STS12=path/to/copy``, a folder laid out
+  as the task's Hugging Face dataset repository); or a user's own task files in the formats of
+  :mod:`sentkit.evaluation.user_tasks` (``TYPE:NAME=PATH``, or a ``.toml`` of ``[[task]]`` tables), read
+  by that module's readers and run through mteb's task class of the type (:func:`local_task`);
+- :func:`run`: each task through ``mteb.evaluate`` with mteb's results files written under a folder,
+  and a summary for sentkit's results JSON (``results["mteb"]``); a task whose dataset is neither cached
+  nor reachable fails with one line saying what is missing and the command that fetches it.
+
+mteb is imported only when one of these runs (:func:`require_mteb`); without it, the error names the
+extra to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from sentkit.config import ConfigError
+from sentkit.registry import Registry
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'sentkit[mteb]'"
+LANGUAGE = "und-Zyyy"  # a user's own task: language and script undetermined (BCP-47 / ISO 15924)
+RESULTS_FOLDER = "mteb"  # mteb's results files, next to sentkit's results JSON
+
+
+class MTEBInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run`: `.section` is the MTEB section of the tasks finished so far (the
+    others listed under `errors` as interrupted)."""
+
+    def __init__(self, section: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.section = section
+
+
+class MTEBDataMissing(RuntimeError):
+    """An mteb task's dataset is neither in the local cache nor reachable: the message names the task,
+    the dataset and the commands that get it."""
+
+
+def require_mteb() -> ModuleType:
+    """The `mteb` module; a ConfigError naming the extra to install when it is absent."""
+    try:
+        return importlib.import_module("mteb")
+    except ImportError as e:
+        raise ConfigError(f"MTEB tasks need the mteb package, which is not installed ({e}); install the extra: "
+                          f"{INSTALL_HINT}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------------
+def meta_name(model: str) -> str:
+    """The model name mteb files results under: a Hugging Face id `org/name` as it is, any other
+    sentkit name as `sentkit/<name>` (a folder by its last part), in characters safe in a path."""
+    text = str(model).strip()
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*", text) and not Path(text).exists():
+        return text
+    if ":" in text:  # file.py:attr / module:attr
+        path, attr = text.rsplit(":", 1)
+        text = f"{Path(path).stem}.{attr}"
+    elif Path(text).exists():
+        text = Path(text).resolve().name
+    return "sentkit/" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "model")
+
+
+def _safe_revision(fingerprint: str | None) -> str:
+    if not fingerprint:
+        return "no_revision_available"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fingerprint).strip("._")
+    return safe if safe == fingerprint and len(safe) <= 64 else hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
+
+
+class MTEBEncoder:
+    """A sentkit encoder as an mteb model (see the module docstring).
+
+    `encoder`: anything with ``encode(list[str]) -> [n, dim]`` (what `sentkit.load` returns);
+    `name`: the model name given to sentkit; `fingerprint`: the embedding-cache key (and the revision
+    mteb files results under; None: no cache, revision ``no_revision_available``)."""
+
+    def __init__(self, encoder: Any, *, name: str, fingerprint: str | None = None, batch_size: int = 128,
+                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None) -> None:
+        from sentkit.encoder import as_encoder
+        from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
+
+        self.encoder = as_encoder(encoder)
+        self.name = name
+        self.fingerprint = fingerprint
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.cache = EmbeddingCache(cache_dir or default_cache_root(), fingerprint) if use_cache and fingerprint else None
+        self.progress = progress
+        self.dim: int | None = None
+        self.counts = {"requested": 0, "encoded": 0, "from_cache": 0}
+        self.encode_s = 0.0
+        self._meta: Any = None
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """mteb's ModelMeta of this model: its name and revision (where results are filed), cosine
+        similarity, text only, no instructions."""
+        if self._meta is None:
+            from mteb.models.model_meta import ModelMeta, ScoringFunction
+
+            self._meta = ModelMeta.create_empty(overwrites={
+                "name": meta_name(self.name), "revision": _safe_revision(self.fingerprint),
+                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": False,
+                "modalities": ["text"], "embed_dim": self.dim,
+            })
+        return self._meta
+
+    def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
+               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+        """Embed the texts of mteb's DataLoader (batches with a ``text`` column) -> float32 [n, dim],
+        in order; each unique text once, the cache first (sentkit's embedding store)."""
+        from sentkit.evaluation.runner import EmbeddingStore
+
+        texts = [t for batch in inputs for t in batch["text"]]
+        store = EmbeddingStore(self.encoder.encode, self.batch_size, self.cache, self.progress)
+        store.dim = self.dim
+        store.ensure(texts, task_metadata.name)
+        out = store.get(texts) if texts else np.zeros((0, self.dim or 0), np.float32)
+        self.dim = store.dim
+        self.counts["requested"] += store.n_requested
+        self.counts["encoded"] += store.n_encoded
+        self.counts["from_cache"] += store.n_cached
+        self.encode_s += store.encode_s
+        return out
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
+        """Cosine similarity of every row of `embeddings1` with every row of `embeddings2` (mteb's)."""
+        from mteb.similarity_functions import cos_sim
+
+        return cos_sim(embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
+        """Cosine similarity of each row of `embeddings1` with the same row of `embeddings2` (mteb's)."""
+        from mteb.similarity_functions import pairwise_cos_sim
+
+        return pairwise_cos_sim(embeddings1, embeddings2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks: mteb's registry, a local copy of a task's dataset, a user's own task files
+# ---------------------------------------------------------------------------------------------
+def split_names(values: list[str]) -> list[str]:
+    """The names in ``--mteb`` values: each value split at commas outside parentheses, so that
+    ``STS12,STS13`` gives two names and ``MTEB(eng, v2)`` one."""
+    out: list[str] = []
+    for value in values:
+        depth, cur = 0, ""
+        for ch in value:
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                out.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        out.append(cur.strip())
+    return [n for n in out if n]
+
+
+def _did_you_mean(e: KeyError) -> str:
+    m = re.search(r"Did you mean:? '?([^'?]+)'?\?", str(e))
+    return m.group(1) if m else ""
+
+
+def registry_tasks(name: str) -> list[Any]:
+    """The mteb task `name`, or the tasks of the mteb benchmark `name`; ConfigError (with mteb's
+    closest name) for neither."""
+    mteb = require_mteb()
+    try:
+        return [mteb.get_task(name)]
+    except KeyError as e:
+        task_hint = _did_you_mean(e)
+    try:
+        return list(mteb.get_benchmark(name).tasks)
+    except KeyError as e:
+        bench_hint = _did_you_mean(e)
+    hints = " or ".join(repr(h) for h in (task_hint, bench_hint) if h)
+    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hints}?' if hints else ''} "
+                      "(names as mteb spells them: STS12, Banking77Classification, SciFact, 'MTEB(eng, v2)'; "
+                      "your own task files: TYPE:NAME=PATH or a .toml file)")
+
+
+def with_local_copy(task: Any, folder: Path) -> Any:
+    """`task` reading its dataset from `folder`, a copy of its Hugging Face dataset repository (e.g.
+    ``hf download --repo-type dataset REPO --revision REV --local-dir FOLDER``), instead of the hub."""
+    if not folder.is_dir():
+        raise ConfigError(f"--mteb {task.metadata.name}={folder}: no such folder; give the folder holding a copy of "
+                          f"the task's dataset ({task.metadata.dataset['path']})")
+    # a class of its own: mteb restores the class's metadata when a task unloads its data
+    dataset = {**task.metadata.dataset, "path": str(folder)}
+    cls = type(type(task).__name__, (type(task),), {"metadata": task.metadata.model_copy(update={"dataset": dataset}),
+                                                   "hub_dataset": dict(task.metadata.dataset), "__module__": __name__})
+    return cls()
+
+
+@dataclass
+class LocalTask:
+    """How one user-task type runs as an mteb task: mteb's abstract task class, its metadata type and
+    main score, and `build(task, data) -> (dataset, eval_splits, eval_langs, class attributes)`."""
+
+    base: str  # "module:Class" of mteb's abstract task
+    type: str
+    main_score: str
+    build: Callable[[Any, Any], tuple[Any, list[str], Any, dict[str, Any]]]
+
+
+LOCAL_TASKS: Registry[LocalTask] = Registry("task type")
+
+
+def _datasets() -> ModuleType:
+    return importlib.import_module("datasets")
+
+
+def _classification(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
+    ds = _datasets()
+    splits = {("train" if k == "all" else k): ds.Dataset.from_dict({"text": s.a, "label": s.y.tolist()})
+              for k, s in data.splits.items() if k != "dev"}  # MTEB's protocol has no dev split
+    attrs: dict[str, Any] = {"is_cross_validation": "test" not in splits}
+    return ds.DatasetDict(splits), ["test" if "test" in splits else "train"], [LANGUAGE], attrs
+
+
+POSITIVE = {"1": 1, "0": 0, "true": 1, "false": 0, "yes": 1, "no": 0}
+
+
+def _pair_classification(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
+    labels = [str(x).strip().lower() for x in data.extra["labels"]]
+    if not set(labels) <= set(POSITIVE) or len({POSITIVE[x] for x in labels}) != 2:
+        where = next(iter(task.files.values()))
+        raise ConfigError(f"{where}: labels {data.extra['labels']}: an MTEB pair-classification task takes two labels, "
+                          "1 / 0 (or true / false, yes / no; 1: the texts match); relabel the rows")
+    key = "test" if "test" in data.splits else "all"
+    s = data.splits[key]
+    y = [POSITIVE[labels[i]] for i in s.y.tolist()]
+    ds = _datasets()
+    split = ds.Dataset.from_dict({"sentence1": s.a, "sentence2": s.b, "labels": y})
+    return ds.DatasetDict({"test": split}), ["test"], [LANGUAGE], {}
+
+
+def _sts(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
+    ds = _datasets()
+    subsets = {name: ds.DatasetDict({"test": ds.Dataset.from_dict({"sentence1": s.a, "sentence2": s.b,
+                                                                    "score": s.y.tolist()})})
+               for name, s in data.splits.items()}
+    ys = np.concatenate([s.y for s in data.splits.values()])
+    if ys.min() == ys.max():  # mteb scales the gold scores to [0, 1] by their range
+        raise ConfigError(f"{next(iter(task.files.values()))}: every gold score is {ys.min():g}; an STS task needs "
+                          "pairs of different scores")
+    attrs = {"min_score": float(ys.min()), "max_score": float(ys.max())}
+    return subsets, ["test"], {name: [LANGUAGE] for name in subsets}, attrs
+
+
+def _retrieval(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
+    ds = _datasets()
+    corpus, queries = data.splits["corpus"], data.splits["queries"]
+    split = {
+        # the document's text is the user-task reader's (title and text joined, as BEIR's dense models)
+        "corpus": ds.Dataset.from_dict({"id": data.extra["doc_ids"], "text": corpus.a}),
+        "queries": ds.Dataset.from_dict({"id": data.extra["query_ids"], "text": queries.a}),
+        "relevant_docs": data.extra["qrels"],
+        "top_ranked": None,
+    }
+    # as sentkit's own retrieval (and BEIR's evaluation): a document with the query's id is not a result
+    return {"default": {task.split: split}}, [task.split], [LANGUAGE], {"ignore_identical_ids": True}
+
+
+LOCAL_TASKS.add("classification", LocalTask("mteb.abstasks.classification:AbsTaskClassification",
+                                            "Classification", "accuracy", _classification))
+LOCAL_TASKS.add("pair-classification", LocalTask("mteb.abstasks.pair_classification:AbsTaskPairClassification",
+                                                 "PairClassification", "max_ap", _pair_classification))
+LOCAL_TASKS.add("sts", LocalTask("mteb.abstasks.sts:AbsTaskSTS", "STS", "cosine_spearman", _sts))
+LOCAL_TASKS.add("retrieval", LocalTask("mteb.abstasks.retrieval:AbsTaskRetrieval", "Retrieval", "ndcg_at_10",
+                                       _retrieval))
+
+
+def _files_revision(paths: list[Path]) -> str:
+    """A cheap id of the files' state (names, sizes, mtimes): the "revision" mteb records."""
+    items = []
+    for p in paths:
+        for f in sorted([p] if p.is_file() else p.rglob("*")):
+            if f.is_file():
+                st = f.stat()
+                items.append(f"{f}:{st.st_size}:{int(st.st_mtime)}")
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:20]
+
+
+def local_task(task: Any) -> Any:
+    """An mteb task over a user's task files (a :class:`sentkit.evaluation.user_tasks.UserTask`): the
+    files are read and checked by sentkit's readers (a malformed line is an error naming it), then run
+    by mteb's abstract task class of the type, with mteb's defaults (its classifier and few-shot
+    sampling, its retrieval metrics)."""
+    mteb = require_mteb()
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    from sentkit.evaluation import user_tasks as U
+
+    try:
+        mteb.get_task(task.name)
+    except KeyError:
+        pass
+    else:
+        raise ConfigError(f"user task {task.name}: {task.name} is an MTEB task; give your task another name")
+    kind = LOCAL_TASKS.get(task.type)
+    data = U.load(task)  # every file read and checked here, before any encoding
+    dataset, splits, langs, attrs = kind.build(task, data)
+    paths = [task.path] if task.path is not None else list(task.files.values())
+    fields: dict[str, Any] = {
+        "name": task.name, "description": f"a sentkit user task ({task.type}) from {', '.join(map(str, paths))}",
+        "dataset": {"path": str(paths[0] if len(paths) == 1 else paths[0].parent), "revision": _files_revision(paths)},
+        "type": kind.type, "category": "t2t", "modalities": ["text"], "eval_splits": splits, "eval_langs": langs,
+        "main_score": kind.main_score, "license": "not specified", "bibtex_citation": "",
+    }
+    metadata = TaskMetadata(**fields)
+
+    def load_data(self: Any, num_proc: int | None = None, **kwargs: Any) -> None:
+        self.dataset = dataset
+        self.data_loaded = True
+
+    module, cls_name = kind.base.split(":")
+    base = getattr(importlib.import_module(module), cls_name)
+    cls = type(f"Local{cls_name[len('AbsTask'):]}", (base,), {"metadata": metadata, "load_data": load_data,
+                                                             "__module__": __name__, **attrs})
+    return cls()
+
+
+USER_TASK = re.compile(r"[a-z-]+:[^=]+=.+")
+
+
+def resolve_tasks(items: list[str]) -> list[Any]:
+    """The mteb tasks that ``--mteb`` values name (see the module docstring), in order, each once;
+    ConfigError for a name mteb does not know or a malformed task file (before any encoding)."""
+    from sentkit.evaluation import user_tasks as U
+
+    require_mteb()
+    tasks: list[Any] = []
+    for item in split_names(items):
+        if item.lower().endswith(".toml"):
+            tasks += [local_task(t) for t in U.from_toml(item)]
+        elif USER_TASK.fullmatch(item):
+            tasks.append(local_task(U.from_cli(item)))
+        elif "=" in item:
+            name, folder = (x.strip() for x in item.split("=", 1))
+            found = registry_tasks(name)
+            if len(found) != 1:
+                raise ConfigError(f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
+                                  "dataset of one task: give TASK=DIR for each")
+            tasks.append(with_local_copy(found[0], Path(folder)))
+        else:
+            tasks += registry_tasks(item)
+    seen: dict[str, Any] = {}
+    for t in tasks:
+        if t.metadata.name in seen:
+            if type(seen[t.metadata.name]).__module__ == __name__ or type(t).__module__ == __name__:
+                raise ConfigError(f"--mteb: task {t.metadata.name} is named twice with different data; give each "
+                                  "task its own name")
+            continue
+        seen[t.metadata.name] = t
+    return list(seen.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------
+def download_hint(task: Any) -> str:
+    """The commands that get a task's dataset, to run where the Hugging Face hub is reachable."""
+    name, ds = task.metadata.name, task.metadata.dataset
+    return (f"where the hub is reachable run `sentkit data download --mteb {name}` and copy the Hugging Face cache "
+            f"(~/.cache/huggingface, or $HF_HOME) here, or `hf download --repo-type dataset {ds['path']} --revision "
+            f"{ds['revision']} --local-dir DIR` and pass --mteb {name}=DIR")
+
+
+def load_task_data(task: Any) -> None:
+    """Load `task`'s dataset (mteb's own loading: the local cache, a local copy, or the hub); an
+    :class:`MTEBDataMissing` naming the task, what is missing and how to get it when it cannot."""
+    try:
+        task.load_data()
+    except OSError as e:  # datasets: ConnectionError (offline), DatasetNotFoundError, files absent
+        name, ds = task.metadata.name, task.metadata.dataset
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        hub = getattr(task, "hub_dataset", None)  # a local copy (with_local_copy): where it came from
+        if hub is not None:
+            raise MTEBDataMissing(f"MTEB task {name}: its copy {ds['path']} cannot be read as the dataset {hub['path']} "
+                                  f"({reason}); give a folder holding that dataset repository: `hf download --repo-type "
+                                  f"dataset {hub['path']} --revision {hub['revision']} --local-dir DIR`") from e
+        raise MTEBDataMissing(f"MTEB task {name}: its dataset {ds['path']} (revision {ds['revision']}) is not in the "
+                              f"local cache and cannot be fetched ({reason}); {download_hint(task)}") from e
+
+
+def download(names: list[str]) -> dict[str, str]:
+    """Fetch the datasets of the mteb tasks `names` into the local cache (mteb's own loading, which
+    needs the hub): {task: dataset path}."""
+    out = {}
+    for task in resolve_tasks(names):
+        for t in task.metadata.tasks if task.is_aggregate else [task]:  # an aggregate: its subtasks' datasets
+            load_task_data(t)
+            out[t.metadata.name] = str(t.metadata.dataset["path"])
+            t.unload_data()
+    return out
+
+
+@contextlib.contextmanager
+def _quiet_mteb() -> Iterator[None]:
+    """mteb logs each step at INFO; sentkit's own progress says what matters."""
+    from datasets.utils import logging as dlog
+
+    logger = logging.getLogger("mteb")
+    before, bars = logger.level, dlog.is_progress_bar_enabled()
+    logger.setLevel(max(logging.getLogger().getEffectiveLevel(), logging.WARNING))
+    dlog.disable_progress_bar()  # mteb's dataset.map steps on a few rows
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+        if bars:
+            dlog.enable_progress_bar()
+
+
+def task_summary(task: Any, result: Any, path: Path, root: Path) -> dict[str, Any]:
+    """What sentkit's results JSON keeps of one task: its type, main score (0-100, mteb's own mean over
+    splits and subsets), per split and subset, and where mteb's results file is."""
+    per: dict[str, dict[str, float]] = {}
+    for split, rows in result.scores.items():
+        per[split] = {str(r.get("hf_subset", "default")): 100 * float(r["main_score"]) for r in rows}
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        rel = str(path)
+    return {"type": task.metadata.type, "main_score_name": task.metadata.main_score,
+            "main_score": 100 * float(result.get_score()), "scores": per,
+            "evaluation_time_s": round(float(result.evaluation_time or 0.0), 3), "file": rel}
+
+
+def averages(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The MTEB leaderboard's two means of the tasks present: over tasks, and over task types of the
+    mean within each type."""
+    scores = {n: t["main_score"] for n, t in tasks.items() if t.get("main_score") is not None}
+    by_type: dict[str, list[float]] = {}
+    for n, v in scores.items():
+        by_type.setdefault(tasks[n]["type"], []).append(v)
+    type_means = {k: float(np.mean(v)) for k, v in sorted(by_type.items())}
+    return {"mean_task": float(np.mean(list(scores.values()))) if scores else None,
+            "mean_type": float(np.mean(list(type_means.values()))) if type_means else None,
+            "by_type": type_means, "n_tasks": len(scores)}
+
+
+def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: str, fingerprint: str | None = None,
+        batch_size: int = 128, cache_dir: str | Path | None = None, use_cache: bool = True,
+        progress: bool = True, results_root: str | Path | None = None) -> dict[str, Any]:
+    """Run the mteb `tasks` (from :func:`resolve_tasks`) on `encoder` with ``mteb.evaluate``; mteb's
+    results files go under `output_dir` (``results/<model>/<revision>/<task>.json``). Returns the
+    section sentkit's results JSON keeps under ``mteb``: per task its summary, or under ``errors`` why
+    it failed (the others still run), and the averages. File paths are relative to `results_root`
+    (default: the parent of `output_dir`)."""
+    mteb = require_mteb()
+    from sentkit.evaluation.progress import EvalProgress
+
+    names = [t.metadata.name for t in tasks]
+    bar = EvalProgress(names, enabled=progress)
+    model = MTEBEncoder(encoder, name=model_name, fingerprint=fingerprint, batch_size=batch_size,
+                        cache_dir=cache_dir, use_cache=use_cache, progress=bar)
+    out_dir = Path(output_dir)
+    root = Path(results_root) if results_root is not None else out_dir.parent
+    cache = mteb.ResultCache(cache_path=out_dir)
+    summaries: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    t0 = time.perf_counter()
+    interrupted = False
+    try:
+        with _quiet_mteb():
+            for task in tasks:
+                name = task.metadata.name
+                try:
+                    if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
+                        load_task_data(task)
+                    res = mteb.evaluate(model, task, cache=cache, overwrite_strategy="always",
+                                        encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
+                                        show_progress_bar=False, co2_tracker=False, raise_error=True)
+                    result = res.task_results[0]
+                    path = cache.get_task_result_path(name, model.mteb_model_meta)
+                    summaries[name] = task_summary(task, result, path, root)
+                    log.info("MTEB %s: %s %.2f", name, task.metadata.main_score, summaries[name]["main_score"])
+                except MTEBDataMissing as e:
+                    log.error("%s", e)
+                    errors[name] = str(e)
+                except Exception as e:
+                    log.error("MTEB task %s failed: %s", name, e)
+                    errors[name] = f"MTEB task {name}: {type(e).__name__}: {e}"
+                finally:
+                    if task.data_loaded:
+                        task.unload_data()
+                    bar.task_end(name)
+    except KeyboardInterrupt:
+        interrupted = True
+        errors.update({n: "interrupted" for n in names if n not in summaries and n not in errors})
+    finally:
+        bar.close()
+    meta = model.mteb_model_meta
+    section = {
+        "mteb_version": mteb.__version__, "model": meta.name, "revision": meta.revision,
+        "results_dir": _relative(out_dir, root), "tasks_requested": names, "tasks": summaries, "errors": errors,
+        "average": averages(summaries), "dim": model.dim,
+        "timings": {"total_s": round(time.perf_counter() - t0, 3), "encode_s": round(model.encode_s, 3),
+                    "sentences_requested": model.counts["requested"],
+                    "sentences_encoded": model.counts["encoded"], "sentences_from_cache": model.counts["from_cache"]},
+    }
+    if interrupted:
+        raise MTEBInterrupted(section)
+    return section
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
