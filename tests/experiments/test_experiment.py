@@ -14,7 +14,7 @@ from sentkit.experiments import load_experiment, run_experiment
 from sentkit.experiments import paper as paper_mod
 from sentkit.experiments.report import cronbach_alpha, write_report
 from sentkit.experiments.runner import collect
-from sentkit.methods import METHODS, Method, write_marker
+from sentkit.methods import METHODS, Method, register_method, write_marker
 
 
 @dataclass
@@ -57,7 +57,7 @@ def _load(path: Path) -> _Enc:
 @pytest.fixture()
 def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
     if "fake-exp" not in METHODS:
-        METHODS.add("fake-exp", Method("fake-exp", _Cfg, _train, _load, "test method"))
+        register_method("fake-exp", Method("fake-exp", _Cfg, _train, _load), "test method")
 
     def fake_evaluate(encoder: Any, **kw: Any) -> dict[str, Any]:
         KEYS.append(kw["fingerprint"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError, from_dict
+from sentkit.methods import Method
 
 log = logging.getLogger(__name__)
 
@@ -159,12 +160,4 @@ def load_raw_text(path: Path) -> Any:
     return load(str(Path(path) / final))
 
 
-def _register() -> None:
-    from sentkit.methods import Method, register_method
-
-    register_method(Method("raw-text", RawTextConfig, train_raw_text, load_raw_text,
-                           "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> DeCLUTR "
-                           "with sentence-length spans); with --model, DeCLUTR with those spans on a given base"))
-
-
-_register()
+RAW_TEXT = Method("raw-text", RawTextConfig, train_raw_text, load_raw_text)  # listed in sentkit.methods.METHODS

@@ -148,7 +148,6 @@ class MLMModule(TrainModule):
 # ----------------------------------------------------------------------------- the method
 class MLM(Recipe):
     name = "mlm"
-    description = "Masked-LM training (continued or from scratch) on packed sequences; a base for declutr"
     config_cls = MLMConfig
     unit_name = "sequence"
 
