@@ -137,9 +137,9 @@ class Comparison:
 
     def recipe(self, args: argparse.Namespace) -> tuple[Any, Any]:
         """(the recipe class named like the comparison, its config with the method's defaults)."""
-        from sentkit.training.recipes import RECIPES
+        from sentkit.methods import method_target
 
-        cls = RECIPES[self.name]
+        cls = method_target(self.name)
         return cls, cls.config_cls(corpus="-", out="-", **({"batch_size": args.batch} if args.batch else {}))
 
     def corpus(self) -> MemoryStore:  # pragma: no cover

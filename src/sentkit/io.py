@@ -316,3 +316,24 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 (hex) of a file's bytes, read 1 MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_writable(d: Path, what: str = "cache", logger: logging.Logger = log) -> bool:
+    """Whether folder `d` can be written (the stale temporaries of a killed write in it are then
+    removed); if not, one warning on `logger`: the work goes on without writing the cache."""
+    try:
+        check_output_dir(d, what=what)
+    except OSError as e:
+        logger.warning("%s; continuing without writing the cache", describe_os_error(e))
+        return False
+    remove_stale_temps(d)
+    return True

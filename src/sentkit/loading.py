@@ -124,6 +124,8 @@ def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder
         return WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))()
     if kind == "folder":
         return _load_folder(Path(text).expanduser(), kwargs)
+    if kind == "hub" and _offline_and_not_cached(text):  # answered without importing torch
+        raise _not_on_hub(text, "the hub is offline (HF_HUB_OFFLINE) and it is not in the local cache")
     from sentkit.models.encoder import TransformerEncoder
 
     try:
@@ -131,9 +133,24 @@ def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder
     except ConfigError as e:
         if kind != "hub":
             raise
-        raise ConfigError(f"cannot load model {text!r}: there is no folder of that name here, it is not a known name "
-                          f"({', '.join(known_names())}), and the Hugging Face hub did not give it "
-                          f"({_reason(e)}). Check the spelling, or download it where the hub is reachable") from None
+        raise _not_on_hub(text, _reason(e)) from None
+
+
+def _not_on_hub(text: str, why: str) -> ConfigError:
+    return ConfigError(f"cannot load model {text!r}: there is no folder of that name here, it is not a known name "
+                       f"({', '.join(known_names())}), and the Hugging Face hub did not give it ({why}). Check the "
+                       "spelling, or download it where the hub is reachable")
+
+
+def _offline_and_not_cached(hub_id: str) -> bool:
+    """True when the hub is switched off (HF_HUB_OFFLINE) and `hub_id` has no config.json in the local
+    cache: no provider could load it, so there is no need to import one (torch) to say so."""
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+
+        return bool(constants.HF_HUB_OFFLINE) and not isinstance(try_to_load_from_cache(hub_id, "config.json"), str)
+    except Exception:  # an id huggingface_hub refuses, or no huggingface_hub: let the provider answer
+        return False
 
 
 def _reason(e: Exception) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.data.sentences import ReadReport, iter_document_sentences
-from sentkit.evaluation.cache import cache_writable
+from sentkit.io import cache_writable
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +222,11 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     cached = None if rebuild else _load_cached(d)
     if cached is not None:
         return cached, False, d
-    writable = cache_writable(d, what="neighbour index cache")
+    writable = cache_writable(d, what="neighbour index cache", logger=log)
     if encoder is None:
-        import sentkit
+        from sentkit.loading import load
 
-        encoder = sentkit.load(str(model))
+        encoder = load(str(model))
     t = time.perf_counter()
     sentences = corpus_sentences(corpus, max_sentences)
     index = build_index(encoder, sentences, progress=progress)

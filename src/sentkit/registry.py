@@ -19,6 +19,11 @@ def suggest(name: str, choices: list[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
+def loose_key(name: str) -> str:
+    """`name` with case, '-', '_' and spaces ignored: the key lenient look-ups compare (task names)."""
+    return name.replace("-", "").replace("_", "").replace(" ", "").lower()
+
+
 class UnknownNameError(KeyError):
     """An unknown registry key; the message lists the choices and the closest one."""
 

@@ -139,3 +139,16 @@ def test_missing_file_names_task_path_and_fix(senteval_dir, tmp_path):
     msg = str(e.value)
     assert "task TREC" in msg and str(Path(d / "TREC" / "TREC_10.label")) in msg
     assert "sentkit data download TREC" in msg
+
+
+def test_every_task_kind_has_a_runner_and_add_task_refuses_another() -> None:
+    """A new kind of task takes two places (docs/architecture.md): TaskKind and the runner."""
+    from typing import get_args
+
+    from sentkit.evaluation.runner import RUNNERS
+    from sentkit.evaluation.tasks import TaskKind, TaskSpec, add_task, load_probing
+
+    assert set(get_args(TaskKind)) == set(RUNNERS.names())
+    with pytest.raises(ValueError, match="needs its runner in sentkit.evaluation.runner.RUNNERS"):
+        add_task(TaskSpec("Odd", "votes", "acc", "ODD", ("x",), "", "", "", load_probing))  # type: ignore[arg-type]
+    assert "Odd" not in TASKS

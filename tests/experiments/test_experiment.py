@@ -14,7 +14,7 @@ from sentkit.experiments import load_experiment, run_experiment
 from sentkit.experiments import paper as paper_mod
 from sentkit.experiments.report import cronbach_alpha, write_report
 from sentkit.experiments.runner import collect
-from sentkit.methods import METHODS, Method, write_marker
+from sentkit.methods import METHODS, Method, register_method, write_marker
 
 
 @dataclass
@@ -57,7 +57,7 @@ def _load(path: Path) -> _Enc:
 @pytest.fixture()
 def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
     if "fake-exp" not in METHODS:
-        METHODS.add("fake-exp", Method("fake-exp", _Cfg, _train, _load, "test method"))
+        register_method("fake-exp", Method("fake-exp", _Cfg, _train, _load), "test method")
 
     def fake_evaluate(encoder: Any, **kw: Any) -> dict[str, Any]:
         KEYS.append(kw["fingerprint"])
@@ -221,6 +221,24 @@ def test_claim_verdicts_follow_the_rule() -> None:
     s["c"] = {"avg:downstream": (70.5, 0.1, 3)}
     assert judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"],
                            metric="avg:downstream"), s).verdict == "held"
+
+
+def test_a_written_margin_is_a_bar_that_a_positive_difference_can_miss() -> None:
+    from sentkit.experiments.claims import ClaimSpec, judge
+
+    def bar(summary: dict[str, Any], margin: float | None) -> str:
+        spec = ClaimSpec(paper="p", claim="leads by >= N", cells=["a"], baseline=["b"], metric="avg:downstream",
+                         margin=margin)
+        return judge(spec, summary).verdict
+
+    # +2.1 against a bar of 4, one seed each (no s.e.): clearly below the bar
+    assert bar(_summary(a=(59.2, 0.0, 1), b=(57.1, 0.0, 1)), 4.0) == "did not hold"
+    assert bar(_summary(a=(62.2, 0.0, 1), b=(57.1, 0.0, 1)), 4.0) == "held"
+    # +3.5 with 2 s.e. = hypot(1.5, 1.5) / sqrt(3) * 2 = 2.45: the bar is within the noise
+    assert bar(_summary(a=(60.6, 1.5, 3), b=(57.1, 1.5, 3)), 4.0) == "unclear"
+    # without a written margin, a small positive difference is noise, not a failure
+    assert bar(_summary(a=(57.4, 0.0, 1), b=(57.1, 0.0, 1)), None) == "unclear"
+    assert bar(_summary(a=(57.4, 0.0, 1), b=(57.1, 0.0, 1)), 0.5) == "did not hold"
 
 
 def test_similar_increasing_and_top_claims() -> None:

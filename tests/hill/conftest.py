@@ -18,6 +18,22 @@ TOPICS = {
 FILLER = ["the", "a", "he", "she", "saw", "and", "then", "with", "was", "near"]
 
 
+def estimator_methods() -> list[str]:
+    """Every method of the one registry (sentkit.methods.METHODS) whose code is an estimator
+    (fit / encode / save / load): the Hill et al. models and the others, wherever they live."""
+    from sentkit.hill import model_class
+    from sentkit.methods import method_names
+
+    def is_estimator(name: str) -> bool:
+        try:
+            model_class(name)
+        except ValueError:
+            return False
+        return True
+
+    return [n for n in method_names() if is_estimator(n)]
+
+
 def make_documents(n_docs: int = 24, n_sent: int = 12, seed: int = 0) -> list[str]:
     """Documents that each stay on one topic: adjacent sentences share topic words."""
     rng = np.random.default_rng(seed)

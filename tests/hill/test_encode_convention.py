@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from sentkit.data.sentences import TokenizedCorpus
-from sentkit.hill import MODELS, model_class
+from sentkit.hill import model_class
+
+from .conftest import estimator_methods
 
 WORDNET = Path(__file__).parent / "data" / "wordnet"
 RNN = dict(emb_dim=8, hidden=12, batch_size=16, max_steps=2, min_count=1, progress=False)
@@ -52,7 +54,7 @@ def fit_small(name: str, corpus: TokenizedCorpus) -> Any:
     return cls(**RNN).fit([(s, s[::-1]) for s in sents])
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", estimator_methods())
 def test_one_encode_convention(name: str, corpus: TokenizedCorpus) -> None:
     m = fit_small(name, corpus)
     sig = inspect.signature(m.encode)

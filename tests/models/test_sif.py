@@ -56,8 +56,8 @@ def test_sif_of_glove_equals_the_papers_algorithm_on_the_same_corpus(corpus: Pat
     import sentkit
     from sentkit.cli.main import main
     from sentkit.data.sentences import iter_document_sentences
-    from sentkit.models.whitening import sample_sentences
     from sentkit.models.wordvectors import load_glove
+    from sentkit.training.whiten import sample_sentences
 
     out = tmp_path / "sif"
     assert main(["-q", "train", "--method", "sif", "--model", "glove-average", "--corpus", str(corpus), "--out",
@@ -87,7 +87,7 @@ def test_sif_of_glove_equals_the_papers_algorithm_on_the_same_corpus(corpus: Pat
 
 
 def test_sif_refuses_a_model_that_does_not_average_word_vectors(corpus: Path, tmp_path: Path) -> None:
-    from sentkit.models.sif import SifConfig, train_sif
+    from sentkit.training.sif import SifConfig, train_sif
 
     code = tmp_path / "enc.py"
     code.write_text("import numpy as np\ndef enc(texts):\n    return np.ones((len(texts), 3))\n")

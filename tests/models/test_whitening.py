@@ -1,4 +1,4 @@
-"""Whitening (sentkit.models.whitening): the maths against scikit-learn's PCA whitening, and
+"""Whitening (sentkit.models.whitening, the method in sentkit.training.whiten): the maths against scikit-learn's PCA whitening, and
 `sentkit whiten` on a transformer (a Dense module sentence-transformers loads) and on averaged GloVe."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def corpus(tmp_path: Path) -> Path:
 def test_whiten_a_transformer_saves_a_dense_module_sentence_transformers_loads(tiny_model_dir: Path, corpus: Path,
                                                                              tmp_path: Path) -> None:
     import sentkit
-    from sentkit.models.whitening import sample_sentences
+    from sentkit.training.whiten import sample_sentences
 
     out = tmp_path / "white"
     assert main(["-q", "whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out),

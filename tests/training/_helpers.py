@@ -13,10 +13,10 @@ from typing import Any
 import torch
 
 from sentkit.data.store import TokenStore
+from sentkit.methods import method_target
 from sentkit.models.hub import load_mlm, position_limit
 from sentkit.training.distributed import DistInfo, wrap
 from sentkit.training.recipe import Recipe
-from sentkit.training.recipes import RECIPES
 from sentkit.training.recipes.declutr import DeclutrConfig
 from sentkit.training.step import StepContext, forward_backward
 
@@ -34,7 +34,7 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
           device: str = "cpu") -> tuple[Recipe, Any]:
     """(recipe, trainable module) of `method` (default: the one `cfg` configures) on the model at
     `model_dir`, on `device`, fp32."""
-    method = method or next(n for n, r in RECIPES.items() if r.config_cls is type(cfg))
+    method = method or next(n for n in ("declutr", "mlm", "simcse", "tsdae") if method_target(n).config_cls is type(cfg))
     mlm, tok = load_mlm(model_dir)
     if dropout is not None:
         for m in mlm.modules():
@@ -43,7 +43,7 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
         mlm.config.attention_probs_dropout_prob = dropout
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        recipe = RECIPES[method](cfg, mlm, tok, position_limit(mlm.config))
+        recipe = method_target(method)(cfg, mlm, tok, position_limit(mlm.config))
         module = recipe.module().to(device)
     module.train()
     module.token_budget = cfg.token_budget or 1024

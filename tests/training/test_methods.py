@@ -16,13 +16,12 @@ from hypothesis import strategies as st
 
 from sentkit.config import from_dict
 from sentkit.data.packing import Packing
-from sentkit.methods import get_method
+from sentkit.methods import get_method, method_target
 from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.loop import train
 from sentkit.training.metrics import read_metrics, training_history
 from sentkit.training.recipe import Seeds
-from sentkit.training.recipes import RECIPES
 
 METHODS = ("simcse", "tsdae", "mlm")
 
@@ -52,7 +51,7 @@ def sentences(tmp_path: Path) -> Path:
 def _store(method: str, corpus: Path, model_dir: Path, tmp_path: Path) -> Path:
     """The store `method` prepares from `corpus` (through one short training run)."""
     out = tmp_path / f"prep-{method}"
-    train(cfg_of(method, corpus, out, model=str(model_dir), max_steps=1), RECIPES[method])
+    train(cfg_of(method, corpus, out, model=str(model_dir), max_steps=1), method_target(method))
     return out / "prepared"
 
 
@@ -212,7 +211,7 @@ def test_mlm_batches_follow_the_masking_rules(tiny_model_dir: Path, tiny_corpus:
 def test_mlm_from_scratch_learns_and_continues_with_declutr(tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
     out = train(cfg_of("mlm", tiny_corpus, tmp_path / "mlm", model=str(tiny_model_dir), max_steps=40, lr=2e-3,
                        from_scratch=True, layers=1, hidden=32, heads=2, intermediate=64, train_tokenizer=True,
-                       vocab_size=300, batch_size=8), RECIPES["mlm"])
+                       vocab_size=300, batch_size=8), method_target("mlm"))
     losses = [r["mlm"] for r in read_metrics(out / "metrics.csv")]
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
     cfg = json.loads((out / "config.json").read_text())
@@ -241,9 +240,9 @@ def test_exact_resume_each_method(method: str, sentences: Path, tiny_corpus: Pat
                                   tmp_path: Path) -> None:
     corpus = _corpus(method, sentences, tiny_corpus)
     kw = {"model": str(tiny_dropout_model_dir), "max_steps": 4, "checkpoint_every": 2, "log_every": 1}
-    train(cfg_of(method, corpus, tmp_path / "straight", **kw), RECIPES[method])
-    train(cfg_of(method, corpus, tmp_path / "cut", **kw), RECIPES[method], stop_at=2)
-    train(cfg_of(method, corpus, tmp_path / "cut", resume=True, **kw), RECIPES[method])
+    train(cfg_of(method, corpus, tmp_path / "straight", **kw), method_target(method))
+    train(cfg_of(method, corpus, tmp_path / "cut", **kw), method_target(method), stop_at=2)
+    train(cfg_of(method, corpus, tmp_path / "cut", resume=True, **kw), method_target(method))
     a = torch.load(tmp_path / "straight" / "checkpoint" / "state.pt", weights_only=False)["model"]
     b = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=False)["model"]
     assert a.keys() == b.keys()
@@ -275,7 +274,7 @@ def test_saved_encoder_matches_sentence_transformers(method: str, sentences: Pat
     from sentkit.experiments.grid import CellSpec
 
     out = train(cfg_of(method, _corpus(method, sentences, tiny_corpus), tmp_path / "m", model=str(tiny_model_dir),
-                       max_steps=2), RECIPES[method])
+                       max_steps=2), method_target(method))
     texts = ["a river in winter", "the captain's letter arrived in the morning"]
     ours = sentkit.load(str(out)).encode(texts)
     theirs = SentenceTransformer(str(out), device="cpu").encode(texts)
@@ -285,3 +284,31 @@ def test_saved_encoder_matches_sentence_transformers(method: str, sentences: Pat
     assert json.loads((out / "sentkit.json").read_text())["method"] == method
     assert method in __import__("sentkit.methods", fromlist=["method_names"]).method_names()
     CellSpec(name="c", method=method)  # a grid cell can name it
+
+
+def test_one_registry_every_method_is_one_entry() -> None:
+    """Every name of sentkit.methods.METHODS resolves to a method of that name whose config is a
+    dataclass, and a class that calls itself by another name is refused (its folders would name it)."""
+    import dataclasses
+
+    from sentkit.hill.common import HillModel
+    from sentkit.methods import METHODS, MethodEntry
+
+    for name in METHODS:
+        method = get_method(name)
+        assert method.name == name and dataclasses.is_dataclass(method.config_cls), name
+        assert method.description == METHODS[name].description != "", name
+    with pytest.raises(KeyError, match="Did you mean 'fastsent'"):
+        get_method("fastsnet")
+
+    class Misnamed(HillModel):  # type: ignore[type-arg]
+        method = "other-name"
+
+    old = dict(METHODS)
+    try:
+        METHODS["misnamed"] = MethodEntry(Misnamed, "")
+        with pytest.raises(ValueError, match="the folders it saves would name another method"):
+            get_method("misnamed")
+    finally:
+        METHODS.clear()
+        METHODS.update(old)

@@ -80,3 +80,36 @@ def test_continued_from_a_given_base(corpus: Path, tmp_path: Path, tiny_model_di
     assert list(json.loads((out / "recipe.json").read_text())["phases"]) == ["2-declutr"]
     declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
     assert declutr["model"] == str(tiny_model_dir) and declutr["max_span_len"] == 32
+
+
+def test_a_corpus_vocabulary_is_the_same_in_every_run(corpus: Path) -> None:
+    """The tokenizers library numbers the ## pieces in its hash map's order, which changes between runs (and
+    between two trainings in one process); train_wordpiece fixes every character's ids first."""
+    from sentkit.data.corpus import iter_documents
+    from sentkit.training.recipes.mlm import train_wordpiece
+
+    docs = [d.text for d in iter_documents(str(corpus))] + ["Zebra quartz, jumping vexed wizards; the ÉCOLE!"]
+    first, second = (train_wordpiece(docs, 300).get_vocab() for _ in range(2))
+    assert first == second
+    assert 200 < len(first) <= 300  # a small corpus runs out of merges before 300
+    tok = train_wordpiece(docs, 300)
+    assert tok.tokenize("The river")[:1] == ["the"] and tok.all_special_tokens == ["[UNK]", "[SEP]", "[PAD]", "[CLS]",
+                                                                                  "[MASK]"]
+    assert tok("river")["input_ids"][0] == tok.cls_token_id and tok.added_tokens_encoder.keys() <= {
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}  # the pinned characters are ordinary vocabulary, not added tokens
+
+
+def test_from_scratch_with_a_vocabulary_trained_on_the_corpus(corpus: Path, tmp_path: Path) -> None:
+    import sentkit
+
+    out = tmp_path / "own"
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out),
+                 *_sets([*TINY, "tokenizer=corpus", "vocab_size=300"])]) == 0
+    record = json.loads((out / "recipe.json").read_text())
+    assert list(record["phases"]) == ["vocab", "0-wordpiece-skipgram", "1-base", "2-declutr"]
+    assert record["cpu_seconds"] == pytest.approx(sum(p["cpu_seconds"] for p in record["phases"].values()), abs=0.2)
+    vocab = json.loads((out / "vocab" / "tokenizer.json").read_text())["model"]["vocab"]
+    assert 200 < len(vocab) <= 300
+    for phase in ("1-base", "2-declutr"):  # every phase uses the corpus's own vocabulary
+        assert json.loads((out / phase / "tokenizer.json").read_text())["model"]["vocab"] == vocab
+    assert sentkit.load(str(out)).encode(["The river runs."]).shape == (1, 32)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentkit.io import atomic_open
+from sentkit.io import atomic_open, cache_writable
 
 logger = logging.getLogger(__name__)
 
@@ -39,20 +39,6 @@ def default_cache_root() -> Path:
 
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
-
-
-def cache_writable(d: Path, what: str = "cache") -> bool:
-    """Whether folder `d` can be written (the stale temporaries of a killed write in it are then
-    removed); if not, one warning: the work goes on without writing the cache."""
-    from sentkit.io import check_output_dir, describe_os_error, remove_stale_temps
-
-    try:
-        check_output_dir(d, what=what)
-    except OSError as e:
-        logger.warning("%s; continuing without writing the cache", describe_os_error(e))
-        return False
-    remove_stale_temps(d)
-    return True
 
 
 def folder_name(fingerprint: str) -> str:
@@ -119,7 +105,7 @@ class EmbeddingCache:
         self._paths: list[Path | None] = []  # None: written this run (already checked)
         self._verified: set[int] = set()
         self.discarded: dict[str, str] = {}  # shard file -> why
-        self.writable = cache_writable(self.dir, what="embedding cache")
+        self.writable = cache_writable(self.dir, what="embedding cache", logger=logger)
         self._load()
 
     def _load(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import urllib.request
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from sentkit.evaluation.sources import SOURCES
 from sentkit.evaluation.tasks import ALL_TASKS, download_hint, get_task, resolve_data_dir
-from sentkit.io import atomic_path
+from sentkit.io import atomic_path, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +52,6 @@ def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) ->
                               f"{download_hint(spec.name, d)} --force" if changed else "",
                               changed))
     return out
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _fetch(url: str, target: Path, sha256: str | None, size: int | None, timeout: float) -> None:

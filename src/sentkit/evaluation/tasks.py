@@ -1,6 +1,10 @@
 """Task registry (metadata for the 18 SentEval downstream and 10 probing tasks) and loaders for
 SentEval's file formats.
 
+A task is one `add_task(TaskSpec(...))`: its `group` puts it in `DOWNSTREAM` or `PROBING` (and so in
+`--tasks all`, `downstream` or `probing`, in registration order: the report's column order), its
+`kind` picks the protocol that scores it (a runner in `sentkit.evaluation.runner.RUNNERS`).
+
 Loaders return rows in the order SentEval feeds them to its classifiers: SentEval sorts every
 split by sentence length (then label) before encoding, and its fold splits and minibatch
 permutations index into that order, so we reproduce it to get SentEval's numbers.
@@ -14,11 +18,12 @@ import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
-from sentkit.registry import Registry
+from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
+from sentkit.registry import Registry, loose_key
 
 TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]
 
@@ -88,16 +93,29 @@ class TaskSpec:
 
 TASKS: Registry[TaskSpec] = Registry("task")
 _ALIASES: dict[str, str] = {}
+_norm = loose_key  # (user_tasks imports it under this name)
 
-
-def _norm(name: str) -> str:
-    return name.replace("-", "").replace("_", "").replace(" ", "").lower()
+# The groups, filled by add_task in registration order (user tasks are listed by `user_tasks()`).
+DOWNSTREAM: list[str] = []
+PROBING: list[str] = []
+ALL_TASKS: list[str] = []  # DOWNSTREAM and PROBING tasks, in registration order
+_GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING}
 
 
 def add_task(spec: TaskSpec) -> TaskSpec:
+    """Register a task: its name and aliases, and its group's list (`--tasks all` and the group's name
+    then include it). Its kind must be one of `TaskKind` (each has a runner in evaluation/runner.py)."""
+    if spec.kind not in get_args(TaskKind):
+        raise ValueError(f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(get_args(TaskKind))}; a new "
+                         "kind needs its runner in sentkit.evaluation.runner.RUNNERS and its name in TaskKind")
+    if spec.group not in (*_GROUPS, "user"):
+        raise ValueError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
     TASKS.add(spec.name, spec)
     for alias in (spec.name, *spec.aliases):
         _ALIASES[_norm(alias)] = spec.name
+    if spec.group in _GROUPS:
+        _GROUPS[spec.group].append(spec.name)
+        ALL_TASKS.append(spec.name)
     return spec
 
 
@@ -398,12 +416,6 @@ def load_snli(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     return TaskData(spec.name, splits, nclasses=3)
 
 
-PROBING_FILES = {
-    "SentLen": "sentence_length.txt", "WC": "word_content.txt", "TreeDepth": "tree_depth.txt",
-    "TopConst": "top_constituents.txt", "BShift": "bigram_shift.txt", "Tense": "past_present.txt",
-    "SubjNum": "subj_number.txt", "ObjNum": "obj_number.txt", "SOMO": "odd_man_out.txt",
-    "CoordInv": "coordination_inversion.txt",
-}
 PROBING_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
 
 
@@ -459,6 +471,7 @@ def load_coco(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 _CIT_SENTEVAL = "Conneau & Kiela (2018), SentEval, LREC"
 _CIT_PROBING = "Conneau et al. (2018), What you can cram into a single vector, ACL"
 
+# in SentEval's order (DOWNSTREAM, PROBING and the report's columns follow it)
 for _name, _folder, _files, _cit, _desc in (
     ("MR", "MR", ("rt-polarity.pos", "rt-polarity.neg"), "Pang & Lee (2005), ACL", "movie review sentiment"),
     ("CR", "CR", ("custrev.pos", "custrev.neg"), "Hu & Liu (2004), KDD", "product review sentiment"),
@@ -468,20 +481,18 @@ for _name, _folder, _files, _cit, _desc in (
     add_task(TaskSpec(_name, "cv", "acc", _folder, _files, "k-fold CV with inner k-fold for L2",
                       _cit, "research use; no explicit licence", load_binary, description=_desc))
 
-add_task(TaskSpec("TREC", "kfold", "acc", "TREC", ("train_5500.label", "TREC_10.label"),
-                  "train (k-fold for L2) / test", "Li & Roth (2002), COLING",
-                  "research use; no explicit licence", load_trec, description="question type, 6 classes"))
 add_task(TaskSpec("SST2", "split", "acc", "SST2", ("sentiment-train", "sentiment-dev", "sentiment-test"),
                   "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
                   load_sst, aliases=("SST-2", "SSTBinary"), description="binary sentiment"))
 add_task(TaskSpec("SST5", "split", "acc", "SST5", ("sentiment-train", "sentiment-dev", "sentiment-test"),
                   "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
                   load_sst, aliases=("SST-5", "SSTFine"), description="fine-grained sentiment, 5 classes"))
-add_task(TaskSpec("SNLI", "split", "acc", "SNLI",
-                  ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev",
-                   "s1.test", "s2.test", "labels.test"),
-                  "train / dev / test", "Bowman et al. (2015), EMNLP", "CC BY-SA 4.0",
-                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]"))
+add_task(TaskSpec("TREC", "kfold", "acc", "TREC", ("train_5500.label", "TREC_10.label"),
+                  "train (k-fold for L2) / test", "Li & Roth (2002), COLING",
+                  "research use; no explicit licence", load_trec, description="question type, 6 classes"))
+add_task(TaskSpec("MRPC", "kfold", "acc", "MRPC", ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
+                  "train (k-fold for L2) / test", "Dolan et al. (2004), COLING",
+                  "Microsoft Research licence", load_mrpc, pair=True, description="paraphrase, acc and F1"))
 add_task(TaskSpec("SICKE", "split", "acc", "SICK", ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
                   "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
                   load_sick_e, aliases=("SICK-E", "SICKEntailment"), pair=True, description="entailment, 3 classes"))
@@ -492,9 +503,15 @@ add_task(TaskSpec("SICKR", "relatedness", "spearman", "SICK",
 add_task(TaskSpec("STSB", "relatedness", "spearman", "STSB", ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
                   "train / dev / test", "Cer et al. (2017), SemEval", "CC BY-SA 4.0 (scores)",
                   load_stsb, aliases=("STS-B", "STSBenchmark"), pair=True, description="similarity 0-5"))
-add_task(TaskSpec("MRPC", "kfold", "acc", "MRPC", ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
-                  "train (k-fold for L2) / test", "Dolan et al. (2004), COLING",
-                  "Microsoft Research licence", load_mrpc, pair=True, description="paraphrase, acc and F1"))
+add_task(TaskSpec("SNLI", "split", "acc", "SNLI",
+                  ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev",
+                   "s1.test", "s2.test", "labels.test"),
+                  "train / dev / test", "Bowman et al. (2015), EMNLP", "CC BY-SA 4.0",
+                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]"))
+add_task(TaskSpec("COCO", "ranking", "mean_recall", "COCO", ("train.pkl", "valid.pkl", "test.pkl"),
+                  "train / valid / test (5 x 1k-image test folds)", "Lin et al. (2014), ECCV",
+                  "CC BY 4.0 (annotations)", load_coco, aliases=("ImageCaptionRetrieval",),
+                  description="image-caption retrieval, recall@1/5/10 and median rank"))
 for _name, _cit in (("STS12", "Agirre et al. (2012)"), ("STS13", "Agirre et al. (2013)"),
                     ("STS14", "Agirre et al. (2014)"), ("STS15", "Agirre et al. (2015)"),
                     ("STS16", "Agirre et al. (2016)")):
@@ -502,23 +519,11 @@ for _name, _cit in (("STS12", "Agirre et al. (2012)"), ("STS13", "Agirre et al. 
     add_task(TaskSpec(_name, "sts", "spearman", _name, _sts_files, "test only (unsupervised cosine)",
                       f"{_cit}, SemEval", "per-source terms", load_sts, pair=True,
                       description="cosine similarity per subset"))
-add_task(TaskSpec("COCO", "ranking", "mean_recall", "COCO", ("train.pkl", "valid.pkl", "test.pkl"),
-                  "train / valid / test (5 x 1k-image test folds)", "Lin et al. (2014), ECCV",
-                  "CC BY 4.0 (annotations)", load_coco, aliases=("ImageCaptionRetrieval",),
-                  description="image-caption retrieval, recall@1/5/10 and median rank"))
 
-for _name, _alias in (("SentLen", "Length"), ("WC", "WordContent"), ("TreeDepth", "Depth"),
-                      ("TopConst", "TopConstituents"), ("BShift", "BigramShift"), ("Tense", "PastPresent"),
-                      ("SubjNum", "SubjNumber"), ("ObjNum", "ObjNumber"), ("SOMO", "OddManOut"),
-                      ("CoordInv", "CoordinationInversion")):
-    add_task(TaskSpec(_name, "split", "acc", "PROBING", (PROBING_FILES[_name],), "tr / va / te",
-                      _CIT_PROBING, "BSD (SentEval)", load_probing, group="probing", aliases=(_alias,),
+for _name, _file in PROBING_FILES.items():
+    add_task(TaskSpec(_name, "split", "acc", "PROBING", (_file,), "tr / va / te",
+                      _CIT_PROBING, "BSD (SentEval)", load_probing, group="probing", aliases=(PROBING_ALIASES[_name],),
                       description="probing task"))
-
-DOWNSTREAM = ["MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICKE", "SICKR", "STSB",
-              "SNLI", "COCO", "STS12", "STS13", "STS14", "STS15", "STS16"]
-PROBING = list(PROBING_FILES)
-ALL_TASKS = DOWNSTREAM + PROBING
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:

@@ -12,6 +12,9 @@
 Verdicts: **held**, **did not hold**, **unclear** (the difference is inside the seed-to-seed noise
 or the margin), or **not run** (a cell has no results). A difference counts only when it exceeds
 both ``margin`` points and twice its standard error over seeds (cells with one seed add no error).
+A ``margin`` written in the claim is a bar ("leads by >= 4"): a `better` claim whose difference is
+below the bar by more than twice its standard error did not hold, even when it is positive; without
+one, the margin (0.5) only keeps noise from counting, and a claim fails when the baseline is ahead.
 
 Where the paper's own figures for the claim's cells are known (a second summary, ``paper``), each
 row also shows the paper's side and the same rule is applied to the paper's figures.
@@ -40,7 +43,7 @@ class ClaimSpec:
     baseline: list[str] = field(default_factory=list)
     each: bool = False  # better: the cells must beat every baseline cell, not the baseline group's mean
     also: list[str] = field(default_factory=list)  # more scores shown (not judged)
-    margin: float = 0.5  # points a difference must exceed (better, increasing)
+    margin: float | None = None  # points a difference must exceed (better, increasing); written: a bar (see above)
     tolerance: float = 1.0  # points within which two sides count as equal (similar)
     k: int = 3  # top: the cells must rank within the first k of `cells + baseline`
     note: str = ""
@@ -54,8 +57,13 @@ class ClaimSpec:
             raise ConfigError(f"claim {self.claim!r}: kind {self.kind!r} needs `baseline` cells")
         if self.kind == "increasing" and len(self.cells) < 2:
             raise ConfigError(f"claim {self.claim!r}: kind 'increasing' needs at least two cells in order")
-        if self.margin < 0 or self.tolerance < 0 or self.k < 1:
+        if (self.margin is not None and self.margin < 0) or self.tolerance < 0 or self.k < 1:
             raise ConfigError(f"claim {self.claim!r}: margin and tolerance must be >= 0 and k >= 1")
+
+    @property
+    def bar(self) -> float:
+        """The points a difference must exceed: the claim's own margin, else 0.5."""
+        return 0.5 if self.margin is None else self.margin
 
     def all_cells(self) -> list[str]:
         return [*self.cells, *[c for c in self.baseline if c not in self.cells]]
@@ -133,13 +141,13 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
         steps = [_diff(b, a) for a, b in itertools.pairwise(ok)]
         total = _diff(ok[-1], ok[0])
         mono = all(d > 0 for d, _ in steps)
-        s = _sign(*total, spec.margin)
+        s = _sign(*total, spec.bar)
         if s > 0 and mono:
             return Verdict("held", f"rises at every step, {total[0]:+.2f} from first to last", rows)
         if s < 0:
             return Verdict("did not hold", f"falls {total[0]:+.2f} from first to last", rows)
         return Verdict("unclear", f"{total[0]:+.2f} from first to last ({'monotone' if mono else 'not monotone'}), "
-                       f"inside max(margin {spec.margin}, 2 s.e. {2 * total[1]:.2f})", rows)
+                       f"inside max(margin {spec.bar}, 2 s.e. {2 * total[1]:.2f})", rows)
     a = side(summary, spec.cells, spec.metric)
     baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
     bs = [side(summary, b, spec.metric) for b in baselines]
@@ -154,13 +162,16 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
             return Verdict("did not hold", f"difference {worst[0]:+.2f} exceeds the tolerance of {spec.tolerance} "
                            f"points by more than 2 s.e.", rows)
         return Verdict("unclear", f"difference {worst[0]:+.2f} is near the tolerance given the seed noise", rows)
-    signs = [_sign(d, se, spec.margin) for d, se in diffs]
+    signs = [_sign(d, se, spec.bar) for d, se in diffs]
     text = ", ".join(f"{d:+.2f} (2 s.e. {2 * se:.2f})" for d, se in diffs)
     if all(s > 0 for s in signs):
-        return Verdict("held", f"difference {text} exceeds max(margin {spec.margin}, 2 s.e.)", rows)
+        return Verdict("held", f"difference {text} exceeds max(margin {spec.bar}, 2 s.e.)", rows)
     if any(s < 0 for s in signs):
         return Verdict("did not hold", f"difference {text}: the baseline is ahead beyond the noise", rows)
-    return Verdict("unclear", f"difference {text} is inside max(margin {spec.margin}, 2 s.e.)", rows)
+    if spec.margin is not None and any(d + 2 * se < spec.margin for d, se in diffs):
+        return Verdict("did not hold", f"difference {text}: below the bar of {spec.margin} points by more than "
+                       "2 s.e.", rows)
+    return Verdict("unclear", f"difference {text} is inside max(margin {spec.bar}, 2 s.e.)", rows)
 
 
 def _judge_top(spec: ClaimSpec, summary: Summary, rows: list[tuple[str, str, str, str]]) -> Verdict:

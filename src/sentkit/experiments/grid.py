@@ -37,6 +37,11 @@ from sentkit.experiments.claims import ClaimSpec
 from sentkit.registry import suggest
 
 
+def ref_cell(value: str) -> str:
+    """The cell a setting ``"@cell"`` or ``"@cell/sub/folder"`` names."""
+    return value[1:].split("/", 1)[0]
+
+
 @dataclass
 class CellSpec:
     name: str
@@ -95,10 +100,11 @@ class ExperimentSpec:
                 raise ConfigError(f"experiment {self.name!r}: headline names unknown cell {c!r}{suggest(c, names)}")
         for i, cell in enumerate(self.cells):  # "@cell" settings name an earlier cell (cells run in order)
             for key, value in cell.settings.items():
-                if isinstance(value, str) and value.startswith("@") and value[1:] not in names[:i]:
-                    where = "a later cell" if value[1:] in names else "no cell"
+                if isinstance(value, str) and value.startswith("@") and ref_cell(value) not in names[:i]:
+                    where = "a later cell" if ref_cell(value) in names else "no cell"
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
-                                      f"{where}; a cell may use the model of a cell above it{suggest(value[1:], names[:i])}")
+                                      f"{where}; a cell may use the model of a cell above it"
+                                      f"{suggest(ref_cell(value), names[:i])}")
         for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references)]:
             for c in named:
                 if c not in names:

@@ -13,7 +13,7 @@ import numpy as np
 from sentkit.evaluation.report import mteb_scores
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments import paper
-from sentkit.experiments.grid import ExperimentSpec
+from sentkit.experiments.grid import ExperimentSpec, ref_cell
 from sentkit.io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
         acc, approx = (own[name], False) if name in own else (statistics.fmean(wall[name]), True)
         for value in cells[name].settings.values():
             if isinstance(value, str) and value.startswith("@"):
-                up = total(value[1:])
+                up = total(ref_cell(value))
                 if up is None:
                     return None
                 acc, approx = acc + up[0], approx or up[1]

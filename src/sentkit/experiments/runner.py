@@ -53,8 +53,9 @@ def plan(spec: ExperimentSpec) -> list[CellRun]:
 
 def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
     """The trained model folder a setting ``"@cell"`` names: that cell's run with the same seed, or
-    its first seed when it has only others (a base trained once, continued with several seeds)."""
-    name = ref[1:]
+    its first seed when it has only others (a base trained once, continued with several seeds).
+    ``"@cell/sub/folder"`` names a folder inside it (a phase of the raw-text recipe: ``"@recipe/1-base"``)."""
+    name, _, sub = ref[1:].partition("/")
     cell = next((c for c in spec.cells if c.name == name), None)
     if cell is None:
         raise ConfigError(f"setting {ref!r} names no cell of experiment {spec.name!r}")
@@ -63,6 +64,10 @@ def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
     path = Path(spec.output) / name / f"seed-{s}" / "model"
     if read_marker(path) is None:
         raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {name!r} first")
+    if sub:
+        path = path / sub
+        if read_marker(path) is None:
+            raise ConfigError(f"{ref} (seed {s}): {path} is not a model folder inside cell {name!r}'s model")
     return path
 
 
@@ -198,9 +203,20 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
                          "train_seconds_across_resumes": True, "cpu_seconds": cpu}
     if earlier:
         res["experiment"][TRAINED_EARLIER] = True
+    recipe = recipe_record(run.folder / "model")
+    if recipe is not None:  # a recipe of phases (raw-text): each phase's settings and CPU seconds, committed with it
+        res["experiment"]["recipe"] = recipe
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res
+
+
+def recipe_record(model: Path) -> dict[str, Any] | None:
+    """The `recipe.json` a recipe of phases wrote in its model folder (the raw-text recipe), or None."""
+    from sentkit.training.raw_text import RECIPE_FILE
+
+    path = model / RECIPE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _mteb_tasks(spec: ExperimentSpec, run: CellRun) -> list[Any]:

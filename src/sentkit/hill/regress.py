@@ -146,6 +146,7 @@ class DictRepBOW(_TextToVector):
 
     method = "dictrep-bow"
     config_cls = DictRepConfig
+    corpus_optional = True
     encoder_kind = "bow"
 
     def fit(self, corpus: Any = None) -> DictRepBOW:
@@ -219,6 +220,7 @@ class CaptionRep(_TextToVector):
 
     method = "captionrep"
     config_cls = CaptionRepConfig
+    corpus_optional = True
     encoder_kind = "rnn"
 
     def fit(self, corpus: Any = None, features: np.ndarray | None = None) -> CaptionRep:

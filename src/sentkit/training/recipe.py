@@ -12,6 +12,9 @@ A method subclasses `Recipe`:
 - ``module()``: the trainable `TrainModule`, whose ``forward(batch, group, seeds)`` embeds the
   micro-batch `group` and returns its contrastive views and summed local losses;
 - ``contrastive(a, p)``: the loss over the gathered views of the whole step, if the method has one.
+
+Its name (``name``) is listed in `sentkit.methods.METHODS`, which turns the class into a method with
+`Recipe.as_method` (train = the loop with this recipe; load = `load_trained`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import torch
 from torch import nn
 
 from sentkit.data.corpus import Fix
+from sentkit.methods import Method
 from sentkit.training.batching import length_chunks
 from sentkit.training.config import TrainConfig
 
@@ -132,7 +136,6 @@ class Recipe:
     """Base of every transformer method (see the module docstring)."""
 
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
     config_cls: ClassVar[type[TrainConfig]] = TrainConfig
     unit_name: ClassVar[str] = "unit"  # what a unit is called in messages ("document", "text", ...)
 
@@ -146,6 +149,17 @@ class Recipe:
         self.prefix, self.suffix = special_affixes(tokenizer)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self.loss_names: tuple[str, ...] = ()  # the summed losses and "contrastive", as logged
+
+    @classmethod
+    def as_method(cls, name: str) -> Method:
+        """The `sentkit.methods.Method` that `METHODS` names by this class: the one loop runs it."""
+        from functools import partial
+
+        from sentkit.training.loop import train
+
+        if cls.name != name:
+            raise ValueError(f"{cls.__name__}.name is {cls.name!r} but sentkit.methods.METHODS lists it as {name!r}")
+        return Method(name, cls.config_cls, partial(train, recipe_cls=cls), load_trained)
 
     @classmethod
     def prepare(cls, cfg: Any, out: Path) -> None:
@@ -193,3 +207,10 @@ class Recipe:
     def card(self, steps: int, store: Any) -> str:
         """The model card's method paragraph (Markdown)."""
         return f"Trained with `{self.name}` for {steps} steps."
+
+
+def load_trained(path: Path) -> Any:
+    """The encoder a transformer method saved (the same as sentence-transformers loads)."""
+    from sentkit.models.encoder import TransformerEncoder
+
+    return TransformerEncoder.from_pretrained(str(path))

@@ -9,6 +9,8 @@
   sentences, the corpus counts and a seeded Generator.
 - :mod:`~sentkit.data.probing.build`: ``build_probing(corpus, out, ...)``, writing SentEval's
   probing files and a manifest; ``sentkit data build-probing`` is its command line.
+- :mod:`~sentkit.data.probing.files`: the tasks' names, aliases and SentEval file names (which the
+  evaluation room's task registry reads too).
 """
 
 from __future__ import annotations

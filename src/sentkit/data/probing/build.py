@@ -26,6 +26,7 @@ import numpy as np
 
 from sentkit.config import ConfigError
 from sentkit.data.probing import parse as P
+from sentkit.data.probing.files import PROBING_FILES, probing_task
 from sentkit.data.probing.tasks import (
     BUILDERS,
     SPLITS,
@@ -35,8 +36,7 @@ from sentkit.data.probing.tasks import (
     TooFewSentences,
     analyse,
 )
-from sentkit.evaluation.data import sha256_file
-from sentkit.io import atomic_open, atomic_write_text, check_output_dir
+from sentkit.io import atomic_open, atomic_write_text, check_output_dir, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def build_probing(
     from sentkit import __version__
 
     s = settings or BuildSettings()
-    names = [_canonical(t) for t in (tasks or TASK_ORDER)]
+    names = [probing_task(t) for t in (tasks or TASK_ORDER)]
     out_dir = Path(out)
     check_output_dir(out_dir, what="--out")
     folder = out_dir / PROBING_DIR
@@ -196,8 +196,6 @@ def build_probing(
     from tqdm.auto import tqdm
 
     for name in tqdm(names, desc="building tasks", unit=" task", disable=not progress):
-        from sentkit.evaluation.tasks import PROBING_FILES
-
         path = folder / PROBING_FILES[name]
         prev = manifest["tasks"].get(name)
         if prev and prev.get("settings_key") == key and path.is_file() and sha256_file(path) == prev.get("sha256") \
@@ -250,11 +248,3 @@ def n_classes(task: str, s: BuildSettings) -> int:
     """The number of classes of a probing task under the settings."""
     return {"SentLen": 6, "WC": s.wc_words, "TreeDepth": s.depth_classes, "TopConst": s.top_classes}.get(task, 2)
 
-
-def _canonical(name: str) -> str:
-    from sentkit.evaluation.tasks import PROBING, get_task
-
-    canonical = get_task(name).name
-    if canonical not in PROBING:
-        raise ConfigError(f"{name} is not a probing task; probing tasks: {', '.join(PROBING)}")
-    return canonical

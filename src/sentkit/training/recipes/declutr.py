@@ -232,7 +232,6 @@ def warn_weak_base(report: dict[str, float], spans: SpanSettings) -> bool:
 # ----------------------------------------------------------------------------- the method
 class Declutr(Recipe):
     name = "declutr"
-    description = "DeCLUTR continued pretraining of a masked-LM transformer (spans of one document are positives)"
     config_cls = DeclutrConfig
     unit_name = "document"
 

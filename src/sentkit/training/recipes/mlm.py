@@ -46,6 +46,7 @@ class MLMConfig(TrainConfig):
     intermediate: int | None = None
     max_positions: int | None = None
     train_tokenizer: bool = False
+    tokenizer: str | None = None  # from scratch: a tokenizer folder to build the model with (e.g. a corpus vocabulary)
     vocab_size: int = 30522
     lowercase: bool = True  # for a trained tokenizer
     # input embeddings that start from word vectors: a folder saved by `sentkit train --method wordpiece-skipgram`
@@ -72,6 +73,9 @@ class MLMConfig(TrainConfig):
             raise ConfigError("init_embeddings only applies to a model built from scratch: add --set from_scratch=true")
         if self.init_embeddings is not None and self.train_tokenizer:
             raise ConfigError("init_embeddings needs the vectors' own tokenizer: drop train_tokenizer")
+        if self.tokenizer is not None and (self.train_tokenizer or not self.from_scratch):
+            raise ConfigError("tokenizer (a folder to build the model with) applies to a model built from scratch "
+                              "without train_tokenizer: add --set from_scratch=true, drop train_tokenizer")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be positive, got {self.init_std}")
 
@@ -82,8 +86,14 @@ class MLMConfig(TrainConfig):
 
 # ----------------------------------------------------------------------------- tokenizer
 def train_wordpiece(texts: Any, vocab_size: int, *, lowercase: bool = True) -> Any:
-    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK]) trained on `texts`, as a
-    transformers fast tokenizer."""
+    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK]) trained on `texts` (an iterable of
+    documents, read twice), as a transformers fast tokenizer. Deterministic: the same texts give the same
+    vocabulary, id for id, in every run.
+
+    The tokenizers library's trainer numbers the continuation pieces (``##c``) in the order its hash map
+    yields the words, which changes from run to run, and breaks ties between pairs of equal count by those
+    numbers; so every character of the normalised texts and its ``##`` form are given fixed ids first (sorted),
+    and the tokenizer is then rebuilt from the trained vocabulary with only the five special tokens."""
     from tokenizers import (
         Tokenizer,
         decoders,
@@ -96,12 +106,27 @@ def train_wordpiece(texts: Any, vocab_size: int, *, lowercase: bool = True) -> A
     from transformers import PreTrainedTokenizerFast
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    docs = texts if isinstance(texts, (list, tuple)) else list(texts)
+    chars: set[str] = set()
+    for d in docs:
+        chars.update(normalizer.normalize_str(d))
+    alphabet = sorted(c for c in chars if not c.isspace())
+    fixed = [*special, *alphabet, *(f"##{c}" for c in alphabet)]
+    if len(fixed) >= vocab_size:
+        raise ConfigError(f"vocab_size {vocab_size} leaves no room for merges: the corpus has {len(alphabet)} characters "
+                          f"(a vocabulary needs {len(fixed)} entries for them and their ## forms); raise vocab_size")
+    trainer_tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    trainer_tok.normalizer = normalizer
+    trainer_tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer_tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=fixed,
+                                                                    show_progress=False))
+    vocab = trainer_tok.get_vocab(with_added_tokens=True)
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special,
-                                                             show_progress=False))
+    tok.add_special_tokens(special)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
@@ -148,7 +173,6 @@ class MLMModule(TrainModule):
 # ----------------------------------------------------------------------------- the method
 class MLM(Recipe):
     name = "mlm"
-    description = "Masked-LM training (continued or from scratch) on packed sequences; a base for declutr"
     config_cls = MLMConfig
     unit_name = "sequence"
 
@@ -175,14 +199,14 @@ class MLM(Recipe):
         """With train_tokenizer: a WordPiece vocabulary trained on the corpus, saved in
         <out>/tokenizer (once: a resumed run and every process of a run load it from there)."""
         if cfg.train_tokenizer and not (out / TOKENIZER_DIR / "tokenizer.json").is_file():
-            _save_tokenizer(_train_on_corpus(cfg), out / TOKENIZER_DIR)
+            save_tokenizer(train_on_corpus(cfg.corpus, cfg.vocab_size, field=cfg.text_field, lowercase=cfg.lowercase), out / TOKENIZER_DIR)
 
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
         """The masked LM to train; from scratch with the tokenizer `prepare` trained when asked."""
         from sentkit.models.hub import load_mlm, load_tokenizer
 
-        tokenizer = None
+        tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
         if cfg.train_tokenizer:
             saved = out / TOKENIZER_DIR
             if not (saved / "tokenizer.json").is_file():  # prepare() made it in rank 0 before this process got here
@@ -255,7 +279,8 @@ class MLM(Recipe):
         c = self.cfg
         start = f"built from scratch on the architecture of `{c.model}`" + (f" ({c.arch()})" if c.arch() else "") \
             if c.from_scratch else f"continued from `{c.model}`"
-        vocab = f"a WordPiece vocabulary of {c.vocab_size} trained on the corpus" if c.train_tokenizer else "the model's tokenizer"
+        vocab = (f"a WordPiece vocabulary of {c.vocab_size} trained on the corpus" if c.train_tokenizer
+                 else f"the tokenizer of {c.tokenizer}" if c.tokenizer else "the model's tokenizer")
         return (
             f"Masked-language-model training, {start}, with {vocab}, for {steps} steps on `{c.corpus}` "
             f"({store.meta.get('num_tokens', 0):,} tokens packed into sequences of {self.seq_len}).\n\n"
@@ -309,7 +334,7 @@ def init_embeddings(model: Any, tokenizer: Any, source: str, std: float) -> None
     log.info("input embeddings of %d of %d wordpieces start from %s", len(rows), vocab, source)
 
 
-def _save_tokenizer(tokenizer: Any, target: Path) -> None:
+def save_tokenizer(tokenizer: Any, target: Path) -> None:
     """Save `tokenizer` as the folder `target`, built aside and renamed into place (a kill never
     leaves a torn tokenizer that a resume would load)."""
     import os
@@ -327,9 +352,9 @@ def _save_tokenizer(tokenizer: Any, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _train_on_corpus(cfg: MLMConfig) -> Any:
+def train_on_corpus(corpus: str, vocab_size: int, *, field: str = "text", lowercase: bool = True) -> Any:
+    """A WordPiece vocabulary of `vocab_size` trained on every document of `corpus` (`train_wordpiece`)."""
     from sentkit.data.corpus import iter_documents
 
-    texts = (d.text for d in iter_documents(cfg.corpus, field=cfg.text_field))
-    log.info("training a WordPiece vocabulary of %d on %s", cfg.vocab_size, cfg.corpus)
-    return train_wordpiece(texts, cfg.vocab_size, lowercase=cfg.lowercase)
+    log.info("training a WordPiece vocabulary of %d on %s", vocab_size, corpus)
+    return train_wordpiece([d.text for d in iter_documents(corpus, field=field)], vocab_size, lowercase=lowercase)

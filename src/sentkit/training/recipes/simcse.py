@@ -100,7 +100,6 @@ class SimCSEModule(TrainModule):
 # ----------------------------------------------------------------------------- the method
 class SimCSE(TextRecipe):
     name = "simcse"
-    description = "Unsupervised SimCSE: two dropout views of each text, in-batch negatives"
     config_cls = SimCSEConfig
 
     def __init__(self, cfg: SimCSEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:

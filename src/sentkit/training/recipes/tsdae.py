@@ -139,7 +139,6 @@ class TSDAEModule(TrainModule):
 # ----------------------------------------------------------------------------- the method
 class TSDAE(TextRecipe):
     name = "tsdae"
-    description = "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words deleted)"
     config_cls = TSDAEConfig
 
     def __init__(self, cfg: TSDAEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:

@@ -1,0 +1,163 @@
+"""The `whiten` method (`sentkit whiten`, `sentkit train --method whiten` or a cell of an experiment
+grid): fit a whitening (`sentkit.models.whitening`) of any model's vectors on sentences of the user's
+own corpus and save the result:
+
+- a transformer gets the whitening as a sentence-transformers `Dense` module after its pooling, so
+  the folder loads unchanged in sentence-transformers (`SentenceTransformer(folder)`) and in sentkit;
+- any other encoder (averaged GloVe, a Hill et al. model, code) is saved as a folder holding the
+  whitening (`whitening.npz`) and its base (a copy of a base folder, or the base's name), which
+  `sentkit.load` reads back as the base's vectors whitened.
+
+It takes a model by name, so it lives above the resolver (`sentkit.loading`), not in models/.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentkit.config import ConfigError
+from sentkit.methods import Method
+from sentkit.models.whitening import Whitened, as_dense, fit_whitening
+
+log = logging.getLogger(__name__)
+
+WHITENING_FILE = "whitening.npz"
+BASE_DIR = "base"
+
+
+@dataclass
+class WhitenConfig:
+    """`sentkit whiten`: fit a whitening of `model` on up to `max_sentences` sentences of `corpus`
+    (a seeded random sample of its sentences of at least `min_words` words) and save it at `out`."""
+
+    model: str = ""  # any model name (sentkit.load)
+    corpus: str = ""
+    out: str = ""
+    max_sentences: int = 100_000
+    min_words: int = 3
+    dim: int | None = None  # keep the first `dim` whitened directions (default: all)
+    seed: int = 0
+    batch_size: int = 128
+    text_field: str = "text"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_sentences < 2:
+            raise ConfigError(f"max_sentences must be at least 2, got {self.max_sentences}")
+        if self.dim is not None and self.dim < 1:
+            raise ConfigError(f"dim must be at least 1, got {self.dim}")
+        if self.min_words < 1 or self.batch_size < 1:
+            raise ConfigError("min_words and batch_size must be at least 1")
+
+
+def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text") -> tuple[list[str], int]:
+    """A uniform sample (reservoir, seeded) of up to n sentences of at least `min_words` words, in
+    corpus order; and how many such sentences the corpus has."""
+    from sentkit.data.corpus import CorpusStats
+    from sentkit.data.sentences import ReadReport, iter_document_sentences
+
+    rng = np.random.default_rng(seed)
+    report = ReadReport(str(corpus), CorpusStats())
+    keep: list[tuple[int, str]] = []
+    seen = 0
+    for sents in iter_document_sentences(corpus, field=field, stats=report.files):
+        for s in sents:
+            if len(s.split()) < min_words:
+                continue
+            if len(keep) < n:
+                keep.append((seen, s))
+            else:
+                j = int(rng.integers(seen + 1))
+                if j < n:
+                    keep[j] = (seen, s)
+            seen += 1
+    if len(keep) < 2:
+        raise report.error(f"fewer than 2 sentences of at least {min_words} words to fit a whitening on",
+                           "bring documents of plain text")
+    keep.sort()
+    return [s for _, s in keep], seen
+
+
+def train_whiten(cfg: WhitenConfig) -> Path:
+    """Fit and save (see the module docstring)."""
+    from sentkit.loading import load
+    from sentkit.methods import write_marker
+    from sentkit.models.encoder import TransformerEncoder
+
+    if not cfg.model:
+        raise ConfigError("whiten: no model given (--model NAME: the encoder to whiten)")
+    if not cfg.corpus or not cfg.out:
+        raise ConfigError("whiten: --corpus and --out are required")
+    encoder = load(cfg.model)
+    sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
+                                        field=cfg.text_field)
+    log.info("whiten: fitting on %d of the %d sentences of %s", len(sentences), total, cfg.corpus)
+    x = np.asarray(encoder.encode(sentences, batch_size=cfg.batch_size, show_progress=cfg.progress), dtype=np.float32)
+    mu, w = fit_whitening(x, cfg.dim)
+    info = {"base_model": cfg.model, "fitted_on": cfg.corpus, "sentences": len(sentences), "corpus_sentences": total,
+            "dim": int(w.shape[1]), "seed": cfg.seed}
+    out = Path(cfg.out)
+    if isinstance(encoder, TransformerEncoder) and not encoder.normalize:
+        encoder.dense = [*encoder.dense, as_dense(mu, w)]
+        encoder.save(out, method="whiten", extra={"whitening": info},
+                     model_card=f"# {cfg.model}, whitened\n\nBERT-whitening fitted on {len(sentences):,} sentences of "
+                                f"`{cfg.corpus}` (a sentence-transformers Dense module after the pooling).\n")
+        return out
+    from sentkit.io import atomic_open
+
+    base = keep_base(cfg.model, out)
+    with atomic_open(out / WHITENING_FILE, "wb") as f:
+        np.savez(f, mu=mu, w=w)
+    write_marker(out, "whiten", base=base, whitening=info)
+    return out
+
+
+def keep_base(model: str, out: Path) -> str:
+    """Make `out` (checked writable, created) and make the base model reachable from it: a model folder
+    is copied into ``out/base`` (the result is self-contained), any other name is kept as the name.
+    Returns what the marker records as ``base``. Shared by the post-processing methods (whiten, sif)."""
+    from sentkit.io import check_output_dir
+    from sentkit.loading import describe
+
+    check_output_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if describe(model) != "folder":
+        return model
+    if (out / BASE_DIR).exists():
+        shutil.rmtree(out / BASE_DIR)
+    shutil.copytree(model, out / BASE_DIR)
+    return BASE_DIR
+
+
+def load_base(path: Path, marker: dict[str, Any]) -> Any:
+    """The base model a post-processing folder written with `keep_base` names."""
+    from sentkit.loading import load
+
+    base = str(marker["base"])
+    return load(str(path / base) if base == BASE_DIR else base)
+
+
+def load_whitened(path: Path) -> Any:
+    """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
+    from sentkit.methods import read_marker
+
+    path = Path(path)
+    if (path / "modules.json").is_file():
+        from sentkit.models.encoder import TransformerEncoder
+
+        return TransformerEncoder.from_pretrained(str(path))
+    marker = read_marker(path) or {}
+    if not (path / WHITENING_FILE).is_file() or "base" not in marker:
+        raise ConfigError(f"{path}: not a folder written by `sentkit whiten` (no {WHITENING_FILE} or base); "
+                          "the folder is damaged, run the whitening again")
+    with np.load(path / WHITENING_FILE) as z:
+        return Whitened(load_base(path, marker), z["mu"], z["w"], name=f"{marker['base']} whitened")
+
+
+WHITEN = Method("whiten", WhitenConfig, train_whiten, load_whitened)  # listed in sentkit.methods.METHODS

@@ -1,0 +1,243 @@
+"""docs/architecture.md held to the code: every module says what it holds, the page's two rules hold,
+its import arrows are exactly the real ones (and point up its table), and its two examples, a toy
+method and a toy task, work exactly as the page writes them (they are read from the page)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from conftest import make_docs
+from sentkit.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "sentkit"
+PAGE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- the page's parts
+def page_example(name: str) -> str:
+    """The code block the page marks `<!-- example: NAME -->`, unindented."""
+    m = re.search(rf"<!-- example: {re.escape(name)} -->\s*```python\n(.*?)\n\s*```", PAGE, re.S)
+    assert m, f"docs/architecture.md has no example {name!r}"
+    lines = m.group(1).split("\n")
+    indent = min(len(x) - len(x.lstrip()) for x in lines if x.strip())
+    return "\n".join(x[indent:] for x in lines) + "\n"
+
+
+def page_shared() -> set[str]:
+    m = re.search(r"<!-- shared -->(.*?)<!-- /shared -->", PAGE, re.S)
+    assert m, "docs/architecture.md does not mark its shared modules"
+    return set(re.findall(r"`([^`]+)`", m.group(1)))
+
+
+def page_arrows() -> dict[str, list[str]]:
+    """Room -> the rooms it imports, in the page's table order."""
+    m = re.search(r"<!-- arrows -->(.*?)<!-- /arrows -->", PAGE, re.S)
+    assert m, "docs/architecture.md does not mark its table of arrows"
+    rows: dict[str, list[str]] = {}
+    for line in m.group(1).strip().splitlines()[2:]:  # after the header and the |---| line
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        (room,) = re.findall(r"`([^`]+)`", cells[0])
+        rows[room] = re.findall(r"`([^`]+)`", cells[1]) if len(cells) > 1 else []
+    return rows
+
+
+# ----------------------------------------------------------------------------- the real imports
+def room_of_file(f: Path) -> str:
+    rel = f.relative_to(SRC)
+    if len(rel.parts) == 1:
+        return rel.name
+    if rel.parts[:2] == ("data", "probing"):
+        return "data/probing/"
+    return rel.parts[0] + "/"
+
+
+def room_of_module(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "sentkit":
+        return None
+    if len(parts) == 1:
+        return "__init__.py"
+    if (SRC / parts[1]).is_dir():
+        return "data/probing/" if parts[1:3] == ["data", "probing"] else parts[1] + "/"
+    return parts[1] + ".py"
+
+
+def imported_modules(f: Path) -> set[str]:
+    """Every sentkit module `f` imports, at any depth (function-level imports included);
+    `from sentkit import __version__` alone is left out (the version string is shared)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "sentkit" and [a.name for a in node.names] == ["__version__"]:
+                continue
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m == "sentkit" or m.startswith("sentkit.")}
+
+
+def real_arrows() -> dict[str, dict[str, set[str]]]:
+    """Room -> imported room -> the files of the room that import it."""
+    arrows: dict[str, dict[str, set[str]]] = {}
+    for f in sorted(SRC.rglob("*.py")):
+        src = room_of_file(f)
+        arrows.setdefault(src, {})
+        for module in imported_modules(f):
+            dst = room_of_module(module)
+            if dst is not None and dst != src:
+                arrows[src].setdefault(dst, set()).add(str(f.relative_to(SRC)))
+    return arrows
+
+
+def test_the_pages_arrows_are_the_real_imports() -> None:
+    shared, table, real = page_shared(), page_arrows(), real_arrows()
+    assert shared and table, "docs/architecture.md lists no shared modules or no arrows"
+    for room in shared:  # the shared modules import only each other
+        bad = {dst: files for dst, files in real.get(room, {}).items() if dst not in shared}
+        assert not bad, f"shared module {room} imports {bad}; docs/architecture.md says it imports only shared ones"
+    missing = sorted(set(real) - shared - set(table))
+    assert not missing, f"rooms absent from docs/architecture.md's table of arrows: {missing}"
+    stale_rooms = sorted(set(table) - set(real))
+    assert not stale_rooms, f"docs/architecture.md's table lists rooms that do not exist: {stale_rooms}"
+    order = list(table)
+    for room, shown in table.items():
+        imports = {dst: files for dst, files in real[room].items() if dst not in shared}
+        unshown = {dst: sorted(files) for dst, files in imports.items() if dst not in shown}
+        assert not unshown, f"{room} imports {unshown}, an arrow docs/architecture.md does not show"
+        stale = sorted(set(shown) - set(imports))
+        assert not stale, f"docs/architecture.md shows {room} -> {stale}, but no module of {room} imports it"
+        down = [dst for dst in shown if order.index(dst) >= order.index(room)]
+        assert not down, f"{room} -> {down} points down docs/architecture.md's table (a cycle of rooms)"
+
+
+def test_evaluation_depends_only_on_the_encoder_interface() -> None:
+    """No import runs from the evaluation room into the Hill et al. models (or any training code)."""
+    for f in sorted((SRC / "evaluation").rglob("*.py")):
+        bad = {m for m in imported_modules(f) if m.startswith(("sentkit.hill", "sentkit.training", "sentkit.baselines"))}
+        assert not bad, f"{f.relative_to(SRC)} imports {sorted(bad)}"
+
+
+def test_data_room_takes_nothing_from_the_models_room() -> None:
+    for f in sorted((SRC / "data").rglob("*.py")):
+        bad = {m for m in imported_modules(f) if m.startswith("sentkit.models")}
+        assert not bad, f"{f.relative_to(SRC)} imports {sorted(bad)}"
+
+
+def test_every_room_says_what_it_holds() -> None:
+    for init in sorted(SRC.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, f"{init.relative_to(SRC)} has no opening docstring"
+    for f in sorted(SRC.rglob("*.py")):
+        assert ast.get_docstring(ast.parse(f.read_text())), f"{f.relative_to(SRC)} has no opening docstring"
+
+
+# ----------------------------------------------------------------------------- the page's examples
+def import_page_module(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Write `code` as a new module (in place of the file the page names) and import it."""
+    name = f"page_example_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, name, importlib.import_module(name))
+    return name
+
+
+def test_a_method_added_as_the_page_says_trains_and_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import sentkit
+    from sentkit.methods import METHODS, MethodEntry, register_method
+
+    module = import_page_module(page_example("toy-method"), tmp_path, monkeypatch)
+    # the page's line of METHODS, pointed at the temporary module instead of src/sentkit/hill/toy.py
+    ((name, entry),) = eval("{" + page_example("toy-method-entry") + "}", {"MethodEntry": MethodEntry}).items()
+    assert isinstance(entry.target, str) and entry.target.startswith("sentkit.hill.toy:")
+    monkeypatch.setitem(METHODS, name, MethodEntry(entry.target.replace("sentkit.hill.toy", module), entry.description))
+
+    capsys.readouterr()
+    assert main(["train", "--list-methods"]) == 0
+    assert f"{name:24s} {entry.description}" in capsys.readouterr().out.splitlines()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, doc in enumerate(make_docs(4, 80)):
+        (corpus / f"{i}.txt").write_text(doc + "\n")
+    out = tmp_path / "toy"
+    assert main(["-q", "train", "--method", name, "--corpus", str(corpus), "--out", str(out), "--set", "dim=6",
+                 "--set", "progress=false"]) == 0
+    assert json.loads((out / "sentkit.json").read_text())["method"] == name
+    enc = sentkit.load(str(out))
+    # oracle: the mean of the saved vectors of the sentence's words (an unknown word is skipped)
+    vectors, words = np.load(out / "vectors.npy"), json.loads((out / "state.json").read_text())["words"]
+    assert vectors.shape == (len(words), 6)
+    expect = vectors[[words.index("river"), words.index("stone")]].mean(0)
+    np.testing.assert_allclose(enc.encode(["River stone zzqx"])[0], expect, rtol=1e-6)
+    with pytest.raises(ValueError, match="already registered"):
+        register_method(name, entry.target, entry.description)
+
+
+@pytest.fixture()
+def task_registry():  # type: ignore[no-untyped-def]
+    """The task registry and its groups as they were before the test (the example adds a task)."""
+    from sentkit.evaluation import tasks as T
+
+    saved = dict(T.TASKS._items), dict(T._ALIASES), list(T.DOWNSTREAM), list(T.PROBING), list(T.ALL_TASKS)
+    yield T
+    for now, before in zip((T.TASKS._items, T._ALIASES, T.DOWNSTREAM, T.PROBING, T.ALL_TASKS), saved):
+        if isinstance(now, dict):
+            now.clear()
+            now.update(before)  # type: ignore[call-overload]
+        else:
+            now[:] = before
+
+
+LETTERS_PY = '''
+import numpy as np
+
+class Letters:
+    """Counts of a..z: a 26-d bag of letters."""
+
+    def encode(self, texts, batch_size=32, **kw):
+        out = np.zeros((len(texts), 26), np.float32)
+        for i, t in enumerate(texts):
+            for c in t.lower():
+                if "a" <= c <= "z":
+                    out[i, ord(c) - 97] += 1
+        return out
+'''
+
+
+def test_a_task_added_as_the_page_says_is_evaluated_under_tasks_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    task_registry) -> None:  # type: ignore[no-untyped-def]
+    import_page_module(page_example("toy-task"), tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    (data / "TOYSTS").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    words = ["river", "stone", "bread", "winter", "ocean", "harbour", "market", "soldier"]
+    pairs = [(" ".join(rng.choice(words, 3)), " ".join(rng.choice(words, 3)), float(rng.uniform(0, 5)))
+             for _ in range(20)]
+    (data / "TOYSTS" / "pairs.tsv").write_text("".join(f"{y:.2f}\t{a}\t{b}\n" for a, b, y in pairs), encoding="utf-8")
+    assert task_registry.expand_tasks("all", data) == ["ToySTS"]  # the only task whose files are there
+    assert task_registry.expand_tasks("downstream", data) == ["ToySTS"]
+
+    (tmp_path / "letters.py").write_text(LETTERS_PY)
+    out = tmp_path / "r.json"
+    assert main(["-q", "evaluate", "--model", f"{tmp_path / 'letters.py'}:Letters", "--tasks", "all", "--data-dir",
+                 str(data), "--output", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    res = json.loads(out.read_text())["results"]
+    assert list(res) == ["ToySTS"]
+    # oracle: Spearman's rho of the cosines of the letter counts against the gold scores
+    exec(LETTERS_PY, ns := {})
+    enc = ns["Letters"]()
+    a, b = enc.encode([p[0] for p in pairs]), enc.encode([p[1] for p in pairs])
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    gold = [float(f"{p[2]:.2f}") for p in pairs]
+    assert res["ToySTS"]["test"]["spearman"] == pytest.approx(spearmanr(cos, gold)[0], abs=1e-9)
