@@ -210,7 +210,8 @@ def folder_signature(path: Path) -> str:
     return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
 
 
-# entries of a model folder that are not the model: caches, and a training run's bookkeeping
+# entries of a model folder that are not the model: caches, and a training run's bookkeeping (and
+# its logs, *.log)
 NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "train.log", "metrics.csv", "run.json")
 
 
@@ -221,7 +222,8 @@ def folder_digest(path: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(path.rglob("*")):
         rel = f.relative_to(path)
-        if rel.parts[0] in NOT_MODEL_FILES or any(part.startswith(".") for part in rel.parts) or not f.is_file():
+        if (rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log") or any(p.startswith(".") for p in rel.parts)
+                or not f.is_file()):
             continue
         h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
         _hash_file(h, f)
