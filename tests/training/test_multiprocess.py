@@ -26,7 +26,7 @@ from sentkit.methods import get_method
 from sentkit.training.checkpoint import CHECKPOINT
 from sentkit.training.metrics import read_metrics
 
-HERE = Path(__file__).parent
+WORKER = Path(__file__).parents[2] / "scripts" / "train_worker.py"  # the worker scripts/gpu_check.py runs too
 METHODS = ("declutr", "mlm", "simcse", "tsdae")
 STEPS, CUT = 4, 2  # steps of every run; the killed and the one-process runs stop after the checkpoint at CUT
 RESUMED = ("killed", "prepared", "begun")
@@ -85,7 +85,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict
     for method in METHODS:  # a fresh run, then a run that rank 0's kill -9 ends after the checkpoint at CUT
         jobs = [{"method": method, "config": cfg(method, "fresh")},
                 {"method": method, "config": cfg(method, "killed"), "kill_at": CUT}]
-        killed[method] = torchrun(HERE / "ddp_train_worker.py", json.dumps({"jobs": jobs}))
+        killed[method] = torchrun(WORKER, json.dumps({"jobs": jobs}))
         out = root / method / "killed"
         left[method] = {"model": (out / "sentkit.json").exists(),
                         "step": torch.load(out / CHECKPOINT, weights_only=False)["step"] if (out / CHECKPOINT).is_file() else None}
@@ -93,7 +93,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict
     (root / "theirs").mkdir()
     (root / "theirs" / "notes.txt").write_text("a file of the user's")  # rank 0 refuses the folder
     jobs.append({"method": "simcse", "config": {**cfg("simcse", "x"), "out": str(root / "theirs")}, "expect_error": True})
-    resumed = torchrun(HERE / "ddp_train_worker.py", json.dumps({"jobs": jobs}))
+    resumed = torchrun(WORKER, json.dumps({"jobs": jobs}))
     for name in ("fresh", *RESUMED):  # MLM: a single-process run with each run's vocabulary
         shutil.copytree(root / "mlm" / name / "tokenizer", root / "mlm" / f"reference-{name}" / "tokenizer")
         one_process("mlm", f"reference-{name}")
