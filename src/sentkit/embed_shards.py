@@ -108,8 +108,16 @@ def parts_folder(dst: Path) -> Path:
 
 
 def record_path(dst: Path) -> Path:
-    """The record of a joined .npy output: `<output>.manifest.json`."""
-    return dst.with_name(dst.name + RECORD_SUFFIX)
+    """The record of a joined .npy output: `<output>.manifest.json` (for a name too long to take the
+    suffix, the name cut short and a hash of it in full)."""
+    import hashlib
+
+    from sentkit.io import temp_name
+
+    raw = dst.name.encode("utf-8", "surrogateescape")
+    if len(raw) + len(RECORD_SUFFIX) <= 255:
+        return dst.with_name(dst.name + RECORD_SUFFIX)
+    return dst.with_name(f"{temp_name(dst.name)}-{hashlib.sha256(raw).hexdigest()[:12]}{RECORD_SUFFIX}")
 
 
 def read_manifest(folder: Path, *, path: Path | None = None) -> dict[str, Any] | None:
