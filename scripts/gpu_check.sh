@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
 # Check sentkit on this machine's GPU(s) in one command: bf16/fp16 against fp32, resume bit for bit,
-# gradient caching with dropout on CUDA generators, encode and training-step throughput, and with 2+
-# GPUs a 2-process NCCL run killed and resumed. About 3-5 minutes on one GPU. What it checks and how
-# to read the result: docs/benchmarks.md, "GPU check".
+# gradient caching with dropout on CUDA generators, encode and training-step throughput against the
+# GPU's own matmul rate, and with 2+ GPUs a 2-process NCCL run killed and resumed. What it checks,
+# how long it takes and how to read the result: docs/benchmarks.md, "GPU check".
 #
-#   bash scripts/gpu_check.sh [--out DIR] [--steps N] [--keep]   # exit 0 passed, 1 a check failed, 3 no GPU
-#   bash scripts/gpu_check.sh --cpu                              # the same checks on the CPU, tiny (tests the script)
+#   bash scripts/gpu_check.sh [--out DIR] [--steps N] [--keep]   # DIR: default $OUT when set, else /tmp/sentkit-gpu-check
+#   bash scripts/gpu_check.sh --cpu --out DIR                     # every check that runs on a CPU, tiny (tests the script)
+#
+# Results: a table on stdout and DIR/gpu_check.json. Exit status (a failure before the checks is one
+# line on stderr):
+#   0 every check passed (or was skipped)   1 a check failed          2 a bad command line
+#   3 no GPU                                4 no Python environment   5 a package it needs is missing
+#   6 torch is a CPU-only build on a machine with an NVIDIA GPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-.venv/bin/python}
-[ -x "$PY" ] || PY=$(command -v python3)
+CUDA_SETUP="SENTKIT_TORCH_INDEX=https://download.pytorch.org/whl/cu128 bash scripts/setup.sh"
+if [ -n "${PYTHON:-}" ]; then
+  PY=$PYTHON
+elif [ -x .venv/bin/python ]; then
+  PY=.venv/bin/python
+else
+  echo "gpu_check: error: no Python environment: $(pwd)/.venv is missing; make it with \`$CUDA_SETUP\` (a CUDA build of torch; plain \`bash scripts/setup.sh\` for the CPU one), or set PYTHON to an interpreter that has sentkit's dependencies" >&2
+  exit 4
+fi
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "gpu_check: error: no Python environment: PYTHON=$PY is not an executable; set PYTHON to an interpreter, or unset it to use .venv" >&2
+  exit 4
+fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's sentkit, whatever the environment holds
 exec "$PY" scripts/gpu_check.py "$@"

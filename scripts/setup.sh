@@ -5,8 +5,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# torch first, pinned: a bare `torch` requirement can pull a multi-GB CUDA build.
-.venv/bin/pip install -q --disable-pip-version-check "torch==${SENTKIT_TORCH_VERSION:-2.13.0}"
+# torch first, pinned: a bare `torch` requirement can pull a multi-GB CUDA build. From pip's own
+# index by default (the CPU build where CI runs). On a GPU machine, a CUDA build from PyTorch's index:
+#   SENTKIT_TORCH_INDEX=https://download.pytorch.org/whl/cu128 bash scripts/setup.sh
+# (passed to pip as --index-url; a torch of another build already in .venv is replaced).
+TORCH="torch==${SENTKIT_TORCH_VERSION:-2.13.0}"
+if [ -n "${SENTKIT_TORCH_INDEX:-}" ]; then
+  want=$(basename "${SENTKIT_TORCH_INDEX%/}")   # e.g. cu128: the local version label of that index's builds
+  have=$(.venv/bin/python -c "import torch; print(torch.__version__.partition('+')[2])" 2>/dev/null || true)
+  if [ "$have" != "$want" ]; then
+    .venv/bin/pip uninstall -q -y torch >/dev/null 2>&1 || true
+  fi
+  .venv/bin/pip install -q --disable-pip-version-check --index-url "$SENTKIT_TORCH_INDEX" "$TORCH"
+else
+  .venv/bin/pip install -q --disable-pip-version-check "$TORCH"
+fi
 .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]"
 # WordNet for the DictRep method (Debian's wordnet-base); tests that need it skip without it.
 if [ ! -f /usr/share/wordnet/data.noun ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

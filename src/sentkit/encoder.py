@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,10 +57,39 @@ class CallableEncoder:
         return out[0] if single else out
 
 
+class TextsOnlyEncoder(CallableEncoder):
+    """An object whose `encode` takes only the texts (``encode(texts)``), given every Encoder
+    argument: its `encode` is called on batches of `batch_size` texts. Its other attributes
+    (``dim``, ``fingerprint``, ...) are the object's own."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(obj.encode, name=type(obj).__name__)
+        self.wrapped = obj
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+
+def takes_encoder_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` accepts the Encoder's keyword arguments (``batch_size``, ``show_progress``)
+    by name or through ``**kwargs``; a callable whose signature cannot be read is trusted."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return True
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {"batch_size", "show_progress"} <= named
+
+
 def as_encoder(obj: Any) -> Encoder:
-    """Accept an Encoder, or a callable `list[str] -> array`."""
+    """Accept an Encoder, an object whose `encode` takes only the texts, or a callable
+    `list[str] -> array`."""
     if hasattr(obj, "encode") and callable(obj.encode):
-        return obj  # type: ignore[no-any-return]
+        return obj if takes_encoder_arguments(obj.encode) else TextsOnlyEncoder(obj)  # type: ignore[no-any-return]
     if callable(obj):
         return CallableEncoder(obj)
     raise TypeError(

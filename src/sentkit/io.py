@@ -300,9 +300,13 @@ def describe_os_error(e: OSError) -> str:
 
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive inter-process lock on `path` (created if needed) for the block.
-    POSIX (fcntl); elsewhere a no-op, so concurrent writers must be avoided by hand. The kernel
-    drops the lock when its process dies, so a killed holder never leaves it stuck."""
+    """Hold an exclusive inter-process lock on `path` for the block: the file exists while someone
+    holds or waits for it and is removed by the last holder (no lock file is left behind). POSIX
+    (fcntl); elsewhere a no-op, so concurrent writers must be avoided by hand. The kernel drops the
+    lock when its process dies, so a killed holder never leaves it stuck (only its empty file).
+
+    A holder removes the file before it lets go; a process that was waiting on the removed file
+    sees that the name now points elsewhere (or nowhere) and locks the name afresh."""
     try:
         import fcntl
     except ImportError:  # Windows
@@ -310,12 +314,26 @@ def file_lock(path: str | Path) -> Iterator[None]:
         return
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    while True:
+        fh = open(p, "a")  # noqa: SIM115 - closed below, after the unlink
         try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                same = os.stat(p).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+        except BaseException:
+            fh.close()
+            raise
+        fh.close()  # the file we waited on was removed by its holder: lock the name again
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
+        fh.close()  # closing drops the lock
 
 
 def sha256_file(path: str | Path) -> str:

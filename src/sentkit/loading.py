@@ -16,7 +16,9 @@ trains one. An unknown name close to a known one gets the closest names, and the
 mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
-its models here; `fingerprint` is the stable id their caches key on.
+its models here; `fingerprint` is the stable id their caches key on, and `content_id` says what a
+name loads by content (the files of a folder, a registry name and its package's version), which
+sharded `sentkit embed` runs compare before they join their parts.
 """
 
 from __future__ import annotations
@@ -236,6 +238,80 @@ def folder_signature(path: Path) -> str:
             st = f.stat()
             items.append(f"{f.relative_to(path)}:{st.st_size}:{int(st.st_mtime)}")
     return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
+
+
+# entries of a model folder that are not the model: caches, and a training run's bookkeeping (and
+# its logs, *.log)
+NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "train.log", "metrics.csv", "run.json")
+
+
+def folder_digest(path: Path) -> str:
+    """A hash of the names and contents of the model's files in `path` (caches, checkpoints and
+    hidden files left out): equal for the same files wherever the folder is and however it is
+    named, different after a retrain. Reads every file once."""
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        rel = f.relative_to(path)
+        if (rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log") or any(p.startswith(".") for p in rel.parts)
+                or not f.is_file()):
+            continue
+        h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
+        _hash_file(h, f)
+    return h.hexdigest()
+
+
+def _hash_file(h: Any, path: Path) -> Any:
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h
+
+
+def content_id(spec: str | Path) -> str:
+    """What `spec` loads, by content, without loading it: ``folder sha256:...`` (the model's files,
+    `folder_digest`), ``registry NAME PACKAGE==VERSION``, ``word vectors NAME (sentkit VERSION)``,
+    ``hub ID sha256:...`` (its files in the local cache; the id alone when it is not cached), or
+    ``code sha256:...:ATTR`` (the Python file's contents). Two names of the same model (``../m`` and
+    ``/abs/m``, an alias) give the same id; retrained weights at the same path do not."""
+    from importlib import metadata
+
+    text = str(spec).strip()
+    kind = describe(text)
+    if kind == "folder":
+        return f"folder sha256:{folder_digest(Path(text).expanduser().resolve())}"
+    if kind == "registry":
+        from sentkit.models.hub import NAMED_MODELS, model_aliases
+
+        name = model_aliases().get(text, text)
+        dist = NAMED_MODELS.get(name).package.split("==")[0]
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "not installed"
+        return f"registry {name} {dist}=={version}"
+    if kind == "word vectors":
+        from sentkit import __version__
+
+        return f"word vectors {WORD_VECTOR_ALIASES.get(text.lower(), text.lower())} (sentkit {__version__})"
+    if kind == "hub":
+        try:
+            from huggingface_hub import snapshot_download
+
+            local = Path(snapshot_download(text, local_files_only=True))
+        except Exception:  # not in the local cache (or no hub client): the id is all there is
+            return f"hub {text}"
+        return f"hub {text} sha256:{folder_digest(local)}"
+    mod_name, attr = text.rsplit(":", 1)
+    source: Path | None = Path(mod_name) if mod_name.endswith(".py") else None
+    if source is None:
+        try:
+            found = importlib.util.find_spec(mod_name)
+        except (ImportError, ValueError):
+            found = None
+        source = Path(found.origin) if found is not None and found.origin and Path(found.origin).is_file() else None
+    if source is None or not source.is_file():
+        return f"code {text}"
+    return f"code sha256:{_hash_file(hashlib.sha256(), source).hexdigest()}:{attr}"
 
 
 def fingerprint(encoder: Any, name: str) -> str | None:

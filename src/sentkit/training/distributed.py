@@ -10,15 +10,21 @@ gradient of one process on the concatenated batch.
 Setting up a run: rank 0 alone claims the output folder and does the one-off preparation (a
 tokenizer trained on the corpus, the token store), while the others wait for it under a long
 timeout of their own (`main_first`); then every rank loads what rank 0 made and the checkpoint
-rank 0 chose. A rank that stops while another waits for it is reported by name, never waited on
-forever: its connections close and the waiting ranks raise `RankFailed`."""
+rank 0 chose. A rank that stops (an error, a kill, a lost machine) while the others wait for it,
+in start-up, group creation or any collective of a training step, is reported by name, never
+waited on forever and never as an internal error: its connections close and the ranks that wait
+raise `RankFailed` (`watch_peers`), naming it: of two ranks the other one; of more, the ranks whose
+heartbeat (a counter that a thread of each process advances in the run's store every second) has
+stopped, leaving out those that stopped only to report another's end."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import pickle
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -45,7 +51,141 @@ class DistInfo:
 
 class RankFailed(ConnectionError):
     """Another process of the run stopped (an error, a kill, a lost machine) while this one waited
-    for it. A ConnectionError, so that `sentkit` reports it as the environment's failure (exit 1)."""
+    for it. A ConnectionError, so that `sentkit` reports it as the environment's failure (exit 1).
+    `stopped`: the ranks that stopped, when known; `timed_out`: they did not answer in time (hung,
+    or too slow) rather than closing their connections; `doing`: what this rank was doing."""
+
+    def __init__(self, message: str, stopped: list[int] | None = None, timed_out: bool = False,
+                 doing: str = "") -> None:
+        super().__init__(message)
+        self.stopped = stopped
+        self.timed_out = timed_out
+        self.doing = doing
+
+
+# what the message of a failed collective, or of the store behind it, says when another rank stopped
+_PEER_GONE = ("connection reset", "connection closed", "broken pipe", "connection refused", "end of file",
+              "socket", "gloo", "nccl", "timed out", "timeout")
+
+
+def peer_failure(e: BaseException) -> bool:
+    """Whether `e` is how a collective or the run's store fails when another rank stopped or hung
+    (torch's DistError, or gloo's RuntimeError naming a closed connection), not an error of this
+    rank's own work."""
+    if isinstance(e, RankFailed):
+        return False
+    if isinstance(e, dist.DistError):
+        return True
+    return isinstance(e, RuntimeError) and any(m in str(e).lower() for m in _PEER_GONE)
+
+
+_ALIVE, _REPORTED = "sentkit/alive/{}/{}".format, "sentkit/reported/{}/{}".format
+_heartbeat_started = False
+
+
+def _store(timeout_s: float) -> Any:
+    """A client of the run's store (torchrun's, or rank 0's without it), from the environment."""
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                         timeout=timedelta(seconds=timeout_s))
+
+
+def _restart() -> str:
+    return os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+
+
+def start_heartbeat(info: DistInfo, every_s: float = 1.0) -> None:
+    """With more than two ranks: a daemon thread that adds 1 to this rank's counter in the run's
+    store every `every_s` while the process lives (blocked in a collective too), so that the others
+    can tell a rank that stopped from one that waits (`stopped_ranks`). Once per process."""
+    global _heartbeat_started
+    if info.world_size <= 2 or _heartbeat_started or "MASTER_ADDR" not in os.environ:
+        return
+    _heartbeat_started = True
+
+    def beat() -> None:
+        try:
+            store = _store(60)
+            while True:
+                store.add(_ALIVE(_restart(), info.rank), 1)
+                time.sleep(every_s)
+        except Exception:  # the store is gone: the run is over
+            return
+
+    threading.Thread(target=beat, name="sentkit-heartbeat", daemon=True).start()
+
+
+def _release_waiters() -> Any:
+    """Close this process's connections of every process group, so that a rank blocked in a
+    collective with this one fails now (and joins the roll call) instead of at its timeout; the
+    run's store, which rank 0 holds without torchrun, is kept (returned: hold it)."""
+    from torch.distributed import distributed_c10d
+
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+    keep = getattr(distributed_c10d, "_get_default_store", lambda: None)()
+    closer = threading.Thread(target=close, daemon=True)
+    closer.start()
+    closer.join(10)  # a group that cannot be closed is left as it is
+    return keep
+
+
+def stopped_ranks(info: DistInfo, wait_s: float = 3.0) -> list[int] | None:
+    """The ranks that stopped, after a collective failed: of two, the other one. Of more, those
+    whose heartbeat did not advance in `wait_s`, less those that stopped to report another (this
+    rank records that it reports, and closes its connections first, so that a rank that waits on
+    it reports too instead of waiting). Rank 0, when it holds the store (no torchrun), keeps it up
+    until the others have taken their roll call. When the store cannot be reached, rank 0 held it
+    and is the one that stopped; under torchrun, None (not known)."""
+    if info.world_size == 2:
+        return [1 - info.rank]
+    restart = _restart()
+    done = "sentkit/rolled/{}/{}".format
+    try:
+        store = _store(wait_s)
+        store.set(_REPORTED(restart, info.rank), "1")
+        kept = _release_waiters()
+        others = [r for r in range(info.world_size) if r != info.rank]
+        before = {r: int(store.add(_ALIVE(restart, r), 0)) for r in others}
+        time.sleep(wait_s)
+        silent = [r for r in others if int(store.add(_ALIVE(restart, r), 0)) == before[r]]
+        stopped = [r for r in silent if not store.check([_REPORTED(restart, r)])]
+        store.set(done(restart, info.rank), "1")
+        if info.is_main and "TORCHELASTIC_RUN_ID" not in os.environ:  # this process holds the store
+            until = time.monotonic() + 3 * wait_s
+            while time.monotonic() < until and not store.check([done(restart, r) for r in others if r not in stopped]):
+                time.sleep(0.1)
+        del kept
+        return stopped
+    except (RuntimeError, KeyError, ValueError):  # the store's host is gone (or no address to reach it)
+        return None if "TORCHELASTIC_RUN_ID" in os.environ or info.is_main else [0]
+
+
+def ranks_text(ranks: list[int] | None) -> str:
+    """``rank 1``, ``ranks 1, 2`` or ``another rank``."""
+    if not ranks:
+        return "another rank"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+@contextlib.contextmanager
+def watch_peers(info: DistInfo, what: str | Callable[[], str]) -> Iterator[None]:
+    """Raise RankFailed, naming the rank that stopped, when a collective, the creation of a process
+    group or the start-up fails in the block because another rank stopped or hung (`peer_failure`);
+    other errors pass unchanged. `what` (or what it returns) says what this rank was doing."""
+    try:
+        yield
+    except Exception as e:
+        if not info.active or not peer_failure(e):
+            raise
+        timed_out = any(m in str(e).lower() for m in ("timed out", "timeout"))
+        stopped = stopped_ranks(info)
+        doing = what() if callable(what) else what
+        first = (str(e).splitlines() or [""])[0]
+        event = "did not answer in time" if timed_out else "stopped"
+        raise RankFailed(f"rank {info.rank}: {ranks_text(stopped)} {event} while {doing} ({first[:200]}); see the "
+                         "log of the process that stopped first", stopped, timed_out, doing) from None
 
 
 def init_from_env(device_type: str, timeout_s: float | None = None) -> DistInfo:
@@ -58,8 +198,11 @@ def init_from_env(device_type: str, timeout_s: float | None = None) -> DistInfo:
         return DistInfo()
     if not dist.is_initialized():
         kw: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s)} if timeout_s else {}
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo", **kw)
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+        with watch_peers(DistInfo(int(os.environ.get("RANK", "0")), world), "the processes started"):
+            dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo", **kw)
+    info = DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    start_heartbeat(info)
+    return info
 
 
 @contextlib.contextmanager
@@ -75,7 +218,8 @@ def main_first(info: DistInfo, timeout_s: float, what: str) -> Iterator[dict[str
     if not info.active:
         yield {}
         return
-    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+    with watch_peers(info, what):  # a rank that stops while the group is made is reported like any other
+        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
     try:
         if info.is_main:
             shared: dict[str, Any] = {}
@@ -97,13 +241,8 @@ def main_first(info: DistInfo, timeout_s: float, what: str) -> Iterator[dict[str
 
 def _broadcast(group: Any, info: DistInfo, obj: Any, what: str) -> Any:
     box = [obj]
-    try:
+    with watch_peers(info, what):  # gloo: "Connection closed by peer" (a rank died), or the timeout
         dist.broadcast_object_list(box, src=0, group=group)
-    except RuntimeError as e:  # gloo: "Connection closed by peer" (a rank died), or the timeout
-        first = (str(e).splitlines() or [""])[0]
-        who = "the other processes" if info.is_main else "rank 0"
-        raise RankFailed(f"rank {info.rank}: {who} stopped while {what} ({first[:200]}); see the log of "
-                         "the process that stopped first") from None
     return box[0]
 
 
@@ -123,10 +262,14 @@ def wrap(module: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
     not use), so no unused-parameter search is needed."""
     if not info.active:
         return module
+    import warnings
+
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(module, device_ids=ids, broadcast_buffers=False)
+    with warnings.catch_warnings():  # torch's own advice for rank-local buffers is to keep it, as here
+        warnings.filterwarnings("ignore", message=".*broadcast_buffers.* is deprecated", category=FutureWarning)
+        return DistributedDataParallel(module, device_ids=ids, broadcast_buffers=False)
 
 
 def unwrap(module: nn.Module) -> Any:

@@ -2,7 +2,10 @@
 
 A method (`sentkit.training.recipe.Recipe`) supplies the batches and the objective; this loop owns
 the output folder's safety, the token store, processes (DDP), precision, the optimiser and
-schedule, exact resume, checkpoints, metrics and the saved encoder."""
+schedule, exact resume, checkpoints, metrics and the saved encoder. Each process of a multi-process
+run logs to its own file (train.log for rank 0, train-rank<N>.log for the others); a rank that
+stops mid-run is reported by the others in one line that names it, its log and the checkpoint to
+resume from (`stopped_report`)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +28,7 @@ from sentkit.training.batching import StepUnits
 from sentkit.training.checkpoint import (
     CheckpointError,
     has_checkpoint,
+    last_checkpoint,
     load_checkpoint,
     read_checkpoint,
     rng_state,
@@ -31,10 +36,18 @@ from sentkit.training.checkpoint import (
     set_rng_state,
 )
 from sentkit.training.config import TrainConfig
-from sentkit.training.distributed import DistInfo, main_first, unwrap, wrap
+from sentkit.training.distributed import (
+    DistInfo,
+    RankFailed,
+    main_first,
+    ranks_text,
+    unwrap,
+    watch_peers,
+    wrap,
+)
 from sentkit.training.metrics import MetricsLogger
 from sentkit.training.recipe import Recipe, StoreSpec
-from sentkit.training.rundir import claim, clean_stale, run_lock, run_log, write_run
+from sentkit.training.rundir import claim, clean_stale, rank_log_name, run_lock, run_log, write_run
 from sentkit.training.schedule import SCHEDULES
 from sentkit.training.step import StepContext, forward_backward, make_optimizer, optimizer_step
 
@@ -152,8 +165,25 @@ def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = N
     if cfg.batch_size % (info.world_size * cfg.grad_accum):
         raise ConfigError(f"batch_size ({cfg.batch_size}) must be divisible by world size x grad_accum "
                           f"({info.world_size} x {cfg.grad_accum})")
-    with contextlib.ExitStack() as stack:  # rank 0 holds the folder's lock and log until the end
-        return _run(cfg, recipe_cls, out, device, info, precision, stack, stop_at, prepare_only)
+    try:
+        with contextlib.ExitStack() as stack:  # rank 0 holds the folder's lock and log until the end
+            return _run(cfg, recipe_cls, out, device, info, precision, stack, stop_at, prepare_only)
+    except RankFailed as e:  # another process stopped: one line, with its log and the checkpoint to resume from
+        raise RankFailed(stopped_report(e, out), e.stopped, e.timed_out, e.doing) from None
+
+
+def stopped_report(e: RankFailed, out: Path) -> str:
+    """One line for a rank that stopped mid-run: which, its log, and the checkpoint --resume takes."""
+    logs = [str(out / rank_log_name(r)) for r in e.stopped or []]
+    if len(logs) == 1:
+        where = f"its log: {logs[0]}"
+    else:
+        where = f"their logs: {', '.join(logs)}" if logs else f"the logs: {out / 'train*.log'}"
+    last = last_checkpoint(out)
+    resume = (f"resume with --resume (the last checkpoint: {last[0]}, step {last[1]})" if last is not None else
+              "resume with --resume (no checkpoint was written yet: it starts from step 0)")
+    event = "did not answer in time" if e.timed_out else "stopped"
+    return f"{ranks_text(e.stopped)} {event} while {e.doing or 'the run went on'} ({where}); {resume}"
 
 
 def _claim(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, stack: contextlib.ExitStack) -> bool:
@@ -185,6 +215,13 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         if info.is_main:
             plan["resuming"] = _claim(cfg, recipe_cls, out, stack)
             recipe_cls.prepare(cfg, out)
+    if info.active:  # every process logs to its own file, in the folder that rank 0 has made ours
+        import socket
+
+        if not info.is_main:
+            stack.enter_context(run_log(out, rank_log_name(info.rank)))
+        log.info("rank %d of %d: pid %d on %s, device %s", info.rank, info.world_size, os.getpid(),
+                 socket.gethostname(), device)
 
     # --- model and tokenizer, every rank at once (random initialisation seeded by the run's seed)
     with torch.random.fork_rng(devices=[]):
@@ -253,6 +290,9 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
     if info.is_main:
         save_json(cfg, out / "train_config.json")
         write_run(out, recipe.name, cfg, status="training", step=step)
+    # every collective from here to the end (DDP's start, the steps, the last barrier) is watched: a
+    # rank that stops is reported by name (RankFailed, when the error leaves _run through `stack`)
+    stack.enter_context(watch_peers(info, lambda: f"training step {step + 1}" if step < total else "the run ended"))
     model = wrap(module, info, device)
     ctx = StepContext(recipe, model, cfg, device, info, scaler)
     metrics = MetricsLogger(out, cfg.logger, recipe.loss_names) if info.is_main else None

@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,16 @@ LOCK_FILE = ".lock"
 LOG_FILE = "train.log"
 # Entries of a run folder that sentkit writes whatever the model's files are called.
 _OWN = {RUN_FILE, LOCK_FILE, LOG_FILE, "checkpoint", "metrics.csv", "train_config.json", "tensorboard", "prepared", "tokenizer"}
+_RANK_LOG = re.compile(r"train-rank\d+\.log")
+
+
+def rank_log_name(rank: int) -> str:
+    """The log file of a process of the run: train.log for rank 0, train-rank<N>.log for the others."""
+    return LOG_FILE if rank == 0 else f"train-rank{rank}.log"
+
+
+def _own(entry: str) -> bool:
+    return entry in _OWN or bool(_RANK_LOG.fullmatch(entry))
 
 
 class RunDirError(ConfigError):
@@ -91,7 +102,7 @@ def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[st
             "choose a new or empty folder for --out"
         )
     if overwrite:
-        unknown = sorted(set(entries) - set(prev.get("entries", [])) - _OWN)
+        unknown = sorted(e for e in set(entries) - set(prev.get("entries", [])) if not _own(e))
         if unknown:
             raise RunDirError(
                 f"--out {out}: --overwrite would delete files that sentkit did not write ({_names(unknown)}); "
@@ -135,7 +146,8 @@ def _scaffolding_only(out: Path, entries: list[str]) -> bool:
     early = {RUN_FILE, LOG_FILE, "metrics.csv", "train_config.json", "prepared", "tokenizer", "tensorboard"}
     if (out / MARKER_FILE).exists() or any((out / "checkpoint").glob("*.pt")):
         return False
-    return all(e in early or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock")) for e in entries)
+    return all(e in early or _RANK_LOG.fullmatch(e) or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock"))
+               for e in entries)
 
 
 def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:
@@ -204,9 +216,10 @@ def clean_stale(out: Path) -> None:
 
 
 @contextlib.contextmanager
-def run_log(out: Path) -> Iterator[None]:
-    """Append this run's log records to `out`/train.log (never truncated) while the block runs."""
-    handler = logging.FileHandler(out / LOG_FILE, mode="a", encoding="utf-8")
+def run_log(out: Path, name: str = LOG_FILE) -> Iterator[None]:
+    """Append this run's log records to `out`/`name` (train.log; `rank_log_name` for the other
+    processes of a multi-process run), never truncated, while the block runs."""
+    handler = logging.FileHandler(out / name, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     pkg = logging.getLogger("sentkit")
     old_level, quiet = pkg.level, pkg.getEffectiveLevel()

@@ -1,4 +1,5 @@
-"""Run under torchrun: the whole training loop, job after job, in one process group.
+"""Run under torchrun: the whole training loop, job after job, in one process group (the
+2-process check of scripts/gpu_check.py and tests/training/test_multiprocess.py).
 
 argv: spec_json = {"jobs": [{"method": "declutr", "config": {...}, "kill_at": k or null}, ...]}.
 Each job runs `get_method(method).train(config)` (what `sentkit train` calls). A job with
