@@ -66,8 +66,8 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
     `model_dir`, on `device`, fp32."""
     import torch
 
-    from sentkit.models.hub import load_mlm, position_limit
     from sentkit.methods import method_target
+    from sentkit.models.hub import load_mlm, position_limit
 
     method = method or next(n for n in ("declutr", "mlm", "simcse", "tsdae") if method_target(n).config_cls is type(cfg))
     mlm, tok = load_mlm(model_dir)
