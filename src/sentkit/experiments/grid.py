@@ -70,6 +70,21 @@ class CurveSpec:
 
 
 @dataclass
+class RowSpec:
+    """A row of the report's best-versions table: one model and its `versions` (cells: raw, whitened, SIF, another
+    pooling ...). For each average the table shows the best version's score and names it; `reference`: a word-vector
+    row the candidates are judged against (a candidate row otherwise)."""
+
+    name: str
+    versions: list[str]
+    reference: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.versions:
+            raise ConfigError(f"row {self.name!r} names no versions")
+
+
+@dataclass
 class ExperimentSpec:
     name: str
     output: str
@@ -86,6 +101,7 @@ class ExperimentSpec:
     headline: list[str] = field(default_factory=list)  # cells of the table the report opens with
     curves: list[CurveSpec] = field(default_factory=list)  # [[curve]] tables: the scaling chart's lines
     references: list[str] = field(default_factory=list)  # cells drawn as horizontal lines on that chart
+    rows: list[RowSpec] = field(default_factory=list)  # [[row]] tables: the best-versions table the report opens with
     mteb: list[str] = field(default_factory=list)  # MTEB tasks, benchmarks or task files (`sentkit evaluate --mteb`)
 
     def __post_init__(self) -> None:
@@ -105,7 +121,8 @@ class ExperimentSpec:
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
                                       f"{where}; a cell may use the model of a cell above it"
                                       f"{suggest(ref_cell(value), names[:i])}")
-        for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references)]:
+        for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
+                            *((f"row {r.name!r}", r.versions) for r in self.rows)]:
             for c in named:
                 if c not in names:
                     raise ConfigError(f"experiment {self.name!r}: {what} names unknown cell {c!r}{suggest(c, names)}")
@@ -137,9 +154,14 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     curves_raw = raw.pop("curve", [])
     if not isinstance(curves_raw, list):
         raise ConfigError(f"{p}: `curve` must be an array of tables ([[curve]])")
+    rows_raw = raw.pop("row", [])
+    if not isinstance(rows_raw, list):
+        raise ConfigError(f"{p}: `row` must be an array of tables ([[row]])")
     cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
+    rows = [from_dict(RowSpec, r, where=f"{p}: row {i + 1}") for i, r in enumerate(rows_raw)]
     claims = [from_dict(ClaimSpec, c, where=f"{p}: claim {i + 1}") for i, c in enumerate(claims_raw)]
     curves = [from_dict(CurveSpec, c, where=f"{p}: curve {i + 1}") for i, c in enumerate(curves_raw)]
     raw.setdefault("name", p.stem)
     raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
-    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves}, where=str(p))
+    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves, "rows": rows},
+                     where=str(p))

@@ -277,6 +277,42 @@ def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
     return [*lines, ""]
 
 
+BEST_OF = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
+
+
+def best_versions(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]]
+                  ) -> dict[str, dict[str, str]]:
+    """{row: {average: the version cell with the highest mean}} over the versions that have results."""
+    out: dict[str, dict[str, str]] = {}
+    for row in spec.rows:
+        have = [v for v in row.versions if v in summary]
+        out[row.name] = {k: max((v for v in have if k in summary[v]), key=lambda v: summary[v][k][0])
+                         for k in BEST_OF if any(k in summary[v] for v in have)}
+    return out
+
+
+def best_versions_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
+                        all_results: list[dict[str, Any]]) -> list[str]:
+    """The table a study of [[row]]s opens with: each row's best version on each average (mean ± std over seeds,
+    the version named), and the training CPU-hours (bases included) of the costliest version it uses."""
+    best = best_versions(spec, summary)
+    chain = chain_train_cpu(spec, all_results)
+    lines = ["| row | downstream | unsupervised STS | supervised | seeds | training CPU-h, bases included |",
+             "|---|---|---|---|---|---|"]
+    for row in spec.rows:
+        picks = best.get(row.name, {})
+        if not picks:
+            lines.append(f"| {row.name} | not run | | | | |")
+            continue
+        cols = [f"{_fmt(summary[picks[k]][k])} ({picks[k]})" if k in picks else "" for k in BEST_OF]
+        seeds = sorted({max(x[2] for x in summary[v].values()) for v in picks.values()})
+        costs = [chain[v] for v in picks.values() if v in chain]
+        hours = _hours(max(costs, key=lambda x: x[0])) if costs else ""
+        kind = "" if row.reference else " (candidate)"
+        lines.append(f"| {row.name}{kind} | {' | '.join(cols)} | {'/'.join(map(str, seeds))} | {hours} |")
+    return [*lines, ""]
+
+
 def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> dict[str, tuple[float, bool]]:
     """{cell: (training CPU seconds per seed of the cell plus every cell its ``"@cell"`` settings name,
     recursively; approximate)}: what it costs to make the cell's model from the corpus. A cell trained by
@@ -284,6 +320,8 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
     stands in, and the sum is marked approximate. A cell missing from the results leaves every cell built
     on it out."""
     own = cell_cpu(all_results, train_only=True)
+    phases = recipe_phase_cpu(all_results)
+    own.update({c: sum(p.values()) for c, p in phases.items()})  # a recipe's cost: its recipe.json, phase by phase
     wall: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         wall[res["experiment"]["cell"]].append(train_seconds(res))
@@ -298,6 +336,11 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
         acc, approx = (own[name], False) if name in own else (statistics.fmean(wall[name]), True)
         for value in cells[name].settings.values():
             if isinstance(value, str) and value.startswith("@"):
+                base, _, sub = value[1:].partition("/")
+                if sub and base in phases and sub.split("/")[0] in phases[base]:  # a phase of a recipe: up to it
+                    names = list(phases[base])
+                    acc += sum(phases[base][k] for k in names[: names.index(sub.split("/")[0]) + 1])
+                    continue
                 up = total(ref_cell(value))
                 if up is None:
                     return None
@@ -308,6 +351,16 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
     for name in cells:
         total(name)
     return out
+
+
+def recipe_phase_cpu(all_results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """{cell: {phase folder: mean CPU seconds over seeds}, in the recipe's order} for cells whose results carry the
+    `recipe.json` of a recipe of phases (the raw-text recipe)."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    for res in all_results:
+        for phase, rec in ((res["experiment"].get("recipe") or {}).get("phases") or {}).items():
+            acc[res["experiment"]["cell"]].setdefault(phase, []).append(float(rec.get("cpu_seconds", 0.0)))
+    return {c: {k: statistics.fmean(v) for k, v in p.items()} for c, p in acc.items()}
 
 
 def _hours(entry: tuple[float, bool] | None) -> str:
@@ -414,6 +467,9 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
     diag = collect_diagnostics(source) if source is not None else {}
     if spec is not None:
         lines += collect_status(spec, all_results)
+    if spec is not None and spec.rows:
+        lines += ["Each row's best version on each average (the version named beside its score):", "",
+                  *best_versions_table(spec, summary, all_results)]
     if spec is not None and spec.headline:
         lines += headline_table(spec, summary, all_results, diag)
     if spec is not None and spec.summary:
