@@ -507,6 +507,31 @@ def test_training_cost_of_a_cell_includes_the_cells_it_continues() -> None:
     assert got["base"] == (8600.0, True) and got["tuned"] == (10400.0, True) and got["vec"] == (3600.0, False)
 
 
+def test_training_cost_of_a_recipe_its_phases_and_a_snapshot() -> None:
+    """A recipe costs what its recipe.json says (every phase), a cell continuing one of its phases the phases up to
+    it, and a snapshot of a run the CPU to its step plus that run's bases (hand-summed)."""
+    from sentkit.experiments.grid import CellSpec, ExperimentSpec
+    from sentkit.experiments.report import chain_train_cpu
+
+    spec = ExperimentSpec("c", "out", [
+        CellSpec("recipe", "raw-text"),
+        CellSpec("long", "declutr", settings={"model": "@recipe/1-base"}),
+        CellSpec("long-half", "pretrained", settings={"model": "@long/snapshots/step-500"})])
+    phases = {"vocab": {"cpu_seconds": 100.0}, "0-wordpiece-skipgram": {"cpu_seconds": 700.0},
+              "1-base": {"cpu_seconds": 1200.0}, "2-declutr": {"cpu_seconds": 500.0}}
+
+    def res(cell: str, train: float, **extra: Any) -> dict[str, Any]:
+        return {"experiment": {"cell": cell, "seed": 0, "cpu_seconds": {"train": train, "evaluate": 9.0},
+                               "train_seconds": 1.0, "train_seconds_across_resumes": True, **extra}}
+
+    results = [res("recipe", 2600.0, recipe={"phases": phases}), res("long", 4000.0),
+               res("long-half", 3.0, snapshot={"step": 500, "of": 1000, "cpu_seconds": 1900.0})]
+    got = chain_train_cpu(spec, results)
+    assert got["recipe"] == (2500.0, False)  # its recipe.json, not the process's 2600
+    assert got["long"] == (4000.0 + 100.0 + 700.0 + 1200.0, False)  # phases vocab, 0 and 1 of the recipe
+    assert got["long-half"] == (1900.0 + 2000.0, False)
+
+
 def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:
     """Editing a cell's settings must not leave its old model or results standing for the new cell:
     the runner refuses the folder (naming it, the changed setting and the fix) and runs the others."""

@@ -191,6 +191,37 @@ def test_exact_resume(store: Path, tiny_model_dir: Path, tiny_dropout_model_dir:
     assert [int(r["step"]) for r in read_metrics(tmp_path / "cut" / "metrics.csv")] == list(range(1, 2 * k + 1))
 
 
+def test_snapshots_save_the_encoder_part_way_and_change_nothing(store: Path, tiny_model_dir: Path,
+                                                               tmp_path: Path) -> None:
+    """A snapshot at step k holds the weights a run stopped at k holds (the checkpoint's), with the CPU seconds spent
+    so far; the run that saved it ends with the same weights as one that did not."""
+    import sentkit
+    from sentkit.methods import read_marker
+
+    k, model = 2, str(tiny_model_dir)
+    plain = small_config(str(store), str(tmp_path / "plain"), model=model, max_steps=4, checkpoint_every=k)
+    train(plain, Declutr)
+    snap = small_config(str(store), str(tmp_path / "snap"), model=model, max_steps=4, checkpoint_every=k, snapshots=[k])
+    train(snap, Declutr)
+    a, b = _state(tmp_path / "plain"), _state(tmp_path / "snap")
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    folder = tmp_path / "snap" / "snapshots" / f"step-{k}"
+    info = (read_marker(folder) or {})["snapshot"]
+    assert (info["step"], info["of"]) == (k, 4) and info["cpu_seconds"] > 0 and info["seconds"] > 0
+    cut = small_config(str(store), str(tmp_path / "cut"), model=model, max_steps=4, checkpoint_every=k)
+    train(cut, Declutr, stop_at=k)
+    from safetensors.torch import load_file
+
+    got, want = load_file(str(folder / "model.safetensors")), _state(tmp_path / "cut")  # the checkpoint at step k
+    suffix = "layer.0.attention.self.query.weight"
+    assert torch.equal(next(v for n, v in got.items() if n.endswith(suffix)),
+                       next(v for n, v in want.items() if n.endswith(suffix)))
+    assert not torch.equal(next(v for n, v in got.items() if n.endswith(suffix)),
+                           next(v for n, v in a.items() if n.endswith(suffix)))  # not the end of the run
+    texts = ["The river runs.", "Bread and music."]
+    assert sentkit.load(str(folder)).encode(texts).shape == (2, sentkit.load(str(tmp_path / "snap")).encode(texts).shape[1])
+
+
 def test_training_lowers_contrastive_loss(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
     cfg = small_config(str(store), str(tmp_path / "run"), model=str(tiny_model_dir), max_steps=30, lr=1e-3, mlm=False, batch_size=8)
     out = train(cfg, Declutr)

@@ -322,6 +322,11 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
     own = cell_cpu(all_results, train_only=True)
     phases = recipe_phase_cpu(all_results)
     own.update({c: sum(p.values()) for c, p in phases.items()})  # a recipe's cost: its recipe.json, phase by phase
+    snaps: dict[str, list[float]] = defaultdict(list)  # a snapshot of another cell's run: the CPU to its step
+    for res in all_results:
+        if (res["experiment"].get("snapshot") or {}).get("cpu_seconds") is not None:
+            snaps[res["experiment"]["cell"]].append(float(res["experiment"]["snapshot"]["cpu_seconds"]))
+    own.update({c: statistics.fmean(v) for c, v in snaps.items()})
     wall: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         wall[res["experiment"]["cell"]].append(train_seconds(res))
@@ -344,6 +349,8 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
                 up = total(ref_cell(value))
                 if up is None:
                     return None
+                if name in snaps:  # part of that cell's run: its bases, not the whole run, come on top
+                    up = (up[0] - own.get(ref_cell(value), 0.0), up[1])
                 acc, approx = acc + up[0], approx or up[1]
         out[name] = (acc, approx)
         return out[name]

@@ -206,6 +206,9 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
     recipe = recipe_record(run.folder / "model")
     if recipe is not None:  # a recipe of phases (raw-text): each phase's settings and CPU seconds, committed with it
         res["experiment"]["recipe"] = recipe
+    snap = snapshot_record(spec, run)
+    if snap is not None:  # a model saved part-way through a run (`snapshots`): its step and the CPU it had cost
+        res["experiment"]["snapshot"] = snap
     atomic_write_text(run.results_path, _dump(res))
     publish(run, spec, res)
     return res
@@ -217,6 +220,16 @@ def recipe_record(model: Path) -> dict[str, Any] | None:
 
     path = model / RECIPE_FILE
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def snapshot_record(spec: ExperimentSpec, run: CellRun) -> dict[str, Any] | None:
+    """A `pretrained` cell evaluating a snapshot of another cell's run (``"@cell/snapshots/step-N"``): the step,
+    the run's length and the CPU seconds the run had spent to that step (from the snapshot's sentkit.json)."""
+    model = run.cell.settings.get("model")
+    if run.cell.method != "pretrained" or not isinstance(model, str) or not model.startswith("@"):
+        return None
+    marker = read_marker(model_of(spec, model, run.seed)) or {}
+    return marker.get("snapshot")
 
 
 def _mteb_tasks(spec: ExperimentSpec, run: CellRun) -> list[Any]:

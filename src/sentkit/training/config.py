@@ -52,6 +52,7 @@ class TrainConfig:
     prepare_timeout: float = 86400.0  # seconds the other processes wait while rank 0 prepares (tokenizer, store)
     # bookkeeping (may change on --resume)
     checkpoint_every: int = 100
+    snapshots: list[int] = dataclasses.field(default_factory=list)  # steps at which the encoder is also saved aside
     log_every: int = 10
     logger: Literal["csv", "tensorboard"] = "csv"
     resume: bool = False
@@ -62,7 +63,7 @@ class TrainConfig:
     # Keys that only change how a run is watched or saved, never what it computes.
     RESUME_SAFE: ClassVar[frozenset[str]] = frozenset({
         "resume", "overwrite", "allow_config_change", "progress", "log_every", "logger", "checkpoint_every",
-        "device", "dist_timeout", "prepare_timeout",
+        "device", "dist_timeout", "prepare_timeout", "snapshots",
     })
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = ("batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every")
 
@@ -75,6 +76,8 @@ class TrainConfig:
         for name in self.POSITIVE_INTS:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if any(not isinstance(k, int) or k < 1 for k in self.snapshots):
+            raise ConfigError(f"snapshots must be steps (positive integers), got {self.snapshots!r}")
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"batch_size ({self.batch_size}) must be divisible by grad_accum ({self.grad_accum})")
         if self.token_budget is not None and self.token_budget < 1:

@@ -53,6 +53,8 @@ from sentkit.training.step import StepContext, forward_backward, make_optimizer,
 
 log = logging.getLogger(__name__)
 
+SNAPSHOTS = "snapshots"  # <out>/snapshots/step-<N>: the encoder at the steps `snapshots` names (a scaling curve's points)
+
 
 # ----------------------------------------------------------------------------- helpers
 def pick_precision(device: torch.device, precision: str) -> str:
@@ -273,7 +275,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
 
     # --- resume (tensors load on the CPU; load_state_dict moves them to the device)
     step = 0
-    kept_tokens, kept_s = 0, 0.0  # tokens and loop seconds of the steps before this process (a resume)
+    kept_tokens, kept_s, kept_cpu = 0, 0.0, 0.0  # tokens, loop seconds and CPU seconds before this process (a resume)
     if state is not None:
         module.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -284,6 +286,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         step = int(state["step"])
         kept_tokens = int(state.get("progress", {}).get("tokens", 0))
         kept_s = float(state.get("progress", {}).get("seconds", 0.0))
+        kept_cpu = float(state.get("progress", {}).get("cpu_seconds", 0.0))
         if info.is_main:
             log.info("resumed from %s at step %d of %d", chosen["checkpoint"], step, total)
         del state
@@ -300,7 +303,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
 
     # --- loop
     bar = tqdm(total=total, initial=step, desc=recipe.name, unit="step", disable=not (cfg.progress and info.is_main))
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     tokens_seen = units_seen = 0
     while step < total:
         units = pool[step_units(step)].tolist()
@@ -326,8 +329,19 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
                 "scaler": scaler.state_dict(), "rng": rng_state(), "step": step, "method": recipe.name,
                 "sampler": {"epoch": step // steps_per_epoch, "position": step % steps_per_epoch},
                 "config": to_dict(cfg),
-                "progress": {"tokens": kept_tokens + tokens_seen, "seconds": kept_s + time.perf_counter() - t_start},
+                "progress": {"tokens": kept_tokens + tokens_seen, "seconds": kept_s + time.perf_counter() - t_start,
+                             "cpu_seconds": kept_cpu + time.process_time() - c_start},
             })
+        if info.is_main and step in cfg.snapshots and step < total:  # the encoder as it is now, beside the run
+            save_st_directory(
+                unwrap(model).mlm_model, tokenizer, out / SNAPSHOTS / f"step-{step}", max_length=limit, method=recipe.name,
+                save_head=True, pooling=recipe.encoder_settings()["pooling"],
+                extra={"base_model": cfg.model, "steps": step, "snapshot": {
+                    "step": step, "of": total, "tokens_seen": kept_tokens + tokens_seen,
+                    "seconds": round(kept_s + time.perf_counter() - t_start, 3),
+                    "cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3)}},
+                model_card=f"# A snapshot of a sentkit {recipe.name} run at step {step} of {total}\n\nThe learning rate "
+                           "had not finished its schedule here: this is the run part-way, not a run of this length.\n")
         if stop_at is not None and step >= stop_at:
             break
     bar.close()
@@ -347,6 +361,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
                    # the steps the model kept, across resumes: tokens through the transformer, loop seconds
                    "tokens_seen": kept_tokens + tokens_seen,
                    "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 3),
+                   "train_loop_cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
                    "resumed_seconds": round(kept_s, 3)},
             model_card=model_card(recipe, step, store), pooling=enc["pooling"],
         )
