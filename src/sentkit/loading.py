@@ -122,8 +122,8 @@ def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder
         _no_settings(text, kwargs)
         return as_encoder(import_attr(text))
     if kind == "word vectors":
-        _no_settings(text, kwargs)
-        return WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))()
+        _bag_settings(text, kwargs)
+        return _pooled(WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))(), text, kwargs)
     if kind == "folder":
         return _load_folder(Path(text).expanduser(), kwargs)
     if kind == "hub" and _offline_and_not_cached(text):  # answered without importing torch
@@ -166,6 +166,22 @@ def _no_settings(text: str, kwargs: dict[str, Any]) -> None:
                           "max_length apply to transformer models")
 
 
+def _bag_settings(text: str, kwargs: dict[str, Any]) -> None:
+    """A model that is not a transformer takes `pooling` alone (applied when it averages word vectors)."""
+    if set(kwargs) - {"pooling"}:
+        raise ConfigError(f"model {text!r} takes no {', '.join(sorted(set(kwargs) - {'pooling'}))}; max_length and "
+                          "device apply to transformer models (pooling also to models that average word vectors)")
+
+
+def _pooled(encoder: Any, text: str, kwargs: dict[str, Any]) -> Encoder:
+    """`encoder`, pooled as `kwargs` says (sentkit.models.bag) when a pooling is given."""
+    if kwargs.get("pooling") is None:
+        return encoder  # type: ignore[no-any-return]
+    from sentkit.models.bag import BagPooled
+
+    return BagPooled(encoder, str(kwargs["pooling"]), name=f"{text} ({kwargs['pooling']})")
+
+
 def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     try:
         marker = read_marker(p)
@@ -176,8 +192,8 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
         raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
     method = marker.get("method") if marker is not None else None
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
-        _no_settings(str(p), kwargs)
-        return get_method(str(method)).load(p)  # type: ignore[no-any-return]
+        _bag_settings(str(p), kwargs)
+        return _pooled(get_method(str(method)).load(p), str(p), kwargs)
     # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
     # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():

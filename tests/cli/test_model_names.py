@@ -136,8 +136,10 @@ def test_names_that_cannot_load_say_why(tmp_path: Path, capsys: pytest.CaptureFi
     f.write_bytes(b"x")
     with pytest.raises(ConfigError, match="is a file"):
         sentkit.load(str(f))
-    with pytest.raises(ConfigError, match="takes no settings"):
+    with pytest.raises(ConfigError, match="pooling 'cls' does not apply to word vectors"):
         sentkit.load("glove-average", pooling="cls")
+    with pytest.raises(ConfigError, match="takes no max_length"):
+        sentkit.load("glove-average", max_length=8)
     with pytest.raises(ConfigError, match="accepted from the command line only"):
         sentkit.loading.load("json:dumps", allow_code=False)
     src = tmp_path / "in.txt"
