@@ -93,12 +93,9 @@ def train_sif(cfg: SifConfig) -> Path:
     from sentkit.io import atomic_open
     from sentkit.loading import load
     from sentkit.methods import write_marker
-    from sentkit.training.whiten import keep_base, sample_sentences
+    from sentkit.training.whiten import keep_base, require_inputs, sample_sentences
 
-    if not cfg.model:
-        raise ConfigError("sif: no model given (--model NAME: the word-vector encoder to weigh)")
-    if not cfg.corpus or not cfg.out:
-        raise ConfigError("sif: --corpus and --out are required")
+    require_inputs("sif", cfg.model, cfg.corpus, cfg.out, "the word-vector encoder to weigh")
     base = load(cfg.model)
     if not isinstance(base, BagOfVectors):
         raise ConfigError(f"sif: {cfg.model} is not an encoder that averages word vectors (averaged GloVe, CBOW / "
@@ -126,14 +123,10 @@ def train_sif(cfg: SifConfig) -> Path:
 
 def load_sif(path: Path) -> SIF:
     """What `train_sif` saved."""
-    from sentkit.methods import read_marker
-    from sentkit.training.whiten import load_base
+    from sentkit.training.whiten import load_base, read_kept
 
     path = Path(path)
-    marker = read_marker(path) or {}
-    if not (path / SIF_FILE).is_file() or "base" not in marker:
-        raise ConfigError(f"{path}: not a folder written by `sentkit train --method sif` (no {SIF_FILE} or base); "
-                          "the folder is damaged, fit the SIF again")
+    marker = read_kept(path, SIF_FILE, "sentkit train --method sif")
     with np.load(path / SIF_FILE) as z:
         return SIF(load_base(path, marker), z["weights"], z["pcs"], name=f"{marker['base']} SIF")
 

@@ -90,10 +90,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     from sentkit.methods import write_marker
     from sentkit.models.encoder import TransformerEncoder
 
-    if not cfg.model:
-        raise ConfigError("whiten: no model given (--model NAME: the encoder to whiten)")
-    if not cfg.corpus or not cfg.out:
-        raise ConfigError("whiten: --corpus and --out are required")
+    require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
     encoder = load(cfg.model)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
                                         field=cfg.text_field)
@@ -116,6 +113,26 @@ def train_whiten(cfg: WhitenConfig) -> Path:
         np.savez(f, mu=mu, w=w)
     write_marker(out, "whiten", base=base, whitening=info)
     return out
+
+
+def require_inputs(method: str, model: str, corpus: str, out: str, role: str) -> None:
+    """The one error line of a post-processing method (whiten, sif) given no model, corpus or output."""
+    if not model:
+        raise ConfigError(f"{method}: no model given (--model NAME: {role})")
+    if not corpus or not out:
+        raise ConfigError(f"{method}: --corpus and --out are required")
+
+
+def read_kept(path: Path, file: str, command: str) -> dict[str, Any]:
+    """The marker of a folder written with `keep_base` and holding `file`; ConfigError naming `command`
+    (what wrote it, so what to run again) when either is missing."""
+    from sentkit.methods import read_marker
+
+    marker = read_marker(path) or {}
+    if not (path / file).is_file() or "base" not in marker:
+        raise ConfigError(f"{path}: not a folder written by `{command}` (no {file} or base); the folder is "
+                          f"damaged, run `{command}` again")
+    return marker
 
 
 def keep_base(model: str, out: Path) -> str:
@@ -145,17 +162,12 @@ def load_base(path: Path, marker: dict[str, Any]) -> Any:
 
 def load_whitened(path: Path) -> Any:
     """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
-    from sentkit.methods import read_marker
-
     path = Path(path)
     if (path / "modules.json").is_file():
         from sentkit.models.encoder import TransformerEncoder
 
         return TransformerEncoder.from_pretrained(str(path))
-    marker = read_marker(path) or {}
-    if not (path / WHITENING_FILE).is_file() or "base" not in marker:
-        raise ConfigError(f"{path}: not a folder written by `sentkit whiten` (no {WHITENING_FILE} or base); "
-                          "the folder is damaged, run the whitening again")
+    marker = read_kept(path, WHITENING_FILE, "sentkit whiten")
     with np.load(path / WHITENING_FILE) as z:
         return Whitened(load_base(path, marker), z["mu"], z["w"], name=f"{marker['base']} whitened")
 
