@@ -136,11 +136,13 @@ def read_kept(path: Path, file: str, command: str) -> dict[str, Any]:
 
 
 def keep_base(model: str, out: Path) -> str:
-    """Make `out` (checked writable, created) and make the base model reachable from it: a model folder
-    is copied into ``out/base`` (the result is self-contained), any other name is kept as the name.
-    Returns what the marker records as ``base``. Shared by the post-processing methods (whiten, sif)."""
+    """Make `out` (checked writable, created) and make the base model reachable from it: the model files
+    of a model folder are copied into ``out/base`` (the result is self-contained; its run's bookkeeping,
+    logs, neighbour-index cache and hidden files such as its ``.lock`` are not the model and stay behind),
+    any other name is kept as the name. Returns what the marker records as ``base``. Shared by the
+    post-processing methods (whiten, sif)."""
     from sentkit.io import check_output_dir
-    from sentkit.loading import describe
+    from sentkit.loading import describe, is_model_file
 
     check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,7 +150,13 @@ def keep_base(model: str, out: Path) -> str:
         return model
     if (out / BASE_DIR).exists():
         shutil.rmtree(out / BASE_DIR)
-    shutil.copytree(model, out / BASE_DIR)
+    root = Path(model).resolve()
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).resolve().relative_to(root)
+        return {n for n in names if not is_model_file(rel / n)}
+
+    shutil.copytree(root, out / BASE_DIR, ignore=left_out)
     return BASE_DIR
 
 
