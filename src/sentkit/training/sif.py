@@ -46,6 +46,7 @@ def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int =
 
     with tqdm(desc="sif: counting words", unit=" sent", disable=not progress) as bar:
         for sents in iter_document_sentences(corpus, field=field, stats=report.files):
+            report.add_document(len(sents))
             pending.extend(sents)
             n += len(sents)
             bar.update(len(sents))
@@ -53,6 +54,8 @@ def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int =
                 flush()
         if pending:
             flush()
+    if n == 0:
+        raise report.error("no sentence to count words in", "bring documents of plain text")
     if counts.sum() == 0:
         raise report.error("no word of the corpus is in the model's vocabulary, nothing to weigh",
                            "bring documents of plain text in the model's language")
@@ -103,7 +106,7 @@ def train_sif(cfg: SifConfig) -> Path:
     counts, n_sents = count_tokens(base, cfg.corpus, field=cfg.text_field, progress=cfg.progress)
     weights = sif_weights(counts, cfg.a)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
-                                        field=cfg.text_field)
+                                        field=cfg.text_field, purpose="to fit the common component on")
     log.info("sif: word counts over %d sentences (%d tokens); components fitted on %d of %d sentences",
              n_sents, int(counts.sum()), len(sentences), total)
     unfitted = SIF(base, weights, np.zeros((0, int(base.token_table().shape[1])), dtype=np.float32))

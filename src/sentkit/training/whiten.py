@@ -56,9 +56,11 @@ class WhitenConfig:
             raise ConfigError("min_words and batch_size must be at least 1")
 
 
-def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text") -> tuple[list[str], int]:
+def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text",
+                     purpose: str = "to fit a whitening on") -> tuple[list[str], int]:
     """A uniform sample (reservoir, seeded) of up to n sentences of at least `min_words` words, in
-    corpus order; and how many such sentences the corpus has."""
+    corpus order; and how many such sentences the corpus has. Fewer than 2 is a CorpusError that
+    says what they were for (`purpose`)."""
     from sentkit.data.corpus import CorpusStats
     from sentkit.data.sentences import ReadReport, iter_document_sentences
 
@@ -67,9 +69,9 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
     keep: list[tuple[int, str]] = []
     seen = 0
     for sents in iter_document_sentences(corpus, field=field, stats=report.files):
-        for s in sents:
-            if len(s.split()) < min_words:
-                continue
+        long_enough = [s for s in sents if len(s.split()) >= min_words]
+        report.add_document(len(long_enough))
+        for s in long_enough:
             if len(keep) < n:
                 keep.append((seen, s))
             else:
@@ -78,7 +80,7 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
                     keep[j] = (seen, s)
             seen += 1
     if len(keep) < 2:
-        raise report.error(f"fewer than 2 sentences of at least {min_words} words to fit a whitening on",
+        raise report.error(f"fewer than 2 sentences of at least {min_words} words {purpose}",
                            "bring documents of plain text")
     keep.sort()
     return [s for _, s in keep], seen
