@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -70,6 +71,18 @@ class TextsOnlyEncoder(CallableEncoder):
         if name == "wrapped":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.wrapped, name)
+
+
+def derived_fingerprint(kind: str, base: Any, *arrays: np.ndarray) -> str | None:
+    """The fingerprint of an encoder made of ``base`` and fitted ``arrays`` (whitened, SIF-weighted): a
+    hash of ``kind``, the base's own fingerprint and the arrays' bytes; None when the base has none."""
+    fp = getattr(base, "fingerprint", None)
+    base_fp = fp() if callable(fp) else fp
+    if base_fp is None:
+        return None
+    h = hashlib.sha256(f"{kind}|{base_fp}".encode())
+    h.update(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))
+    return h.hexdigest()[:20]
 
 
 def takes_encoder_arguments(fn: Callable[..., Any]) -> bool:

@@ -261,15 +261,21 @@ def folder_signature(path: Path) -> str:
 NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "train.log", "metrics.csv", "run.json")
 
 
+def is_model_file(rel: Path) -> bool:
+    """Whether `rel`, a path inside a model folder, is part of the model: not a cache, a checkpoint, a
+    run's bookkeeping or log (`NOT_MODEL_FILES`, ``*.log``), nor hidden (a lock, a temporary)."""
+    return not (rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log")
+                or any(p.startswith(".") for p in rel.parts))
+
+
 def folder_digest(path: Path) -> str:
-    """A hash of the names and contents of the model's files in `path` (caches, checkpoints and
-    hidden files left out): equal for the same files wherever the folder is and however it is
-    named, different after a retrain. Reads every file once."""
+    """A hash of the names and contents of the model's files in `path` (`is_model_file`: caches,
+    checkpoints and hidden files left out): equal for the same files wherever the folder is and
+    however it is named, different after a retrain. Reads every file once."""
     h = hashlib.sha256()
     for f in sorted(path.rglob("*")):
         rel = f.relative_to(path)
-        if (rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log") or any(p.startswith(".") for p in rel.parts)
-                or not f.is_file()):
+        if not is_model_file(rel) or not f.is_file():
             continue
         h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
         _hash_file(h, f)

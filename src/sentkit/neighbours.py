@@ -148,13 +148,12 @@ def corpus_sentences(corpus: str | Path, max_sentences: int | None = None,
     out: list[str] = []
     for sents in iter_document_sentences(corpus, stats=report.files):
         kept = [s for s in sents if len(s.split()) >= min_words]
-        report.kept += bool(kept)
-        report.without_sentence += not kept
+        report.add_document(len(kept))
         out += kept
         if max_sentences is not None and len(out) >= max_sentences:
             del out[max_sentences:]
             break
-    report.sentences = len(out)
+    report.sentences = len(out)  # the sentences kept, after the cut at max_sentences
     report.tokens = sum(len(s.split()) for s in out)  # whitespace-separated words of the kept sentences
     log.info("corpus %s:\n%s", corpus, report.summary())
     if not out:

@@ -91,7 +91,7 @@ def test_data_download_skips_files_already_present(senteval_dir, tmp_path, capsy
 
 def test_unknown_model_module_is_a_user_error(tmp_path, capsys):
     assert main(["evaluate", "-m", "no_such_module_xyz:Enc", "--tasks", "MR", "--data-dir", str(tmp_path)]) == 2
-    assert "cannot import module" in capsys.readouterr().err
+    assert "'no_such_module_xyz' is neither a .py file nor an importable module" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["evaluate", "--help"], ["report", "--help"], ["data", "check", "--help"],

@@ -93,3 +93,56 @@ def test_sif_refuses_a_model_that_does_not_average_word_vectors(corpus: Path, tm
     code.write_text("import numpy as np\ndef enc(texts):\n    return np.ones((len(texts), 3))\n")
     with pytest.raises(ConfigError, match="not an encoder that averages word vectors"):
         train_sif(SifConfig(model=f"{code}:enc", corpus=str(corpus), out=str(tmp_path / "o"), progress=False))
+
+
+def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: Path, tmp_path: Path) -> None:
+    """The saved SIF folder holds its base's model files (the same digest, so it loads without the original),
+    not the base run's lock, bookkeeping, logs or neighbour-index cache."""
+    import shutil
+
+    import sentkit
+    from sentkit.cli.main import main
+    from sentkit.loading import folder_digest
+
+    base = tmp_path / "cbow"
+    assert main(["-q", "train", "--method", "cbow", "--corpus", str(corpus), "--out", str(base), "--set", "min_count=1",
+                 "--set", "dim=8"]) == 0
+    (base / "neighbours").mkdir()
+    (base / "neighbours" / "index.npy").write_bytes(b"not a model file")
+    (base / "train.log").write_text("a log\n")
+    (base / ".lock").touch()
+    out = tmp_path / "sif"
+    assert main(["-q", "train", "--method", "sif", "--model", str(base), "--corpus", str(corpus), "--out", str(out),
+                 "--set", "max_sentences=50"]) == 0
+    kept = out / "base"
+    left = {".lock", "run.json", "train.log", "neighbours"}
+    assert left <= {p.name for p in base.iterdir()} and not left & {p.name for p in kept.iterdir()}
+    assert folder_digest(kept) == folder_digest(base)
+    texts = ["The river runs past the stone.", "winter bread and summer music"]
+    before = sentkit.load(str(out)).encode(texts)
+    shutil.rmtree(base)
+    np.testing.assert_array_equal(sentkit.load(str(out)).encode(texts), before)
+
+
+def test_a_corpus_too_small_is_one_line_with_the_counts_of_what_was_read(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from sentkit.cli.main import main
+
+    binary, short = tmp_path / "binary", tmp_path / "short"
+    binary.mkdir()
+    short.mkdir()
+    (binary / "a.txt").write_bytes(b"\x00\x01 binary")
+    (short / "a.txt").write_text("The cat sat on the mat today. Yes.\n")
+    cases = [("sif", binary, "no sentence to count words in (read 0 documents, kept 0 with 0 sentences; skipped 0 "
+                             "without a sentence, 0 empty, 1 binary"),
+             ("sif", short, "fewer than 2 sentences of at least 3 words to fit the common component on (read 1 "
+                            "documents, kept 1 with 1 sentences;"),
+             ("whiten", short, "fewer than 2 sentences of at least 3 words to fit a whitening on (read 1 documents, "
+                               "kept 1 with 1 sentences;")]
+    for method, corpus, words in cases:
+        capsys.readouterr()
+        assert main(["-q", "train", "--method", method, "--model", "glove-average", "--corpus", str(corpus), "--out",
+                     str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], (method, err)
+        assert not [p for p in (tmp_path / "out").iterdir() if p.name != ".lock"]  # nothing but the run lock

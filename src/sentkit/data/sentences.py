@@ -99,6 +99,16 @@ class ReadReport:
     sentences: int = 0
     tokens: int = 0
 
+    def add_document(self, sentences: int, tokens: int = 0) -> None:
+        """Count one document read: kept with its `sentences` and `tokens`, or, with no sentence, as
+        one without a sentence."""
+        if sentences:
+            self.kept += 1
+            self.sentences += sentences
+            self.tokens += tokens
+        else:
+            self.without_sentence += 1
+
     def skipped(self) -> str:
         return f"{self.without_sentence} without a sentence, {self.files.skipped_text()}"
 

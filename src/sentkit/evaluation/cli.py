@@ -13,9 +13,11 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "evaluate", help="score an encoder on SentEval tasks (SentEval's protocol)",
+        "evaluate", help="score an encoder on SentEval tasks (SentEval's protocol), your own task files, MTEB tasks",
         description="Score a sentence encoder on SentEval's downstream and probing tasks with "
-                    "SentEval's own protocol. Writes a results JSON (and optionally Markdown/PNG).",
+                    "SentEval's own protocol, on your own task files (--task-file, --user-task) and on MTEB's "
+                    "tasks run by the mteb package (--mteb). Writes a results JSON (and optionally Markdown/PNG). "
+                    "docs/evaluation.md.",
     )
     p.add_argument("--model", "-m", required=True,
                    help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
@@ -65,8 +67,9 @@ def register(subparsers: Any) -> None:
     r.add_argument("--detail", action="store_true", help="for one file: print its full per-task table")
     r.set_defaults(func=_report)
 
-    d = subparsers.add_parser("data", help="check or download SentEval task data",
-                              description="Check which SentEval tasks have their files, or fetch them.")
+    d = subparsers.add_parser("data", help="check or download SentEval task data, build the probing tasks",
+                              description="Check which SentEval tasks have their files, fetch them (or MTEB "
+                              "tasks' datasets), or build SentEval's ten probing tasks from your own corpus.")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     c = dsub.add_parser("check", help="list each task as present or missing, with the fix",
                         description="List each task as present or missing, with the command that fixes it.")

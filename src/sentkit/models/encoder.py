@@ -24,7 +24,7 @@ from sentkit.models.hub import (
     resolve,
     special_affixes,
 )
-from sentkit.models.pooling import POOLINGS, saveable_poolings
+from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +368,7 @@ def save_st_directory(
     if not flags:
         raise ConfigError(f"pooling {pooling!r} has no sentence-transformers module, so a folder saved with it would "
                           f"load with another pooling there; save with one of {', '.join(saveable_poolings())} and "
-                          f"give --pooling {pooling} when you load it")
+                          f"{load_with(pooling)}")
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     base = getattr(model, "base_model", model)

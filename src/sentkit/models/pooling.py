@@ -79,3 +79,9 @@ POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1)))
 def saveable_poolings() -> list[str]:
     """The poolings a sentence-transformers folder can hold (what training may use)."""
     return [n for n in POOLINGS.names() if POOLINGS.get(n).st_flags]
+
+
+def load_with(pooling: str) -> str:
+    """How to use a pooling at load time (the way for one a folder cannot hold): no command takes it."""
+    return (f'load the model with it: sentkit.load(NAME, pooling="{pooling}") in Python, or '
+            f'method = "pretrained", settings = {{ model = NAME, pooling = "{pooling}" }} in an experiment cell')

@@ -13,7 +13,6 @@ The method that fits it on a corpus and saves it (`sentkit train --method sif`) 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,10 +90,6 @@ class SIF:
                             show_progress=show_progress, desc=f"{self.name} encode")
 
     def fingerprint(self) -> str | None:
-        base = getattr(self.base, "fingerprint", None)
-        base_fp = base() if callable(base) else base
-        if base_fp is None:
-            return None
-        h = hashlib.sha256(f"sif|{base_fp}".encode())
-        h.update(np.ascontiguousarray(self.weights).tobytes() + np.ascontiguousarray(self.pcs).tobytes())
-        return h.hexdigest()[:20]
+        from sentkit.encoder import derived_fingerprint
+
+        return derived_fingerprint("sif", self.base, self.weights, self.pcs)

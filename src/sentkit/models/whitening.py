@@ -67,12 +67,6 @@ class Whitened:
         return out[0] if single else out
 
     def fingerprint(self) -> str | None:
-        import hashlib
+        from sentkit.encoder import derived_fingerprint
 
-        base = getattr(self.base, "fingerprint", None)
-        base_fp = base() if callable(base) else base
-        if base_fp is None:
-            return None
-        h = hashlib.sha256(f"whitened|{base_fp}".encode())
-        h.update(np.ascontiguousarray(self.w).tobytes() + np.ascontiguousarray(self.mu).tobytes())
-        return h.hexdigest()[:20]
+        return derived_fingerprint("whitened", self.base, self.w, self.mu)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from sentkit.config import ConfigError
 from sentkit.models.hub import DEFAULT_MODEL
-from sentkit.models.pooling import POOLINGS, saveable_poolings
+from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.pooling not in saveable_poolings():
-            why = " (a folder cannot be saved with it; give it when you load a model: --pooling)" if self.pooling in POOLINGS else ""
+            why = f" (a folder cannot be saved with it; {load_with(self.pooling)})" if self.pooling in POOLINGS else ""
             raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")

@@ -46,6 +46,7 @@ def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int =
 
     with tqdm(desc="sif: counting words", unit=" sent", disable=not progress) as bar:
         for sents in iter_document_sentences(corpus, field=field, stats=report.files):
+            report.add_document(len(sents))
             pending.extend(sents)
             n += len(sents)
             bar.update(len(sents))
@@ -53,6 +54,8 @@ def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int =
                 flush()
         if pending:
             flush()
+    if n == 0:
+        raise report.error("no sentence to count words in", "bring documents of plain text")
     if counts.sum() == 0:
         raise report.error("no word of the corpus is in the model's vocabulary, nothing to weigh",
                            "bring documents of plain text in the model's language")
@@ -93,12 +96,9 @@ def train_sif(cfg: SifConfig) -> Path:
     from sentkit.io import atomic_open
     from sentkit.loading import load
     from sentkit.methods import write_marker
-    from sentkit.training.whiten import keep_base, sample_sentences
+    from sentkit.training.whiten import keep_base, require_inputs, sample_sentences
 
-    if not cfg.model:
-        raise ConfigError("sif: no model given (--model NAME: the word-vector encoder to weigh)")
-    if not cfg.corpus or not cfg.out:
-        raise ConfigError("sif: --corpus and --out are required")
+    require_inputs("sif", cfg.model, cfg.corpus, cfg.out, "the word-vector encoder to weigh")
     base = load(cfg.model)
     if not isinstance(base, BagOfVectors):
         raise ConfigError(f"sif: {cfg.model} is not an encoder that averages word vectors (averaged GloVe, CBOW / "
@@ -106,7 +106,7 @@ def train_sif(cfg: SifConfig) -> Path:
     counts, n_sents = count_tokens(base, cfg.corpus, field=cfg.text_field, progress=cfg.progress)
     weights = sif_weights(counts, cfg.a)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
-                                        field=cfg.text_field)
+                                        field=cfg.text_field, purpose="to fit the common component on")
     log.info("sif: word counts over %d sentences (%d tokens); components fitted on %d of %d sentences",
              n_sents, int(counts.sum()), len(sentences), total)
     unfitted = SIF(base, weights, np.zeros((0, int(base.token_table().shape[1])), dtype=np.float32))
@@ -126,14 +126,10 @@ def train_sif(cfg: SifConfig) -> Path:
 
 def load_sif(path: Path) -> SIF:
     """What `train_sif` saved."""
-    from sentkit.methods import read_marker
-    from sentkit.training.whiten import load_base
+    from sentkit.training.whiten import load_base, read_kept
 
     path = Path(path)
-    marker = read_marker(path) or {}
-    if not (path / SIF_FILE).is_file() or "base" not in marker:
-        raise ConfigError(f"{path}: not a folder written by `sentkit train --method sif` (no {SIF_FILE} or base); "
-                          "the folder is damaged, fit the SIF again")
+    marker = read_kept(path, SIF_FILE, "sentkit train --method sif")
     with np.load(path / SIF_FILE) as z:
         return SIF(load_base(path, marker), z["weights"], z["pcs"], name=f"{marker['base']} SIF")
 

@@ -56,9 +56,11 @@ class WhitenConfig:
             raise ConfigError("min_words and batch_size must be at least 1")
 
 
-def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text") -> tuple[list[str], int]:
+def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text",
+                     purpose: str = "to fit a whitening on") -> tuple[list[str], int]:
     """A uniform sample (reservoir, seeded) of up to n sentences of at least `min_words` words, in
-    corpus order; and how many such sentences the corpus has."""
+    corpus order; and how many such sentences the corpus has. Fewer than 2 is a CorpusError that
+    says what they were for (`purpose`)."""
     from sentkit.data.corpus import CorpusStats
     from sentkit.data.sentences import ReadReport, iter_document_sentences
 
@@ -67,9 +69,9 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
     keep: list[tuple[int, str]] = []
     seen = 0
     for sents in iter_document_sentences(corpus, field=field, stats=report.files):
-        for s in sents:
-            if len(s.split()) < min_words:
-                continue
+        long_enough = [s for s in sents if len(s.split()) >= min_words]
+        report.add_document(len(long_enough))
+        for s in long_enough:
             if len(keep) < n:
                 keep.append((seen, s))
             else:
@@ -78,7 +80,7 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
                     keep[j] = (seen, s)
             seen += 1
     if len(keep) < 2:
-        raise report.error(f"fewer than 2 sentences of at least {min_words} words to fit a whitening on",
+        raise report.error(f"fewer than 2 sentences of at least {min_words} words {purpose}",
                            "bring documents of plain text")
     keep.sort()
     return [s for _, s in keep], seen
@@ -90,10 +92,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     from sentkit.methods import write_marker
     from sentkit.models.encoder import TransformerEncoder
 
-    if not cfg.model:
-        raise ConfigError("whiten: no model given (--model NAME: the encoder to whiten)")
-    if not cfg.corpus or not cfg.out:
-        raise ConfigError("whiten: --corpus and --out are required")
+    require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
     encoder = load(cfg.model)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
                                         field=cfg.text_field)
@@ -118,12 +117,34 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     return out
 
 
+def require_inputs(method: str, model: str, corpus: str, out: str, role: str) -> None:
+    """The one error line of a post-processing method (whiten, sif) given no model, corpus or output."""
+    if not model:
+        raise ConfigError(f"{method}: no model given (--model NAME: {role})")
+    if not corpus or not out:
+        raise ConfigError(f"{method}: --corpus and --out are required")
+
+
+def read_kept(path: Path, file: str, command: str) -> dict[str, Any]:
+    """The marker of a folder written with `keep_base` and holding `file`; ConfigError naming `command`
+    (what wrote it, so what to run again) when either is missing."""
+    from sentkit.methods import read_marker
+
+    marker = read_marker(path) or {}
+    if not (path / file).is_file() or "base" not in marker:
+        raise ConfigError(f"{path}: not a folder written by `{command}` (no {file} or base); the folder is "
+                          f"damaged, run `{command}` again")
+    return marker
+
+
 def keep_base(model: str, out: Path) -> str:
-    """Make `out` (checked writable, created) and make the base model reachable from it: a model folder
-    is copied into ``out/base`` (the result is self-contained), any other name is kept as the name.
-    Returns what the marker records as ``base``. Shared by the post-processing methods (whiten, sif)."""
+    """Make `out` (checked writable, created) and make the base model reachable from it: the model files
+    of a model folder are copied into ``out/base`` (the result is self-contained; its run's bookkeeping,
+    logs, neighbour-index cache and hidden files such as its ``.lock`` are not the model and stay behind),
+    any other name is kept as the name. Returns what the marker records as ``base``. Shared by the
+    post-processing methods (whiten, sif)."""
     from sentkit.io import check_output_dir
-    from sentkit.loading import describe
+    from sentkit.loading import describe, is_model_file
 
     check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -131,7 +152,13 @@ def keep_base(model: str, out: Path) -> str:
         return model
     if (out / BASE_DIR).exists():
         shutil.rmtree(out / BASE_DIR)
-    shutil.copytree(model, out / BASE_DIR)
+    root = Path(model).resolve()
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).resolve().relative_to(root)
+        return {n for n in names if not is_model_file(rel / n)}
+
+    shutil.copytree(root, out / BASE_DIR, ignore=left_out)
     return BASE_DIR
 
 
@@ -145,17 +172,12 @@ def load_base(path: Path, marker: dict[str, Any]) -> Any:
 
 def load_whitened(path: Path) -> Any:
     """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
-    from sentkit.methods import read_marker
-
     path = Path(path)
     if (path / "modules.json").is_file():
         from sentkit.models.encoder import TransformerEncoder
 
         return TransformerEncoder.from_pretrained(str(path))
-    marker = read_marker(path) or {}
-    if not (path / WHITENING_FILE).is_file() or "base" not in marker:
-        raise ConfigError(f"{path}: not a folder written by `sentkit whiten` (no {WHITENING_FILE} or base); "
-                          "the folder is damaged, run the whitening again")
+    marker = read_kept(path, WHITENING_FILE, "sentkit whiten")
     with np.load(path / WHITENING_FILE) as z:
         return Whitened(load_base(path, marker), z["mu"], z["w"], name=f"{marker['base']} whitened")
 
