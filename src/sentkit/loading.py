@@ -354,5 +354,6 @@ def fingerprint(encoder: Any, name: str) -> str | None:
         sig = folder_signature(p) if p.is_dir() else str(path)
         return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[:20]
     if Path(name).is_dir():
-        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}".encode()).hexdigest()[:20]
+        pooled = f"|pooling={encoder.pooling}" if getattr(encoder, "pooling", None) else ""  # a bag pooled another way
+        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}".encode()).hexdigest()[:20]
     return None

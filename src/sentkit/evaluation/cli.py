@@ -23,6 +23,10 @@ def register(subparsers: Any) -> None:
                    help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
                         "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
                         "module:attr or file.py:attr")
+    p.add_argument("--pooling", default=None,
+                   help="pool the model's token states another way: mean, cls, mean+max or first-last-avg for a "
+                        "transformer; mean, max or mean+max for a model that averages word vectors (default: the "
+                        "model's own)")
     p.add_argument("--tasks", default=None,
                    help="comma-separated task names, 'all' (every task whose data is present, and the user "
                         "tasks), 'downstream', 'probing', 'user' or 'none' (default: all; only the user tasks when "
@@ -213,7 +217,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["use_cache"] = False
     if args.raw:
         overrides["raw"] = True
-    encoder = load(args.model)
+    encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}))
     fp = args.fingerprint or fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None

@@ -65,6 +65,6 @@ class BagPooled:
                             show_progress=show_progress, desc=f"{self.name} encode")
 
     def fingerprint(self) -> str | None:
-        base = getattr(self.base, "fingerprint", None)
-        base_fp = base() if callable(base) else base
-        return None if base_fp is None else f"{base_fp}|pooling={self.pooling}"
+        from sentkit.encoder import derived_fingerprint
+
+        return derived_fingerprint(f"bag-pooled|{self.pooling}", self.base)
