@@ -4,9 +4,10 @@ own corpus and save the result:
 
 - a transformer gets the whitening as a sentence-transformers `Dense` module after its pooling, so
   the folder loads unchanged in sentence-transformers (`SentenceTransformer(folder)`) and in sentkit;
-- any other encoder (averaged GloVe, a Hill et al. model, code) is saved as a folder holding the
-  whitening (`whitening.npz`) and its base (a copy of a base folder, or the base's name), which
-  `sentkit.load` reads back as the base's vectors whitened.
+- any other encoder (averaged GloVe, a Hill et al. model, code), or a transformer pooled in a way
+  sentence-transformers has no module for (`pooling = "first-last-avg"`), is saved as a folder holding the
+  whitening (`whitening.npz`) and its base (a copy of a base folder, or the base's name, and its pooling),
+  which `sentkit.load` reads back as the base's vectors whitened.
 
 It takes a model by name, so it lives above the resolver (`sentkit.loading`), not in models/.
 """
@@ -42,6 +43,7 @@ class WhitenConfig:
     max_sentences: int = 100_000
     min_words: int = 3
     dim: int | None = None  # keep the first `dim` whitened directions (default: all)
+    pooling: str | None = None  # pool the model another way first (sentkit.load(model, pooling=...))
     seed: int = 0
     batch_size: int = 128
     text_field: str = "text"
@@ -93,7 +95,8 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     from sentkit.models.encoder import TransformerEncoder
 
     require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
-    encoder = load(cfg.model)
+    pooled = {"pooling": cfg.pooling} if cfg.pooling else {}
+    encoder = load(cfg.model, **pooled)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
                                         field=cfg.text_field)
     log.info("whiten: fitting on %d of the %d sentences of %s", len(sentences), total, cfg.corpus)
@@ -102,7 +105,9 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     info = {"base_model": cfg.model, "fitted_on": cfg.corpus, "sentences": len(sentences), "corpus_sentences": total,
             "dim": int(w.shape[1]), "seed": cfg.seed}
     out = Path(cfg.out)
-    if isinstance(encoder, TransformerEncoder) and not encoder.normalize:
+    from sentkit.models.pooling import saveable_poolings
+
+    if isinstance(encoder, TransformerEncoder) and not encoder.normalize and encoder.pooling in saveable_poolings():
         encoder.dense = [*encoder.dense, as_dense(mu, w)]
         encoder.save(out, method="whiten", extra={"whitening": info},
                      model_card=f"# {cfg.model}, whitened\n\nBERT-whitening fitted on {len(sentences):,} sentences of "
@@ -113,7 +118,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     base = keep_base(cfg.model, out)
     with atomic_open(out / WHITENING_FILE, "wb") as f:
         np.savez(f, mu=mu, w=w)
-    write_marker(out, "whiten", base=base, whitening=info)
+    write_marker(out, "whiten", base=base, whitening=info, **({"base_pooling": cfg.pooling} if cfg.pooling else {}))
     return out
 
 
@@ -167,7 +172,8 @@ def load_base(path: Path, marker: dict[str, Any]) -> Any:
     from sentkit.loading import load
 
     base = str(marker["base"])
-    return load(str(path / base) if base == BASE_DIR else base)
+    pooled = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
+    return load(str(path / base) if base == BASE_DIR else base, **pooled)
 
 
 def load_whitened(path: Path) -> Any:
