@@ -24,7 +24,7 @@ from sentkit.models.hub import (
     resolve,
     special_affixes,
 )
-from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
+from sentkit.models.pooling import POOLINGS, layer_weights, load_with, pooling_of, saveable_poolings
 
 log = logging.getLogger(__name__)
 
@@ -293,22 +293,41 @@ def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool, list[De
         return None, None, False, []
     modules = path / "modules.json"
     if modules.is_file():
+        weights: list[float] | None = None
         for m in json.loads(modules.read_text()):
             kind = m.get("type", "")
             normalize = normalize or kind.endswith("Normalize")
-            if kind.endswith("Pooling"):
+            if kind.endswith("WeightedLayerPooling"):
+                weights = _read_layer_weights(path / m["path"])
+            elif kind.endswith("Pooling"):
                 cfg_file = path / m["path"] / "config.json"
                 if cfg_file.is_file():
                     cfg = json.loads(cfg_file.read_text())
-                    on = {k for k in ST_ALL_FLAGS if cfg.get(k)}
-                    pooling = next((n for n in POOLINGS.names() if POOLINGS.get(n).st_flags
-                                    and set(POOLINGS.get(n).st_flags) == on), None)
+                    pooling = pooling_of({k for k in ST_ALL_FLAGS if cfg.get(k)}, weights)
             elif kind.endswith("Dense"):
                 dense.append(_read_dense(path / m["path"]))
     sbc = path / "sentence_bert_config.json"
     if sbc.is_file():
         max_len = json.loads(sbc.read_text()).get("max_seq_length")
     return pooling, max_len, normalize, dense
+
+
+def _read_layer_weights(folder: Path) -> list[float]:
+    """The weights of a WeightedLayerPooling module over all hidden states (zeros before its layer_start)."""
+    cfg = json.loads((folder / "config.json").read_text())
+    from safetensors.torch import load_file
+
+    w = [float(x) for x in load_file(str(folder / "model.safetensors"))["layer_weights"].tolist()]
+    return [0.0] * int(cfg.get("layer_start", 0)) + w
+
+
+def _write_layer_weights(folder: Path, dim: int, weights: list[float]) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"embedding_dimension": dim, "num_hidden_layers": len(weights) - 1,
+                                                     "layer_start": 0}, indent=2))
+    save_file({"layer_weights": torch.tensor(weights, dtype=torch.float32)}, str(folder / "model.safetensors"))
 
 
 def _read_dense(folder: Path) -> DenseLayer:
@@ -372,12 +391,27 @@ def save_st_directory(
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     base = getattr(model, "base_model", model)
-    with quiet_transformers():
-        (model if save_head else base).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+    pool = POOLINGS.get(pooling)
+    layered = not pool.last_layer_only  # a WeightedLayerPooling reads the hidden states the model then returns
+    saved_flag = getattr(base.config, "output_hidden_states", False)
+    for cfg in {id(c): c for c in (base.config, model.config)}.values():
+        cfg.output_hidden_states = layered or saved_flag
+    try:
+        with quiet_transformers():
+            (model if save_head else base).save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    finally:
+        for cfg in {id(c): c for c in (base.config, model.config)}.values():
+            cfg.output_hidden_states = saved_flag
     dim = int(base.config.hidden_size)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    if layered:
+        modules.append({"idx": 1, "name": "1", "path": "1_WeightedLayerPooling",
+                        "type": "sentence_transformers.models.WeightedLayerPooling"})
+        _write_layer_weights(tmp / "1_WeightedLayerPooling", dim, layer_weights(pool, int(base.config.num_hidden_layers)))
+    pool_dir = f"{len(modules)}_Pooling"
+    modules.append({"idx": len(modules), "name": str(len(modules)), "path": pool_dir,
+                    "type": "sentence_transformers.models.Pooling"})
     for layer in dense:  # e.g. whitening, after the pooling and before any normalisation
         i = len(modules)
         modules.append({"idx": i, "name": str(i), "path": f"{i}_Dense", "type": ST_DENSE_TYPE})
@@ -388,10 +422,10 @@ def save_st_directory(
         (tmp / f"{i}_Normalize").mkdir()
     (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
     (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
-    (tmp / "1_Pooling").mkdir()
+    (tmp / pool_dir).mkdir()
     pool_cfg: dict[str, Any] = {"word_embedding_dimension": dim, "include_prompt": True}
     pool_cfg.update({k: k in flags for k in ST_ALL_FLAGS})
-    (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+    (tmp / pool_dir / "config.json").write_text(json.dumps(pool_cfg, indent=2))
     (tmp / "config_sentence_transformers.json").write_text(
         json.dumps({"__version__": {"sentkit": __version__}, "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
     )

@@ -8,7 +8,9 @@ A pooling is a function ``(hidden [n, L, d], mask [n, L]) -> [n, width * d]`` of
 - ``mean+max``: the max over tokens, then the mean, concatenated ([max, mean]: sentence-transformers' order
   when both of its pooling flags are on), twice the width;
 - ``first-last-avg``: the mean over tokens of the average of the input layer and the last layer (Su et al.
-  2021's "first-last-avg", which keeps the input embeddings' word information beside the contextual states).
+  2021's "first-last-avg", which keeps the input embeddings' word information beside the contextual states);
+  sentence-transformers computes it with a WeightedLayerPooling module (weight 1 on the two layers) before
+  its mean Pooling.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ def max_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Pooling:
-    """A pooling function, the hidden-state layers it averages first, its width in multiples of d, and the
-    flags of sentence-transformers' Pooling module that compute the same (none: a folder cannot be saved
-    with it, since sentence-transformers would load it with another pooling)."""
+    """A pooling function, the hidden-state layers it averages first (another than the last: a
+    sentence-transformers WeightedLayerPooling module does it), its width in multiples of d, and the flags of
+    sentence-transformers' Pooling module that compute the same (none: a folder cannot be saved with it, since
+    sentence-transformers would load it with another pooling)."""
 
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     layers: tuple[int, ...] = (-1,)
@@ -73,7 +76,30 @@ POOLINGS: Registry[Pooling] = Registry("pooling")
 POOLINGS.add("mean", Pooling(mean_pool, st_flags=("pooling_mode_mean_tokens",)))
 POOLINGS.add("cls", Pooling(cls_pool, st_flags=("pooling_mode_cls_token",)))
 POOLINGS.add("mean+max", Pooling(max_mean_pool, width=2, st_flags=("pooling_mode_max_tokens", "pooling_mode_mean_tokens")))
-POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1)))
+POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1), st_flags=("pooling_mode_mean_tokens",)))
+
+
+def layer_weights(pooling: Pooling, num_layers: int) -> list[float]:
+    """The weights of sentence-transformers' WeightedLayerPooling (hidden states 0..num_layers, layer_start 0) that
+    average this pooling's layers."""
+    chosen = {i % (num_layers + 1) for i in pooling.layers}
+    return [1.0 if i in chosen else 0.0 for i in range(num_layers + 1)]
+
+
+def pooling_of(flags: set[str], weights: list[float] | None) -> str | None:
+    """The registered pooling with these Pooling flags on and, when given, these layer weights (None: the last
+    layer alone); None when no pooling matches."""
+    for name in POOLINGS.names():
+        p = POOLINGS.get(name)
+        if not p.st_flags or set(p.st_flags) != flags:
+            continue
+        if weights is None and p.last_layer_only:
+            return name
+        if weights is not None and not p.last_layer_only and len(weights) > 1:
+            on = [w for w in weights if w != 0]
+            if len(set(on)) == 1 and weights == [on[0] * w for w in layer_weights(p, len(weights) - 1)]:
+                return name
+    return None
 
 
 def saveable_poolings() -> list[str]:
@@ -83,5 +109,5 @@ def saveable_poolings() -> list[str]:
 
 def load_with(pooling: str) -> str:
     """How to use a pooling at load time (the way for one a folder cannot hold): no command takes it."""
-    return (f'load the model with it: sentkit.load(NAME, pooling="{pooling}") in Python, or '
-            f'method = "pretrained", settings = {{ model = NAME, pooling = "{pooling}" }} in an experiment cell')
+    return (f'load the model with it: sentkit evaluate --pooling {pooling}, sentkit.load(NAME, pooling="{pooling}") in '
+            f'Python, or method = "pretrained", settings = {{ model = NAME, pooling = "{pooling}" }} in an experiment cell')
