@@ -95,7 +95,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     from sentkit.models.encoder import TransformerEncoder
 
     require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
-    pooled = {"pooling": cfg.pooling} if cfg.pooling else {}
+    pooled: dict[str, Any] = {"pooling": cfg.pooling} if cfg.pooling else {}
     encoder = load(cfg.model, **pooled)
     sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
                                         field=cfg.text_field)
@@ -172,7 +172,7 @@ def load_base(path: Path, marker: dict[str, Any]) -> Any:
     from sentkit.loading import load
 
     base = str(marker["base"])
-    pooled = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
+    pooled: dict[str, Any] = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
     return load(str(path / base) if base == BASE_DIR else base, **pooled)
 
 
