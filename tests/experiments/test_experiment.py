@@ -625,3 +625,34 @@ def test_one_seed_caveat_spares_only_models_that_had_no_other_seeds() -> None:
                                        CellSpec("trained", "declutr"),
                                        CellSpec("ref", "pretrained", settings={"model": "@trained"})])
     assert fixed_cells(spec) == frozenset({"glove", "tiny"})
+
+
+def test_a_claim_on_rows_judges_each_rows_best_version() -> None:
+    """rows = true: each side is its [[row]]'s best version on the claim's metric (picked by mean), then judged as any
+    claim; the best-versions table names the version of each average."""
+    from sentkit.experiments.claims import ClaimSpec
+    from sentkit.experiments.grid import CellSpec, ExperimentSpec, RowSpec
+    from sentkit.experiments.report import best_versions, best_versions_table, row_claim
+
+    cells = [CellSpec(n, "pretrained") for n in ("m", "m-white", "v", "v-white", "v-sif")]
+    claim = ClaimSpec(paper="p", claim="m leads v by >= 1", cells=["model"], baseline=["vectors"], rows=True,
+                      metric="avg:unsupervised_sts", margin=1.0)
+    spec = ExperimentSpec("r", "out", cells, claims=[claim],
+                          rows=[RowSpec("model", ["m", "m-white"], reference=False), RowSpec("vectors", ["v", "v-white", "v-sif"])])
+    summary = {"m": {"avg:unsupervised_sts": (55.0, 0.0, 3), "avg:supervised": (72.0, 0.0, 3)},
+               "m-white": {"avg:unsupervised_sts": (63.0, 0.0, 3), "avg:supervised": (69.0, 0.0, 3)},
+               "v": {"avg:unsupervised_sts": (52.0, 0.0, 1), "avg:supervised": (71.5, 0.0, 1)},
+               "v-white": {"avg:unsupervised_sts": (61.5, 0.0, 1), "avg:supervised": (68.7, 0.0, 1)},
+               "v-sif": {"avg:unsupervised_sts": (59.0, 0.0, 1), "avg:supervised": (69.0, 0.0, 1)}}
+    assert best_versions(spec, summary)["vectors"] == {"avg:unsupervised_sts": "v-white", "avg:supervised": "v"}
+    judged = row_claim(claim, spec, summary)
+    assert (judged.cells, judged.baseline, judged.rows) == (["m-white"], ["v-white"], False)
+    from sentkit.experiments.claims import judge
+
+    assert judge(judged, summary).verdict == "held"  # 63.0 - 61.5 = 1.5 > 1.0
+    sup = row_claim(ClaimSpec(paper="p", claim="c", cells=["model"], baseline=["vectors"], rows=True,
+                              metric="avg:supervised", margin=1.0), spec, summary)
+    assert judge(sup, summary).verdict == "did not hold"  # 72.0 - 71.5 = 0.5, below the bar of 1
+    table = "\n".join(best_versions_table(spec, summary, []))
+    assert "| vectors |  | 61.5 (v-white) | 71.5 (v) | 1 |" in table  # one seed: no ±
+    assert "model (candidate)" in table

@@ -47,6 +47,7 @@ class ClaimSpec:
     tolerance: float = 1.0  # points within which two sides count as equal (similar)
     k: int = 3  # top: the cells must rank within the first k of `cells + baseline`
     note: str = ""
+    rows: bool = False  # `cells` and `baseline` name [[row]]s: each side is that row's best version on `metric`
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -126,11 +126,13 @@ class ExperimentSpec:
             for c in named:
                 if c not in names:
                     raise ConfigError(f"experiment {self.name!r}: {what} names unknown cell {c!r}{suggest(c, names)}")
+        rows = [r.name for r in self.rows]
         for claim in self.claims:
+            known, what = (rows, "row") if claim.rows else (names, "cell")
             for c in claim.all_cells():
-                if c not in names:
-                    raise ConfigError(f"experiment {self.name!r}: claim {claim.claim!r} names unknown cell {c!r}"
-                                      f"{suggest(c, names)}")
+                if c not in known:
+                    raise ConfigError(f"experiment {self.name!r}: claim {claim.claim!r} names unknown {what} {c!r}"
+                                      f"{suggest(c, known)}")
 
     def cell_seeds(self, cell: CellSpec) -> list[int]:
         return list(cell.seeds if cell.seeds is not None else self.seeds)

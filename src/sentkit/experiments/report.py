@@ -280,15 +280,32 @@ def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
 BEST_OF = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
 
 
-def best_versions(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]]
-                  ) -> dict[str, dict[str, str]]:
-    """{row: {average: the version cell with the highest mean}} over the versions that have results."""
+def best_versions(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
+                  scores: tuple[str, ...] = BEST_OF) -> dict[str, dict[str, str]]:
+    """{row: {score: the version cell with the highest mean}} over the versions that have results."""
     out: dict[str, dict[str, str]] = {}
     for row in spec.rows:
         have = [v for v in row.versions if v in summary]
         out[row.name] = {k: max((v for v in have if k in summary[v]), key=lambda v: summary[v][k][0])
-                         for k in BEST_OF if any(k in summary[v] for v in have)}
+                         for k in scores if any(k in summary[v] for v in have)}
     return out
+
+
+def row_claim(claim: Any, spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]]) -> Any:
+    """A claim on [[row]]s (`rows = true`) as a claim on cells: each row replaced by its best version on the claim's
+    metric (a row without results keeps its first version, so the claim reads not run)."""
+    if not claim.rows:
+        return claim
+    import dataclasses
+
+    best = best_versions(spec, summary, (claim.metric,))
+    versions = {r.name: r.versions for r in spec.rows}
+
+    def pick(row: str) -> str:
+        return best.get(row, {}).get(claim.metric) or versions[row][0]
+
+    return dataclasses.replace(claim, cells=[pick(r) for r in claim.cells], baseline=[pick(r) for r in claim.baseline],
+                               rows=False)
 
 
 def best_versions_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
@@ -482,7 +499,8 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
     if spec is not None and spec.summary:
         lines += [spec.summary.strip(), ""]
     if spec is not None and spec.claims:
-        lines += ["## Claims", "", *claims_mod.render(spec.claims, summary, paper_summary(all_results, spec),
+        claims = [row_claim(c, spec, summary) for c in spec.claims]
+        lines += ["## Claims", "", *claims_mod.render(claims, summary, paper_summary(all_results, spec),
                                                       "Hill et al. 2016, Tables 3 and 4", fixed_cells(spec))]
     lines += ["## All scores", "", "Averages: " + "; ".join(f"`{a.split(':')[1]}` {AVERAGE_HELP[a]}" for a in avgs)
               + ".", ""]
