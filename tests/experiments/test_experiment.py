@@ -656,3 +656,17 @@ def test_a_claim_on_rows_judges_each_rows_best_version() -> None:
     table = "\n".join(best_versions_table(spec, summary, []))
     assert "| vectors |  | 61.5 (v-white) | 71.5 (v) | 1 |" in table  # one seed: no ±
     assert "model (candidate)" in table
+
+
+def test_the_budget_at_which_a_line_leads_another_by_hand() -> None:
+    from sentkit.experiments.report import crossing
+
+    # inside the measured range: gap -2 at 1 h and +1.5 at 4 h, linear in log hours: +1 at 4 ** (3 / 3.5) = 3.28 h
+    line, base = [(1.0, 60.0, "a"), (4.0, 64.0, "b")], [(1.0, 62.0, "c"), (4.0, 62.5, "d")]
+    assert "from about 3.28 CPU-hours (read off" in crossing(line, base, 1.0)
+    # beyond it: +1 per doubling against a flat line, gap -1 at 2 h: +1 two doublings later, at 8 h
+    line, base = [(1.0, 60.0, "a"), (2.0, 61.0, "b")], [(1.0, 62.0, "c"), (2.0, 62.0, "d")]
+    assert "it would at about 8.0 CPU-hours" in crossing(line, base, 1.0)
+    # a line that rises no faster than the other never crosses
+    assert "no crossing is projected" in crossing(line, [(1.0, 62.0, "c"), (2.0, 64.0, "d")], 1.0)
+    assert "over the whole measured range" in crossing([(1.0, 70.0, "a")], [(1.0, 62.0, "c")], 1.0)

@@ -59,14 +59,24 @@ class CellSpec:
 @dataclass
 class CurveSpec:
     """A line of the report's scaling chart: `cells` in order of growing compute (each point at its
-    cells' measured training CPU-hours); `references` of the experiment are drawn as horizontal lines."""
+    cells' measured training CPU-hours); `references` of the experiment are drawn as horizontal lines.
+
+    `versions`: suffixes of a point's other versions (``["", "-whitened"]``: the cell itself and the cell
+    ``<cell>-whitened``); each point shows, per score, its best version that has results. `baseline = true` makes
+    the line the one the others are read against: the report gives the budget at which each other line leads
+    it by `margin` points (read off the measured points, or projected from each line's last two)."""
 
     name: str
     cells: list[str]
+    versions: list[str] = field(default_factory=lambda: [""])
+    baseline: bool = False
+    margin: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.cells:
             raise ConfigError(f"curve {self.name!r} names no cells")
+        if not self.versions:
+            raise ConfigError(f"curve {self.name!r}: versions must hold at least one suffix (\"\" is the cell itself)")
 
 
 @dataclass
@@ -121,6 +131,8 @@ class ExperimentSpec:
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
                                       f"{where}; a cell may use the model of a cell above it"
                                       f"{suggest(ref_cell(value), names[:i])}")
+        if sum(c.baseline for c in self.curves) > 1:
+            raise ConfigError(f"experiment {self.name!r}: more than one curve has baseline = true")
         for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
                             *((f"row {r.name!r}", r.versions) for r in self.rows)]:
             for c in named:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -712,33 +714,107 @@ def length_section(summary: dict[str, dict[str, tuple[float, float, int]]]) -> l
 SCALING_SCORES = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
 
 
+Point = tuple[float, float, str]  # (training CPU-hours with bases, score, the version it is)
+
+
+def curve_points(curve: Any, summary: dict[str, dict[str, tuple[float, float, int]]],
+                 cpu: dict[str, tuple[float, bool]], score: str) -> list[Point]:
+    """A curve's points on one score: for each of its cells with results, its best version on that score (a cell
+    `<cell><suffix>` for each of the curve's `versions`), at that version's CPU-hours; in order of CPU-hours."""
+    pts: list[Point] = []
+    for c in curve.cells:
+        have = [c + v for v in curve.versions if c + v in cpu and score in summary.get(c + v, {})]
+        if have:
+            best = max(have, key=lambda v: summary[v][score][0])
+            pts.append((cpu[best][0] / 3600, summary[best][score][0], best))
+    return sorted(pts)
+
+
+def _at(pts: list[Point], x: float) -> float:
+    """The line through `pts` at x, linear in log CPU-hours (flat outside their range)."""
+    for (x0, y0, _), (x1, y1, _) in itertools.pairwise(pts):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return pts[0][1] if x <= pts[0][0] else pts[-1][1]
+
+
+def _trend(pts: list[Point]) -> tuple[float, float]:
+    """(intercept, slope) per log CPU-hour of the line through the last two points (slope 0 with one point)."""
+    if len(pts) < 2 or pts[-1][0] == pts[-2][0]:
+        return pts[-1][1], 0.0
+    (x0, y0, _), (x1, y1, _) = pts[-2], pts[-1]
+    slope = (y1 - y0) / (math.log(x1) - math.log(x0))
+    return y1 - slope * math.log(x1), slope
+
+
+def crossing(line: list[Point], base: list[Point], margin: float) -> str:
+    """Where `line` first leads `base` by `margin` points: read off the measured range (both lines interpolated in
+    log CPU-hours), else projected from each line's last two points; a sentence."""
+    if not line or not base:
+        return "not measured"
+    lo, hi = max(line[0][0], base[0][0]), min(line[-1][0], base[-1][0])
+    xs = sorted({p[0] for p in line + base if lo <= p[0] <= hi} | {lo, hi})
+    gaps = [(x, _at(line, x) - _at(base, x)) for x in xs if lo <= hi]
+    for (x0, g0), (x1, g1) in itertools.pairwise(gaps):
+        if g0 < margin <= g1:  # crosses between x0 and x1 (linear in log CPU-hours)
+            x = math.exp(math.log(x0) + (margin - g0) * (math.log(x1) - math.log(x0)) / (g1 - g0))
+            return f"leads by {margin:g} from about {x:.2f} CPU-hours (read off the measured points)"
+    if gaps and gaps[0][1] >= margin:
+        return f"leads by {margin:g} or more over the whole measured range (from {gaps[0][0]:.2f} CPU-hours)"
+    (a1, b1), (a2, b2) = _trend(line), _trend(base)
+    where = f"gap {gaps[-1][1]:+.2f} at {gaps[-1][0]:.2f} CPU-hours" if gaps else "the lines' budgets do not overlap"
+    if b1 <= b2:
+        return (f"does not lead by {margin:g} in the measured range ({where}), and its last two points rise no faster "
+                "than the other line's: no crossing is projected")
+    x = math.exp((margin - (a1 - a2)) / (b1 - b2))
+    return (f"does not lead by {margin:g} in the measured range ({where}); projected from each line's last two points "
+            f"(linear in log CPU-hours), it would at about {x:.1f} CPU-hours")
+
+
 def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
                     all_results: list[dict[str, Any]], png: Path, *, chart: bool = True) -> list[str]:
-    """The spec's curves as a table (each point: its cells' training CPU-hours and scores) and a chart of
-    quality against CPU-hours, one line per curve, the reference cells as horizontal lines."""
+    """The spec's curves as a table (each point: its best version's training CPU-hours and scores), the budget at
+    which each curve leads the baseline curve, and a chart of quality against CPU-hours, one line per curve, the
+    reference cells as horizontal lines."""
     if not spec.curves:
         return []
     cpu = chain_train_cpu(spec, all_results)
     lines = ["## Scaling: quality against compute", "",
-             "Each point is one cell: its training CPU-hours, bases included (CPU time of the training processes, "
-             "mean over seeds, of the cell and of every cell it continues: the base, the vectors the base started "
-             "from; ~: a cell trained by an earlier process has no CPU record, and its logged training wall-clock stands "
-             "in) and its scores. Horizontal lines: " +
+             "Each point is one cell at its best version on each score (the version named): its training CPU-hours, "
+             "bases included (CPU time of the training processes, mean over seeds, of the cell and of every cell it "
+             "continues: the base, the vectors the base started from; ~: a cell trained by an earlier process has no "
+             "CPU record, and its logged training wall-clock stands in) and its scores. Horizontal lines: " +
              (", ".join(f"`{r}`" for r in spec.references) or "none") + ".", "",
              "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
              "|---|---|---|---|" + "---|" * len(SCALING_SCORES)]
     for curve in spec.curves:
         for c in curve.cells:
-            if c not in summary:
+            versions = [c + v for v in curve.versions if c + v in summary]
+            if not versions:
                 lines.append(f"| {curve.name} | {c} | 0 | not run |" + " |" * len(SCALING_SCORES))
                 continue
-            n = max(v[2] for v in summary[c].values())
-            h = _hours(cpu.get(c))
-            lines.append(f"| {curve.name} | {c} | {n} | {h} | " + " | ".join(_fmt(summary[c].get(a)) for a in SCALING_SCORES) + " |")
+            n = max(v[2] for v in summary[versions[0]].values())
+            cols = []
+            for a in SCALING_SCORES:
+                have = [v for v in versions if a in summary[v]]
+                best = max(have, key=lambda v: summary[v][a][0]) if have else None
+                tag = f" ({best[len(c):].lstrip('-')})" if best and best != c else ""
+                cols.append(f"{_fmt(summary[best].get(a))}{tag}" if best else "")
+            lines.append(f"| {curve.name} | {c} | {n} | {_hours(cpu.get(versions[0]))} | " + " | ".join(cols) + " |")
     for r in spec.references:
         if r in summary:
             lines.append(f"| reference | {r} | {max(v[2] for v in summary[r].values())} | | "
                          + " | ".join(_fmt(summary[r].get(a)) for a in SCALING_SCORES) + " |")
+    base = next((c for c in spec.curves if c.baseline), None)
+    if base is not None:
+        lines += ["", f"Where each line leads `{base.name}` by {base.margin:g} points (each line at its best version "
+                  "on the score):", ""]
+        for curve in spec.curves:
+            if curve is base:
+                continue
+            for a in SCALING_SCORES:
+                text = crossing(curve_points(curve, summary, cpu, a), curve_points(base, summary, cpu, a), base.margin)
+                lines.append(f"- {curve.name}, {a.split(':')[1]}: {text}.")
     lines += ["", f"![scaling]({png.name})", ""]
     if chart:
         try:
@@ -755,17 +831,17 @@ def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scores = SCALING_SCORES[:2]
-    fig, axes = plt.subplots(1, len(scores), figsize=(11, 4.5))
+    scores = SCALING_SCORES
+    fig, axes = plt.subplots(1, len(scores), figsize=(15, 4.5))
     for ax, score in zip(axes, scores):
         for curve in spec.curves:
-            pts = [(cpu[c][0] / 3600, summary[c][score][0]) for c in curve.cells if c in cpu and score in summary.get(c, {})]
+            pts = curve_points(curve, summary, cpu, score)
             if pts:
-                xs, ys = zip(*sorted(pts))
-                ax.plot(xs, ys, marker="o", label=curve.name)
+                xs, ys, _ = zip(*pts)
+                ax.plot(xs, ys, marker="o", label=curve.name, linestyle="--" if curve.baseline else "-")
         for i, r in enumerate(spec.references):
             if score in summary.get(r, {}):
-                ax.axhline(summary[r][score][0], linestyle="--", color=f"C{(len(spec.curves) + i) % 10}", label=r)
+                ax.axhline(summary[r][score][0], linestyle=":", color=f"C{(len(spec.curves) + i) % 10}", label=r)
         ax.set_xscale("log")
         ax.set_xlabel("training CPU-hours, bases included (log scale)")
         ax.set_ylabel(score.split(":")[1] + " (points)")
