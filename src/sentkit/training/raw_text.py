@@ -64,6 +64,7 @@ class RawTextConfig:
     max_doc_tokens: int = 512
     batch_size: int = 32
     lr: float = 5e-4  # the base's own rate; the paper's 5e-5 (for a 125M RoBERTa) gained less here
+    pooling: str = "mean"  # phase 2's pooling (what its contrastive loss reads, and the saved encoder's)
     max_steps: int = 320
     # bookkeeping
     resume: bool = False
@@ -86,7 +87,7 @@ class RawTextConfig:
         prepared = out / "prepared"
         declutr = {**common, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
                    "max_span_len": self.max_span_len, "max_doc_tokens": self.max_doc_tokens,
-                   "batch_size": self.batch_size, "lr": self.lr, "max_steps": self.max_steps,
+                   "batch_size": self.batch_size, "lr": self.lr, "max_steps": self.max_steps, "pooling": self.pooling,
                    "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}")}
         if self.model is not None:
             return [(PHASES[2], "declutr", {**declutr, "model": self.model})]
