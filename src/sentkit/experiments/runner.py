@@ -62,12 +62,13 @@ def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
     seeds = spec.cell_seeds(cell)
     s = seed if seed in seeds else seeds[0]
     path = Path(spec.output) / name / f"seed-{s}" / "model"
+    if sub:  # a folder inside the run: a finished phase, or a snapshot saved while the run goes on
+        if read_marker(path / sub) is None:
+            raise ConfigError(f"{ref} (seed {s}): {path / sub} is not a model folder (yet): run cell {name!r} (its "
+                              f"phase or step {sub!r}) first")
+        return path / sub
     if read_marker(path) is None:
         raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {name!r} first")
-    if sub:
-        path = path / sub
-        if read_marker(path) is None:
-            raise ConfigError(f"{ref} (seed {s}): {path} is not a model folder inside cell {name!r}'s model")
     return path
 
 
