@@ -1,21 +1,27 @@
-"""The rawtext study measures the recipe users run: its recipe cells hold exactly the settings
-`sentkit train --method raw-text` derives from its defaults (only paths, logging and the shared
-prepared folders differ)."""
+"""The studies measure the recipe users run.
+
+The budget study's candidate cell (`recipe-fl`, the raw-text method end to end) holds exactly
+`sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells (phase 0, 1 and 2 as
+separate cells, from issue 17) hold the phases that recipe derives with the pooling it had then (mean), which
+is the budget study's `recipe-v1` (only paths, logging and the shared prepared folders differ)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from sentkit.experiments.grid import load_experiment
+from sentkit.training.recipes.declutr import DeclutrConfig
 from sentkit.training.raw_text import PHASES, RawTextConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 # what a cell may set differently: where things go and how often it logs
 PLACES = {"out", "corpus", "seed", "progress", "prepared_dir", "log_every", "model", "init_embeddings"}
+CANDIDATE = "recipe-fl"  # the budget study's cell that is the recipe as shipped
 
 
-def _cells() -> dict[str, dict]:
-    spec = load_experiment(ROOT / "experiments" / "rawtext.toml")
+def _cells(study: str) -> dict[str, dict]:
+    spec = load_experiment(ROOT / "experiments" / f"{study}.toml")
     return {c.name: c for c in spec.cells}
 
 
@@ -23,14 +29,31 @@ def _strip(settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in PLACES}
 
 
-def test_recipe_cells_are_the_recipe_defaults(tmp_path: Path) -> None:
-    cells = _cells()
+def _fields(cfg: RawTextConfig) -> dict:
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in PLACES}
+
+
+def test_the_budget_candidate_is_the_raw_text_defaults(tmp_path: Path) -> None:
+    cell = _cells("budget")[CANDIDATE]
+    assert cell.method == "raw-text"
+    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) == \
+        _fields(RawTextConfig(corpus="c", out=str(tmp_path)))
+    assert len(load_experiment(ROOT / "experiments" / "budget.toml").cell_seeds(cell)) == 3
+
+
+def test_the_rawtext_chain_is_recipe_v1(tmp_path: Path) -> None:
+    cells = _cells("rawtext")
+    v1 = _cells("budget")["recipe-v1"].settings
+    # recipe-v1 ran with the pooling the recipe had then (its recipe.json records "mean")
     phases = {folder: (method, settings) for folder, method, settings in
-              RawTextConfig(corpus="c", out=str(tmp_path)).phases(tmp_path)}
+              RawTextConfig(corpus="c", out=str(tmp_path), **{"pooling": "mean", **v1}).phases(tmp_path)}
+    mean = DeclutrConfig.__dataclass_fields__["pooling"].default
+    assert mean == "mean"
     for cell, folder in (("wp-skipgram", PHASES[0]), ("recipe-base", PHASES[1]), ("recipe", PHASES[2])):
         method, settings = phases[folder]
         assert cells[cell].method == method, cell
-        assert _strip(cells[cell].settings) == _strip(settings), cell
+        declared = {"pooling": mean, **cells[cell].settings} if method == "declutr" else cells[cell].settings
+        assert _strip(declared) == _strip(settings), cell
     # the chain: the base starts from the cell's vectors, DeCLUTR continues that base
     assert cells["recipe-base"].settings["init_embeddings"] == "@wp-skipgram"
     assert cells["recipe"].settings["model"] == "@recipe-base"
@@ -38,7 +61,10 @@ def test_recipe_cells_are_the_recipe_defaults(tmp_path: Path) -> None:
     assert len(load_experiment(ROOT / "experiments" / "rawtext.toml").cell_seeds(cells["recipe"])) == 3
 
 
-def test_a_changed_default_breaks_the_match(tmp_path: Path) -> None:
-    """The comparison above can fail: a recipe with another learning rate no longer matches its cell."""
+def test_a_changed_setting_breaks_the_match(tmp_path: Path) -> None:
+    """The comparisons above can fail: another learning rate no longer matches either."""
+    cell = _cells("budget")[CANDIDATE]
+    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) != \
+        _fields(RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5))
     other = {f: s for f, _, s in RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5).phases(tmp_path)}
-    assert _strip(_cells()["recipe"].settings) != _strip(other[PHASES[2]])
+    assert _strip(_cells("rawtext")["recipe"].settings) != _strip(other[PHASES[2]])

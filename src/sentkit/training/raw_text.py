@@ -64,7 +64,9 @@ class RawTextConfig:
     max_doc_tokens: int = 512
     batch_size: int = 32
     lr: float = 5e-4  # the base's own rate; the paper's 5e-5 (for a 125M RoBERTa) gained less here
-    pooling: str = "mean"  # phase 2's pooling (what its contrastive loss reads, and the saved encoder's)
+    # phase 2's pooling (what its contrastive loss reads, and the saved encoder's): the mean of the input layer's and
+    # the last layer's states (Su et al. 2021); measured against "mean" in the budget study (docs/methods.md)
+    pooling: str = "first-last-avg"
     max_steps: int = 320
     # bookkeeping
     resume: bool = False
