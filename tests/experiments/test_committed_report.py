@@ -1,5 +1,5 @@
-"""docs/results.md is regenerated from the committed results (experiments/results/rawtext, plain, laptop and
-probing) unchanged.
+"""docs/results.md is regenerated from the committed results (experiments/results/budget, rawtext, plain,
+laptop and probing) unchanged.
 
 The PNG chart next to it is not compared: its bytes depend on the matplotlib and FreeType versions
 that draw it, and it plots the same summary as the Markdown tables, which are compared here.
@@ -19,7 +19,7 @@ from sentkit.experiments.runner import collect, plan, stale
 REPO = Path(__file__).resolve().parents[2]
 
 
-EXPERIMENTS = ("experiments/rawtext.toml", "experiments/plain.toml", "experiments/laptop.toml", "experiments/probing.toml")  # docs/results.md's sections, in order
+EXPERIMENTS = ("experiments/budget.toml", "experiments/rawtext.toml", "experiments/plain.toml", "experiments/laptop.toml", "experiments/probing.toml")  # docs/results.md's sections, in order
 
 
 @pytest.fixture()
