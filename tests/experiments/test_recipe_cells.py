@@ -44,7 +44,7 @@ def test_the_budget_candidate_is_the_raw_text_defaults(tmp_path: Path) -> None:
 def test_the_rawtext_chain_is_recipe_v1(tmp_path: Path) -> None:
     cells = _cells("rawtext")
     v1 = _cells("budget")["recipe-v1"].settings
-    # recipe-v1 ran with the pooling the recipe had then (its recipe.json records "mean")
+    # recipe-v1 ran before the recipe had a pooling setting: phase 2 pooled with DeCLUTR's default, mean
     phases = {folder: (method, settings) for folder, method, settings in
               RawTextConfig(corpus="c", out=str(tmp_path), **{"pooling": "mean", **v1}).phases(tmp_path)}
     mean = DeclutrConfig.__dataclass_fields__["pooling"].default
