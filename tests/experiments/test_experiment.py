@@ -530,6 +530,9 @@ def test_training_cost_of_a_recipe_its_phases_and_a_snapshot() -> None:
     assert got["recipe"] == (2500.0, False)  # its recipe.json, not the process's 2600
     assert got["long"] == (4000.0 + 100.0 + 700.0 + 1200.0, False)  # phases vocab, 0 and 1 of the recipe
     assert got["long-half"] == (1900.0 + 2000.0, False)
+    # a snapshot read while its run goes on (the run has no results yet): the same cost
+    got = chain_train_cpu(spec, [results[0], results[2]])
+    assert got["long-half"] == (1900.0 + 2000.0, False) and "long" not in got
 
 
 def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:
@@ -670,3 +673,10 @@ def test_the_budget_at_which_a_line_leads_another_by_hand() -> None:
     # a line that rises no faster than the other never crosses
     assert "no crossing is projected" in crossing(line, [(1.0, 62.0, "c"), (2.0, 64.0, "d")], 1.0)
     assert "over the whole measured range" in crossing([(1.0, 70.0, "a")], [(1.0, 62.0, "c")], 1.0)
+    # the other line measured only at smaller budgets: each point against its best for less compute (66.3 at 0.26 h)
+    base = [(0.1, 65.0, "c"), (0.26, 66.3, "d")]
+    said = crossing([(0.83, 67.0, "a"), (1.3, 67.4, "b")], base, 1.0)
+    assert "leads by 1 or more from 1.30 CPU-hours (+1.10) against the other line's best measured point (66.30 at 0.26" \
+        in said
+    said = crossing([(0.83, 67.0, "a"), (1.3, 66.9, "b")], base, 1.0)
+    assert "does not lead by 1: its best, 67.00 at 0.83 CPU-hours, is +0.70" in said and "projected" in said

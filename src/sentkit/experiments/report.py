@@ -352,12 +352,9 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
     cells = {c.name: c for c in spec.cells}
     out: dict[str, tuple[float, bool]] = {}
 
-    def total(name: str) -> tuple[float, bool] | None:
-        if name in out:
-            return out[name]
-        if name not in cells or (name not in own and not wall.get(name)):
-            return None
-        acc, approx = (own[name], False) if name in own else (statistics.fmean(wall[name]), True)
+    def bases(name: str) -> tuple[float, bool] | None:
+        """The cost of what `name`'s ``"@cell"`` settings name (a snapshot: the bases of the run it is part of)."""
+        acc, approx = 0.0, False
         for value in cells[name].settings.values():
             if isinstance(value, str) and value.startswith("@"):
                 base, _, sub = value[1:].partition("/")
@@ -365,13 +362,23 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
                     names = list(phases[base])
                     acc += sum(phases[base][k] for k in names[: names.index(sub.split("/")[0]) + 1])
                     continue
-                up = total(ref_cell(value))
+                # a snapshot is part of that cell's run (its own CPU counts to its step): that run's bases on top
+                up = (bases(base) if base in cells else None) if name in snaps else total(base)
                 if up is None:
                     return None
-                if name in snaps:  # part of that cell's run: its bases, not the whole run, come on top
-                    up = (up[0] - own.get(ref_cell(value), 0.0), up[1])
                 acc, approx = acc + up[0], approx or up[1]
-        out[name] = (acc, approx)
+        return acc, approx
+
+    def total(name: str) -> tuple[float, bool] | None:
+        if name in out:
+            return out[name]
+        if name not in cells or (name not in own and not wall.get(name)):
+            return None
+        acc, approx = (own[name], False) if name in own else (statistics.fmean(wall[name]), True)
+        up = bases(name)
+        if up is None:
+            return None
+        out[name] = (acc + up[0], approx or up[1])
         return out[name]
 
     for name in cells:
@@ -752,6 +759,8 @@ def crossing(line: list[Point], base: list[Point], margin: float) -> str:
     log CPU-hours), else projected from each line's last two points; a sentence."""
     if not line or not base:
         return "not measured"
+    if line[0][0] > base[-1][0]:  # every point of the line costs more than the other line's last
+        return _beyond(line, base, margin)
     lo, hi = max(line[0][0], base[0][0]), min(line[-1][0], base[-1][0])
     xs = sorted({p[0] for p in line + base if lo <= p[0] <= hi} | {lo, hi})
     gaps = [(x, _at(line, x) - _at(base, x)) for x in xs if lo <= hi]
@@ -769,6 +778,20 @@ def crossing(line: list[Point], base: list[Point], margin: float) -> str:
     x = math.exp((margin - (a1 - a2)) / (b1 - b2))
     return (f"does not lead by {margin:g} in the measured range ({where}); projected from each line's last two points "
             f"(linear in log CPU-hours), it would at about {x:.1f} CPU-hours")
+
+
+def _beyond(line: list[Point], base: list[Point], margin: float) -> str:
+    """`crossing` when the other line's measured points all cost less than the line's first: each point of the line
+    against the best the other line reached for less compute (what it would do with more is not measured)."""
+    xb, yb, _ = max(base, key=lambda p: p[1])
+    against = (f"the other line's best measured point ({yb:.2f} at {xb:.2f} CPU-hours; it is not measured beyond "
+               f"{base[-1][0]:.2f})")
+    for x, y, _ in line:
+        if y - yb >= margin:
+            return f"leads by {margin:g} or more from {x:.2f} CPU-hours ({y - yb:+.2f}) against {against}"
+    x, y, _ = max(line, key=lambda p: p[1])
+    return (f"does not lead by {margin:g}: its best, {y:.2f} at {x:.2f} CPU-hours, is {y - yb:+.2f} against {against}; "
+            "no crossing is read off or projected where the lines' budgets do not overlap")
 
 
 def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
