@@ -11,8 +11,8 @@ import dataclasses
 from pathlib import Path
 
 from sentkit.experiments.grid import load_experiment
-from sentkit.training.recipes.declutr import DeclutrConfig
 from sentkit.training.raw_text import PHASES, RawTextConfig
+from sentkit.training.recipes.declutr import DeclutrConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 # what a cell may set differently: where things go and how often it logs

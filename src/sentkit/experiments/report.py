@@ -15,7 +15,7 @@ import numpy as np
 from sentkit.evaluation.report import mteb_scores
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments import paper
-from sentkit.experiments.grid import ExperimentSpec, ref_cell
+from sentkit.experiments.grid import ExperimentSpec
 from sentkit.io import atomic_write_text
 
 log = logging.getLogger(__name__)
