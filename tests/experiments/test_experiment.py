@@ -516,7 +516,8 @@ def test_training_cost_of_a_recipe_its_phases_and_a_snapshot() -> None:
     spec = ExperimentSpec("c", "out", [
         CellSpec("recipe", "raw-text"),
         CellSpec("long", "declutr", settings={"model": "@recipe/1-base"}),
-        CellSpec("long-half", "pretrained", settings={"model": "@long/snapshots/step-500"})])
+        CellSpec("long-half", "pretrained", settings={"model": "@long/snapshots/step-500"}),
+        CellSpec("long-half-whitened", "whiten", settings={"model": "@long/snapshots/step-500"})])
     phases = {"vocab": {"cpu_seconds": 100.0}, "0-wordpiece-skipgram": {"cpu_seconds": 700.0},
               "1-base": {"cpu_seconds": 1200.0}, "2-declutr": {"cpu_seconds": 500.0}}
 
@@ -525,14 +526,18 @@ def test_training_cost_of_a_recipe_its_phases_and_a_snapshot() -> None:
                                "train_seconds": 1.0, "train_seconds_across_resumes": True, **extra}}
 
     results = [res("recipe", 2600.0, recipe={"phases": phases}), res("long", 4000.0),
-               res("long-half", 3.0, snapshot={"step": 500, "of": 1000, "cpu_seconds": 1900.0})]
+               res("long-half", 3.0, snapshot={"step": 500, "of": 1000, "cpu_seconds": 1900.0},
+                   settings={"model": "@long/snapshots/step-500"}),
+               res("long-half-whitened", 40.0)]
     got = chain_train_cpu(spec, results)
     assert got["recipe"] == (2500.0, False)  # its recipe.json, not the process's 2600
     assert got["long"] == (4000.0 + 100.0 + 700.0 + 1200.0, False)  # phases vocab, 0 and 1 of the recipe
     assert got["long-half"] == (1900.0 + 2000.0, False)
-    # a snapshot read while its run goes on (the run has no results yet): the same cost
-    got = chain_train_cpu(spec, [results[0], results[2]])
+    assert got["long-half-whitened"] == (40.0 + 1900.0 + 2000.0, False)  # its own fit on top of the snapshot's cost
+    # a snapshot read while its run goes on (the run has no results yet): the same costs
+    got = chain_train_cpu(spec, [results[0], *results[2:]])
     assert got["long-half"] == (1900.0 + 2000.0, False) and "long" not in got
+    assert got["long-half-whitened"] == (40.0 + 1900.0 + 2000.0, False)
 
 
 def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_method: None) -> None:

@@ -346,6 +346,12 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
         if (res["experiment"].get("snapshot") or {}).get("cpu_seconds") is not None:
             snaps[res["experiment"]["cell"]].append(float(res["experiment"]["snapshot"]["cpu_seconds"]))
     own.update({c: statistics.fmean(v) for c, v in snaps.items()})
+    at_step: dict[str, list[float]] = defaultdict(list)  # "@run/snapshots/step-N": the CPU of that run to step N
+    for res in all_results:
+        if res["experiment"]["cell"] in snaps:
+            for value in (res["experiment"].get("settings") or {}).values():
+                if isinstance(value, str) and value.startswith("@"):
+                    at_step[value].extend(snaps[res["experiment"]["cell"]])
     wall: dict[str, list[float]] = defaultdict(list)
     for res in all_results:
         wall[res["experiment"]["cell"]].append(train_seconds(res))
@@ -362,8 +368,14 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> 
                     names = list(phases[base])
                     acc += sum(phases[base][k] for k in names[: names.index(sub.split("/")[0]) + 1])
                     continue
-                # a snapshot is part of that cell's run (its own CPU counts to its step): that run's bases on top
-                up = (bases(base) if base in cells else None) if name in snaps else total(base)
+                # a snapshot is part of that cell's run (its own CPU counts to its step): that run's bases on top;
+                # a cell on a snapshot (whitening it) adds the run's CPU to that step, as the snapshot's cell records
+                if name in snaps or value in at_step:
+                    up = bases(base) if base in cells else None
+                    if up is not None and name not in snaps:
+                        up = (up[0] + statistics.fmean(at_step[value]), up[1])
+                else:
+                    up = total(base)
                 if up is None:
                     return None
                 acc, approx = acc + up[0], approx or up[1]
