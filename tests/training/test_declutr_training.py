@@ -156,11 +156,16 @@ def test_ddp_two_processes_match_one(store: Path, tiny_model_dir: Path, tmp_path
     docs = [0, 1, 2, 3]
     single = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x"), docs, DistInfo())
     single8 = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", batch_size=8), list(range(8)), DistInfo())
-    plain, cached, cached_off = run_ddp(tiny_model_dir, store, tmp_path, {"units": docs, "config": small_config_dict()}, {
+    single_fl = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", pooling="first-last-avg"),
+                               docs, DistInfo())
+    plain, cached, cached_off, first_last = run_ddp(tiny_model_dir, store, tmp_path, {"units": docs, "config": small_config_dict()}, {
         "units": [0, 1, 2, 3, 4, 5, 6, 7], "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True),
         "dropout": 0.1, "reference": True}, {
-        "units": list(range(8)), "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True)})
+        "units": list(range(8)), "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True)}, {
+        "units": docs, "config": small_config_dict(pooling="first-last-avg")})
     _assert_grads_close(single, plain["step"], atol=1e-6)
+    _assert_grads_close(single_fl, first_last["step"], atol=1e-6)  # the raw-text recipe's pooling
+    assert not torch.allclose(single_fl[_key(single_fl)], single[_key(single)])  # that pooling was used
     _assert_grads_close(cached["step"], cached["reference"], atol=1e-6)
     _assert_grads_close(single8, cached_off["step"], atol=1e-6)
 

@@ -775,7 +775,7 @@ def crossing(line: list[Point], base: list[Point], margin: float) -> str:
         return _beyond(line, base, margin)
     lo, hi = max(line[0][0], base[0][0]), min(line[-1][0], base[-1][0])
     xs = sorted({p[0] for p in line + base if lo <= p[0] <= hi} | {lo, hi})
-    gaps = [(x, _at(line, x) - _at(base, x)) for x in xs if lo <= hi]
+    gaps = [(x, _at(line, x) - _at(base, x)) for x in xs] if lo <= hi else []
     for (x0, g0), (x1, g1) in itertools.pairwise(gaps):
         if g0 < margin <= g1:  # crosses between x0 and x1 (linear in log CPU-hours)
             x = math.exp(math.log(x0) + (margin - g0) * (math.log(x1) - math.log(x0)) / (g1 - g0))
