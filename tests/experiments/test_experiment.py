@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ class _Cfg:
     seed: int = 0
     scale: float = 1.0
     resume: bool = False
+    model: str | None = None  # continue another cell's model: its scale is added
 
 
 class _Enc:
@@ -43,7 +45,8 @@ def _train(cfg: _Cfg) -> Path:
     TRAINED.append(cfg.out)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(cfg.scale))
+    base = 0.0 if cfg.model is None else json.loads((Path(cfg.model) / "scale.json").read_text())
+    (out / "scale.json").write_text(json.dumps(cfg.scale + base))
     if cfg.scale < 0:
         raise RuntimeError("bad scale")
     write_marker(out, "fake-exp")
@@ -141,6 +144,40 @@ def test_runs_are_published_to_the_committed_folder(tmp_path: Path, fake_method:
     text = write_report(collect(committed), tmp_path / "r.md", spec=spec, source="committed").read_text()
     assert "**Runs:** 2 of the 3 declared (cell, seed) runs have results. Not run yet: small (seed 1)." in text
     assert "from the results files in `committed` alone" in text
+
+
+def test_a_grid_continues_on_a_fresh_clone_from_its_committed_results(tmp_path: Path, fake_method: None) -> None:
+    committed, out = tmp_path / "committed", tmp_path / "out"
+    run_experiment(load_experiment(_write(tmp_path, head=f'results = "{committed}"')))
+    before = {p: p.read_text() for p in committed.rglob("*.json")}
+    shutil.rmtree(out)  # a fresh clone: the committed results, no run folders
+    TRAINED.clear()
+    more = ('[[cell]]\nname = "more"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { model = "@big", scale = 0.5 }\n'
+            '[[cell]]\nname = "eval-more"\nmethod = "pretrained"\nseeds = [0]\nsettings = { model = "@more" }\n')
+    spec = load_experiment(_write(tmp_path, more, head=f'results = "{committed}"'))
+    status = run_experiment(spec)
+    assert status == {"small/seed-0": "skipped (published)", "small/seed-1": "skipped (published)",
+                      "big/seed-0": "skipped (published)", "more/seed-0": "done", "eval-more/seed-0": "done"}
+    # only the base the new cell continues is trained again (not evaluated: its committed results stand)
+    assert TRAINED == [str(out / "big" / "seed-0" / "model"), str(out / "more" / "seed-0" / "model")]
+    assert {p: p.read_text() for p in before} == before and not (out / "big" / "seed-0" / "results.json").exists()
+    res = json.loads((committed / "more" / "seed-0.json").read_text())
+    assert res["experiment"]["retrained_bases"] == ["big/seed-0"]
+    assert res["declutr_average"]["per_task"]["MR"] == 60 + 3.5  # big's model (3.0) continued (+0.5)
+    assert "retrained_bases" not in json.loads((committed / "eval-more" / "seed-0.json").read_text())["experiment"]
+    assert set(run_experiment(spec).values()) == {"skipped (finished)", "skipped (published)"}
+    # a committed copy of other settings (the file was edited since) is not taken for the cell: it runs again
+    spec = load_experiment(_write(tmp_path, more.replace("scale = 0.5", "scale = 0.25"), head=f'results = "{committed}"'))
+    shutil.rmtree(out)
+    status = run_experiment(spec)
+    assert status["more/seed-0"] == "done" and status["big/seed-0"] == "skipped (published)"
+    assert json.loads((committed / "more" / "seed-0.json").read_text())["declutr_average"]["per_task"]["MR"] == 63.25
+    # a base with neither a model folder nor committed results: the continuing cell fails, naming it
+    (committed / "big" / "seed-0.json").unlink()
+    (committed / "more" / "seed-0.json").unlink()
+    shutil.rmtree(out)
+    status = run_experiment(spec, only=["more"])
+    assert status["more/seed-0"].startswith("failed: ConfigError") and "run cell 'big' first" in status["more/seed-0"]
 
 
 def test_import_copies_only_the_runs_the_file_declares(tmp_path: Path, fake_method: None) -> None:

@@ -11,8 +11,10 @@ def register(sub: Any) -> None:
                        description="Run experiment grids (TOML) and regenerate their report.")
     ssub = p.add_subparsers(dest="experiment_command", metavar="SUBCOMMAND")
     r = ssub.add_parser("run", help="train and evaluate every unfinished cell (resumable)",
-                        description="Finished cells (results.json present) are skipped; an interrupted "
-                        "DeCLUTR cell resumes from its checkpoint. One failing cell does not stop the others.")
+                        description="Finished cells (results.json present in the run folder, or a committed copy "
+                        "of the cell as declared) are skipped; an interrupted DeCLUTR cell resumes from its "
+                        "checkpoint; a base whose folder is gone but whose results are committed (a fresh clone) is "
+                        "trained again for the cell that continues it. One failing cell does not stop the others.")
     r.add_argument("experiment", help="experiment TOML file")
     r.add_argument("--only", default=None, help="comma-separated cell names to run")
     r.add_argument("--seeds", default=None, help="comma-separated seeds to run (default: every cell's seeds)")

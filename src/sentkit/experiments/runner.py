@@ -5,7 +5,12 @@ of a cell whose settings were edited since is refused (named, with the fix), nev
 With ``results`` set in the experiment file, each results JSON is also published (copied) to
 ``<results>/<cell>/seed-<s>.json``: a small folder meant to be committed, from which the report is
 regenerated on a clean clone. :func:`import_results` copies finished results of another run output
-(another machine, a frozen checkout) into it."""
+(another machine, a frozen checkout) into it.
+
+A grid continues on another machine or a fresh clone from its committed results: a (cell, seed) whose
+committed copy is the run the file declares is skipped even with no run folder, and a cell still to run
+that continues such a cell's model (``"@cell"``) has that model trained again first (same cell, seed and
+settings; its committed results stand, and the continuing cell's results name what was retrained)."""
 
 from __future__ import annotations
 
@@ -51,17 +56,25 @@ def plan(spec: ExperimentSpec) -> list[CellRun]:
     return [CellRun(c, s, root / c.name / f"seed-{s}") for c in spec.cells for s in spec.cell_seeds(c)]
 
 
-def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
-    """The trained model folder a setting ``"@cell"`` names: that cell's run with the same seed, or
-    its first seed when it has only others (a base trained once, continued with several seeds).
-    ``"@cell/sub/folder"`` names a folder inside it (a phase of the raw-text recipe: ``"@recipe/1-base"``)."""
-    name, _, sub = ref[1:].partition("/")
+def ref_run(spec: ExperimentSpec, ref: str, seed: int) -> CellRun:
+    """The run a setting ``"@cell[/folder]"`` of a run with `seed` names: that cell's run with the same seed, or
+    its first seed when it has only others."""
+    name = ref[1:].partition("/")[0]
     cell = next((c for c in spec.cells if c.name == name), None)
     if cell is None:
         raise ConfigError(f"setting {ref!r} names no cell of experiment {spec.name!r}")
     seeds = spec.cell_seeds(cell)
     s = seed if seed in seeds else seeds[0]
-    path = Path(spec.output) / name / f"seed-{s}" / "model"
+    return CellRun(cell, s, Path(spec.output) / name / f"seed-{s}")
+
+
+def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
+    """The trained model folder a setting ``"@cell"`` names: that cell's run with the same seed, or
+    its first seed when it has only others (a base trained once, continued with several seeds).
+    ``"@cell/sub/folder"`` names a folder inside it (a phase of the raw-text recipe: ``"@recipe/1-base"``)."""
+    name, _, sub = ref[1:].partition("/")
+    base = ref_run(spec, ref, seed)
+    s, path = base.seed, base.folder / "model"
     if sub:  # a folder inside the run: a finished phase, or a snapshot saved while the run goes on
         if read_marker(path / sub) is None:
             raise ConfigError(f"{ref} (seed {s}): {path / sub} is not a model folder (yet): run cell {name!r} (its "
@@ -180,12 +193,17 @@ def check_same_cell(run: CellRun) -> None:
                       f"experiment file declares it now")
 
 
-def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
-    import sentkit
-
+def _claim_folder(run: CellRun) -> None:
+    """Create the run folder and record the cell it holds (check_same_cell reads it)."""
     run.folder.mkdir(parents=True, exist_ok=True)
     if not (run.folder / CELL).is_file():
         atomic_write_text(run.folder / CELL, json.dumps(declared(run), indent=2) + "\n")
+
+
+def run_cell(run: CellRun, spec: ExperimentSpec, *, retrained: list[str] | None = None) -> dict[str, Any]:
+    import sentkit
+
+    _claim_folder(run)
     mteb_tasks = _mteb_tasks(spec, run)  # names and task files checked before any training
     cpu0 = time.process_time()
     encoder, train_s, earlier = _train(run, spec)
@@ -204,6 +222,8 @@ def run_cell(run: CellRun, spec: ExperimentSpec) -> dict[str, Any]:
                          "train_seconds_across_resumes": True, "cpu_seconds": cpu}
     if earlier:
         res["experiment"][TRAINED_EARLIER] = True
+    if retrained:  # bases whose folders were gone (a fresh clone): trained again for this cell
+        res["experiment"]["retrained_bases"] = retrained
     recipe = recipe_record(run.folder / "model")
     if recipe is not None:  # a recipe of phases (raw-text): each phase's settings and CPU seconds, committed with it
         res["experiment"]["recipe"] = recipe
@@ -303,10 +323,45 @@ def stale(run: CellRun, res: dict[str, Any]) -> str:
             f"{want['settings']!r}")
 
 
+def published_run(run: CellRun, spec: ExperimentSpec) -> bool:
+    """The run's committed copy exists and is the run the file declares (a grid continued on a fresh clone)."""
+    dest = run.published_path(spec)
+    if dest is None or not dest.is_file():
+        return False
+    try:
+        return not stale(run, json.loads(dest.read_text()))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def base_runs(spec: ExperimentSpec, run: CellRun) -> list[CellRun]:
+    """The runs whose model folders `run`'s ``"@cell"`` settings name (the seed as model_of picks it)."""
+    return [ref_run(spec, v, run.seed) for v in run.cell.settings.values() if isinstance(v, str) and v.startswith("@")]
+
+
+def retrain_missing_bases(spec: ExperimentSpec, run: CellRun) -> list[str]:
+    """Train again the models `run` continues whose folders are gone but whose results are committed (a grid
+    continued on a fresh clone), bases of bases first; returns "cell/seed-s" of each one trained. A base with
+    neither a model folder nor committed results is left to model_of's error (run that cell first)."""
+    done: list[str] = []
+    for base in base_runs(spec, run):
+        if (base.cell.method == "pretrained" or read_marker(base.folder / "model") is not None
+                or not published_run(base, spec)):
+            continue
+        done += retrain_missing_bases(spec, base)
+        check_same_cell(base)
+        log.info("%s: training %s/seed-%d again (its model folder is gone; its committed results stand)",
+                 run.cell.name, base.cell.name, base.seed)
+        _claim_folder(base)
+        _train(base, spec)
+        done.append(f"{base.cell.name}/seed-{base.seed}")
+    return done
+
+
 def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,
                    keep_going: bool = True) -> dict[str, str]:
     """Run every unfinished (cell, seed), optionally only some cells or seeds (to share a grid between
-    processes or machines); returns {cell/seed: "done" | "skipped" | "failed: ..."}."""
+    processes or machines); returns {cell/seed: "done" | "skipped (finished)" | "skipped (published)" | "failed: ..."}."""
     status: dict[str, str] = {}
     runs = [r for r in plan(spec) if (not only or r.cell.name in only) and (seeds is None or r.seed in seeds)]
     for i, run in enumerate(runs, 1):
@@ -325,9 +380,12 @@ def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds
             if dest is not None and not dest.is_file():  # results of a run before `results` was set
                 publish(run, spec, json.loads(run.results_path.read_text()))
             continue
+        if published_run(run, spec):  # finished elsewhere: its committed results are the run
+            status[key] = "skipped (published)"
+            continue
         log.info("[%d/%d] %s", i, len(runs), key)
         try:
-            run_cell(run, spec)
+            run_cell(run, spec, retrained=retrain_missing_bases(spec, run))
             status[key] = "done"
         except Exception as e:  # one failing cell must not stop the grid
             if not keep_going:
