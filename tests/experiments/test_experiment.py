@@ -217,6 +217,11 @@ def test_bad_experiment_files(tmp_path: Path) -> None:
     f.write_text('name = "x"\n[[cell]]\nname = "a"\nmethod = "m"\n[[cell]]\nname = "a"\nmethod = "m"\n')
     with pytest.raises(ConfigError, match="duplicate cell names"):
         load_experiment(f)
+    # a cell continuing an evaluation-only cell: it has no model folder to continue
+    f.write_text('name = "x"\n[[cell]]\nname = "a"\nmethod = "pretrained"\nsettings = { model = "glove-average" }\n'
+                 '[[cell]]\nname = "b"\nmethod = "whiten"\nsettings = { model = "@a" }\n')
+    with pytest.raises(ConfigError, match="cell 'a' trains no model .*'glove-average'.*name that model instead"):
+        load_experiment(f)
 
 
 def test_cronbach_alpha_against_formula() -> None:

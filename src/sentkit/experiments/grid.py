@@ -126,11 +126,18 @@ class ExperimentSpec:
                 raise ConfigError(f"experiment {self.name!r}: headline names unknown cell {c!r}{suggest(c, names)}")
         for i, cell in enumerate(self.cells):  # "@cell" settings name an earlier cell (cells run in order)
             for key, value in cell.settings.items():
-                if isinstance(value, str) and value.startswith("@") and ref_cell(value) not in names[:i]:
+                if not (isinstance(value, str) and value.startswith("@")):
+                    continue
+                if ref_cell(value) not in names[:i]:
                     where = "a later cell" if ref_cell(value) in names else "no cell"
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
                                       f"{where}; a cell may use the model of a cell above it"
                                       f"{suggest(ref_cell(value), names[:i])}")
+                named = self.cells[names.index(ref_cell(value))]
+                if named.method == "pretrained":
+                    raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, but cell "
+                                      f"{named.name!r} trains no model (method pretrained evaluates "
+                                      f"{named.settings.get('model')!r}): name that model instead")
         if sum(c.baseline for c in self.curves) > 1:
             raise ConfigError(f"experiment {self.name!r}: more than one curve has baseline = true")
         for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
