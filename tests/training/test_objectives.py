@@ -36,6 +36,23 @@ def test_info_nce_matches_loop(n: int, d: int, tau: float) -> None:
     assert float(info_nce(a, p, tau)) == pytest.approx(loop_nt_xent(a, p, tau), rel=1e-4)
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_info_nce_is_float32_under_bf16_autocast(symmetric: bool) -> None:
+    """Under autocast (bf16 training) the similarities stay float32: the loss equals the loop's, where a bf16
+    matmul of the normalised embeddings is off by ~1e-2 at temperature 0.05 (checked below, so this can fail)."""
+    g = torch.Generator().manual_seed(7)
+    a, p = torch.randn(32, 256, generator=g), torch.randn(32, 256, generator=g)
+    exact = float(info_nce(a.double(), p.double(), 0.05, symmetric=symmetric))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = float(info_nce(a, p, 0.05, symmetric=symmetric))
+        z = torch.nn.functional.normalize(torch.cat([a, p]), dim=-1)
+        assert (z @ z.T).dtype == torch.bfloat16  # what autocast would otherwise compute
+    assert ours == pytest.approx(exact, abs=1e-5)
+    half = torch.nn.functional.normalize(torch.cat([a, p]), dim=-1).bfloat16().float()
+    if symmetric:
+        assert abs(float(info_nce(half[:32], half[32:], 0.05)) - exact) > 1e-4
+
+
 def test_info_nce_low_when_pairs_match() -> None:
     a = torch.eye(4) * 3
     assert float(info_nce(a, a.clone(), 0.05)) < 1e-6
