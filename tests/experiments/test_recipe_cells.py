@@ -1,6 +1,6 @@
 """The studies measure the recipe users run.
 
-The budget study's candidate cell (`recipe-fl`, the raw-text method end to end) holds exactly
+The budget study's candidate cell (`recipe-corpus-vocab`, the raw-text method end to end) holds exactly
 `sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells (phase 0, 1 and 2 as
 separate cells, from issue 17) hold the phases that recipe derives with the pooling it had then (mean), which
 is the budget study's `recipe-v1` (only paths, logging and the shared prepared folders differ)."""
@@ -17,7 +17,7 @@ from sentkit.training.recipes.declutr import DeclutrConfig
 ROOT = Path(__file__).resolve().parents[2]
 # what a cell may set differently: where things go and how often it logs
 PLACES = {"out", "corpus", "seed", "progress", "prepared_dir", "log_every", "model", "init_embeddings"}
-CANDIDATE = "recipe-fl"  # the budget study's cell that is the recipe as shipped
+CANDIDATE = "recipe-corpus-vocab"  # the budget study's cell that is the recipe as shipped
 
 
 def _cells(study: str) -> dict[str, dict]:

