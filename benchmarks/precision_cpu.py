@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from _common import gutenberg_sentences, machine
-from _train import SCRATCH_ARCH, MemoryStore, disable_dropout, interleaved, ratio_summary, sentkit_step, tokenize
+from _train import (SCRATCH_ARCH, MemoryStore, disable_dropout, interleaved, per_step, ratio_summary, sentkit_step,
+                    tokenize)
 
 SETTINGS = {  # the raw-text recipe's phase settings (sentkit.training.raw_text.RawTextConfig's defaults)
     "mlm": {"batch_size": 32, "seq_len": 128, "lr": 5e-4, "weight_decay": 0.01},
@@ -48,18 +49,6 @@ def scratch_model(root: Path, hidden: int) -> Path:
         mlm.save_pretrained(out)
         tok.save_pretrained(out)
     return out
-
-
-def cpu_step(fn: Any, steps: int) -> Any:
-    """A round of `steps` calls -> {"step": CPU seconds per call}."""
-
-    def run() -> dict[str, float]:
-        t = time.process_time()
-        for i in range(steps):
-            fn(i)
-        return {"step": (time.process_time() - t) / steps}
-
-    return run
 
 
 def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -88,7 +77,8 @@ def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
         sk.module.autocast = autocast_factory(cpu, p)
         disable_dropout(sk.module)
         check[p] = float(forward_backward(sk.ctx, batches[0], 0)["loss"])
-    res = interleaved({p: cpu_step(lambda i, sk=sk: sk(batches[i], i), args.steps) for p, sk in sides.items()},
+    res = interleaved({p: per_step(lambda i, sk=sk: sk(batches[i], i), args.steps, time.process_time)
+                       for p, sk in sides.items()},
                       args.repeats)
     r = res["rounds"]
     return {"phase": phase, "first_batch_loss": check,
