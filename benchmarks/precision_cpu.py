@@ -25,8 +25,17 @@ from typing import Any
 import torch
 
 from _common import gutenberg_sentences, machine
-from _train import (SCRATCH_ARCH, MemoryStore, disable_dropout, interleaved, per_step, ratio_summary, scratch_dir,
-                    sentkit_step, tokenize)
+from _train import (
+    SCRATCH_ARCH,
+    MemoryStore,
+    disable_dropout,
+    interleaved,
+    per_step,
+    ratio_summary,
+    scratch_dir,
+    sentkit_step,
+    tokenize,
+)
 
 SETTINGS = {  # the raw-text recipe's phase settings (sentkit.training.raw_text.RawTextConfig's defaults)
     "mlm": {"batch_size": 32, "seq_len": 128, "lr": 5e-4, "weight_decay": 0.01},

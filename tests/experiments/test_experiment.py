@@ -159,7 +159,7 @@ def test_a_grid_continues_on_a_fresh_clone_from_its_committed_results(tmp_path: 
     assert status == {"small/seed-0": "skipped (published)", "small/seed-1": "skipped (published)",
                       "big/seed-0": "skipped (published)", "more/seed-0": "done", "eval-more/seed-0": "done"}
     # only the base the new cell continues is trained again (not evaluated: its committed results stand)
-    assert TRAINED == [str(out / "big" / "seed-0" / "model"), str(out / "more" / "seed-0" / "model")]
+    assert [str(out / "big" / "seed-0" / "model"), str(out / "more" / "seed-0" / "model")] == TRAINED
     assert {p: p.read_text() for p in before} == before and not (out / "big" / "seed-0" / "results.json").exists()
     res = json.loads((committed / "more" / "seed-0.json").read_text())
     assert res["experiment"]["retrained_bases"] == ["big/seed-0"]

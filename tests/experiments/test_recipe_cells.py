@@ -1,7 +1,7 @@
 """The studies measure the recipe users run.
 
-The budget study's candidate cell (`recipe-corpus-vocab`, the raw-text method end to end) holds exactly
-`sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells (phase 0, 1 and 2 as
+The budget study's candidate cell (`recipe-w512-cv`, the raw-text method end to end at width 512 on the books'
+vocabulary) holds exactly `sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells (phase 0, 1 and 2 as
 separate cells, from issue 17) hold the phases that recipe derives with the pooling it had then (mean), which
 is the budget study's `recipe-v1` (only paths, logging and the shared prepared folders differ)."""
 
@@ -17,7 +17,7 @@ from sentkit.training.recipes.declutr import DeclutrConfig
 ROOT = Path(__file__).resolve().parents[2]
 # what a cell may set differently: where things go and how often it logs
 PLACES = {"out", "corpus", "seed", "progress", "prepared_dir", "log_every", "model", "init_embeddings"}
-CANDIDATE = "recipe-corpus-vocab"  # the budget study's cell that is the recipe as shipped
+CANDIDATE = "recipe-w512-cv"  # the budget study's cell that is the recipe as shipped
 
 
 def _cells(study: str) -> dict[str, dict]:
@@ -68,3 +68,25 @@ def test_a_changed_setting_breaks_the_match(tmp_path: Path) -> None:
         _fields(RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5))
     other = {f: s for f, _, s in RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5).phases(tmp_path)}
     assert _strip(_cells("rawtext")["recipe"].settings) != _strip(other[PHASES[2]])
+
+
+def test_every_committed_raw_text_run_is_its_cell_as_declared_today(tmp_path: Path) -> None:
+    """A default that changes (the width did) must not change what a committed cell means: each raw-text cell's
+    declared settings, resolved by today's RawTextConfig, give every setting its committed run recorded."""
+    import json
+
+    checked = 0
+    for study in ("budget", "rawtext"):
+        spec = load_experiment(ROOT / "experiments" / f"{study}.toml")
+        for cell in spec.cells:
+            if cell.method != "raw-text" or spec.results is None:
+                continue
+            for path in sorted((ROOT / spec.results / cell.name).glob("seed-*.json")):
+                recorded = json.loads(path.read_text())["experiment"]["recipe"]["config"]
+                today = dataclasses.asdict(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings))
+                bookkeeping = PLACES | {"resume", "overwrite"}
+                differ = {k: (v, today.get(k)) for k, v in recorded.items()
+                          if k not in bookkeeping and today.get(k) != v}
+                assert not differ, f"{path}: recorded -> today {differ}"
+                checked += 1
+    assert checked >= 10  # the 256- and 512-wide cells, 3 seeds of most

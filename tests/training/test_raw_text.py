@@ -136,3 +136,24 @@ def test_precision_reaches_the_transformer_phases(corpus: Path, tmp_path: Path,
                  *_sets([*TINY, "precision=half"])]) == 2
     err = capsys.readouterr().err
     assert "precision must be one of" in err and "Traceback" not in err
+
+
+def test_heads_and_feed_forward_follow_the_width(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unset, heads are 64 wide and the feed-forward is 4 x hidden (BERT's shapes), so a cell that sets only
+    `hidden` means one model whatever the default width; set, they are kept; the phase-1 base gets them."""
+    from sentkit.training.raw_text import PHASES, RawTextConfig
+
+    default = RawTextConfig(corpus="c", out=str(tmp_path))
+    assert (default.hidden, default.heads, default.intermediate) == (512, 8, 2048)  # the measured winner
+    narrow = RawTextConfig(corpus="c", out=str(tmp_path), hidden=256)
+    assert (narrow.heads, narrow.intermediate) == (4, 1024)
+    small = RawTextConfig(corpus="c", out=str(tmp_path), hidden=32)
+    assert (small.heads, small.intermediate) == (1, 128)
+    kept = RawTextConfig(corpus="c", out=str(tmp_path), hidden=256, heads=2, intermediate=300)
+    assert (kept.heads, kept.intermediate) == (2, 300)
+    base = {f: s for f, _, s in narrow.phases(tmp_path)}[PHASES[1]]
+    assert (base["hidden"], base["heads"], base["intermediate"]) == (256, 4, 1024)
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(tmp_path), "--out", str(tmp_path / "bad"),
+                 "--set", "hidden=100", "--set", "heads=3"]) == 2
+    err = capsys.readouterr().err
+    assert "must be divisible by heads" in err and "Traceback" not in err

@@ -140,9 +140,9 @@ class ExperimentSpec:
                                       f"{named.settings.get('model')!r}): name that model instead")
         if sum(c.baseline for c in self.curves) > 1:
             raise ConfigError(f"experiment {self.name!r}: more than one curve has baseline = true")
-        for what, named in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
-                            *((f"row {r.name!r}", r.versions) for r in self.rows)]:
-            for c in named:
+        for what, listed in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
+                             *((f"row {r.name!r}", r.versions) for r in self.rows)]:
+            for c in listed:
                 if c not in names:
                     raise ConfigError(f"experiment {self.name!r}: {what} names unknown cell {c!r}{suggest(c, names)}")
         rows = [r.name for r in self.rows]

@@ -52,9 +52,11 @@ class RawTextConfig:
     skipgram_epochs: int = 5
     # phase 1: the base
     layers: int = 4
-    hidden: int = 256
-    heads: int = 4
-    intermediate: int = 1024
+    # measured in the budget study (3 seeds each, docs/methods.md): hidden 512 on the books' vocabulary led hidden 256
+    # on all three averages for about 2 CPU-hours end to end (256: about 0.5-0.9)
+    hidden: int = 512
+    heads: int | None = None  # None: hidden // 64 (BERT's 64-wide heads; 8 at 512, 4 at 256)
+    intermediate: int | None = None  # None: 4 x hidden (BERT's feed-forward width)
     seq_len: int = 128
     base_batch_size: int = 32
     base_lr: float = 5e-4
@@ -79,6 +81,12 @@ class RawTextConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if self.hidden < 1:
+            raise ConfigError(f"hidden must be at least 1, got {self.hidden}")
+        if self.heads is None:
+            self.heads = max(1, self.hidden // 64)
+        if self.intermediate is None:
+            self.intermediate = 4 * self.hidden
         for name in ("skipgram_epochs", "layers", "hidden", "heads", "intermediate", "seq_len", "base_batch_size",
                      "base_steps", "min_span_len", "max_span_len", "max_doc_tokens", "batch_size", "max_steps"):
             if getattr(self, name) < 1:
