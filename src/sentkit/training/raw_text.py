@@ -10,7 +10,7 @@ With `--model BASE` the first two phases are skipped and DeCLUTR continues BASE 
 settings. Every phase resumes where it stopped (rerun the same command), and `recipe.json` records each
 phase's settings and cost (CPU seconds). The folder loads as the last phase's encoder
 (`sentkit.load(out)`; sentence-transformers loads `out/<last phase>`). The defaults are the settings the
-rawtext study measured (docs/results.md); docs/methods.md says when to use it.
+rawtext and budget studies measured (docs/results.md); docs/methods.md says when to use it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ class RawTextConfig:
     skipgram_epochs: int = 5
     # phase 1: the base
     layers: int = 4
-    # measured in the budget study (3 seeds each, docs/methods.md): hidden 512 on the books' vocabulary led hidden 256
-    # on all three averages for about 2 CPU-hours end to end (256: about 0.5-0.9)
+    # measured in the budget study (docs/methods.md; 2 seeds at 512, 3 at 256): hidden 512 on the books' vocabulary led
+    # hidden 256 on all three averages, for about 2 CPU-hours end to end (256: 0.5-0.9)
     hidden: int = 512
     heads: int | None = None  # None: hidden // 64 (BERT's 64-wide heads; 8 at 512, 4 at 256)
     intermediate: int | None = None  # None: 4 x hidden (BERT's feed-forward width)
