@@ -157,3 +157,16 @@ def test_heads_and_feed_forward_follow_the_width(tmp_path: Path, capsys: pytest.
                  "--set", "hidden=100", "--set", "heads=3"]) == 2
     err = capsys.readouterr().err
     assert "must be divisible by heads" in err and "Traceback" not in err
+
+
+def test_a_corpus_without_text_stops_before_any_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of binary files: one error line naming what was skipped, exit 2, and no vocabulary written."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.txt").write_bytes(bytes(range(256)) * 20)
+    out = tmp_path / "out"
+    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(bad), "--out", str(out), *_sets(TINY)]) == 2
+    err = capsys.readouterr().err
+    assert "no usable document to train a WordPiece vocabulary" in err and "1 binary" in err
+    assert "Traceback" not in err
+    assert not (out / "vocab").exists() and not (out / "0-wordpiece-skipgram").exists()

@@ -354,7 +354,12 @@ def save_tokenizer(tokenizer: Any, target: Path) -> None:
 
 def train_on_corpus(corpus: str, vocab_size: int, *, field: str = "text", lowercase: bool = True) -> Any:
     """A WordPiece vocabulary of `vocab_size` trained on every document of `corpus` (`train_wordpiece`)."""
-    from sentkit.data.corpus import iter_documents
+    from sentkit.data.corpus import CorpusError, CorpusStats, iter_documents
 
     log.info("training a WordPiece vocabulary of %d on %s", vocab_size, corpus)
-    return train_wordpiece([d.text for d in iter_documents(corpus, field=field)], vocab_size, lowercase=lowercase)
+    stats = CorpusStats()
+    texts = [d.text for d in iter_documents(corpus, field=field, stats=stats)]
+    if not texts:  # before anything is trained or written: a vocabulary of nothing is no vocabulary
+        raise CorpusError(f"corpus {corpus}: no usable document to train a WordPiece vocabulary on "
+                          f"(skipped {stats.skipped_text()}); bring documents of plain UTF-8 text")
+    return train_wordpiece(texts, vocab_size, lowercase=lowercase)
