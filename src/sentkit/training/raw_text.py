@@ -81,8 +81,7 @@ class RawTextConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.hidden < 1:
-            raise ConfigError(f"hidden must be at least 1, got {self.hidden}")
+        # unset: derived from hidden (a bad hidden is refused below, before these are read)
         if self.heads is None:
             self.heads = max(1, self.hidden // 64)
         if self.intermediate is None:
