@@ -703,6 +703,9 @@ def test_a_claim_on_rows_judges_each_rows_best_version() -> None:
     sup = row_claim(ClaimSpec(paper="p", claim="c", cells=["model"], baseline=["vectors"], rows=True,
                               metric="avg:supervised", margin=1.0), spec, summary)
     assert judge(sup, summary).verdict == "did not hold"  # 72.0 - 71.5 = 0.5, below the bar of 1
+    # the heading says which cells the one-seed caveat is about: here only the vectors' side
+    assert judge(judged, summary).seeds == "some cells one seed"
+    assert judge(judged, {**summary, "m-white": {"avg:unsupervised_sts": (63.0, 0.0, 1)}}).seeds == "one seed"
     table = "\n".join(best_versions_table(spec, summary, []))
     assert "| vectors |  | 61.5 (v-white) | 71.5 (v) | 1 |" in table  # one seed: no ±
     assert "model (candidate)" in table

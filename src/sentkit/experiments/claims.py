@@ -91,6 +91,7 @@ class Verdict:
     rows: list[tuple[str, str, str, str]]  # (score, cells side, baseline side, difference)
     paper: list[str] = field(default_factory=list)  # per row: the paper's figures ("" where unknown)
     caveat: str = ""  # e.g. a verdict that rests on cells of one seed
+    seeds: str = ""  # the heading's note: "one seed" (every trained cell) or "some cells one seed"
 
 
 def side(summary: Summary, cells: list[str], metric: str) -> Side | None:
@@ -124,6 +125,8 @@ def judge(spec: ClaimSpec, summary: Summary, fixed: frozenset[str] = frozenset()
     if v.verdict in ("held", "did not hold") and single and spec.kind != "top":
         v.caveat = (f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one seed: the seed-to-seed noise of "
                     "that side is not measured, so read this verdict as indicative")
+        trained = [c for c in spec.all_cells() if c not in fixed and c in summary]
+        v.seeds = "one seed" if set(trained) <= set(single) else "some cells one seed"
     return v
 
 
@@ -243,7 +246,7 @@ def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = No
     lines: list[str] = []
     for spec in claims:
         v, pv = judge_with_paper(spec, summary, paper or {}, fixed)
-        verdict = f"**{v.verdict}** (one seed)" if v.caveat else f"**{v.verdict}**"
+        verdict = f"**{v.verdict}** ({v.seeds})" if v.caveat else f"**{v.verdict}**"
         lines += [f"### {spec.paper}: {spec.claim} — {verdict}", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}."
                   + (f" Caveat: {v.caveat}." if v.caveat else ""), ""]
         if pv is not None:
