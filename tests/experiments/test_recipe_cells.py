@@ -8,6 +8,7 @@ is the budget study's `recipe-v1` (only paths, logging and the shared prepared f
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from sentkit.experiments.grid import load_experiment
@@ -73,18 +74,15 @@ def test_a_changed_setting_breaks_the_match(tmp_path: Path) -> None:
 def test_every_committed_raw_text_run_is_its_cell_as_declared_today(tmp_path: Path) -> None:
     """A default that changes (the width did) must not change what a committed cell means: each raw-text cell's
     declared settings, resolved by today's RawTextConfig, give every setting its committed run recorded."""
-    import json
-
+    bookkeeping = PLACES | {"resume", "overwrite"}
     checked = 0
     for study in ("budget", "rawtext"):
         spec = load_experiment(ROOT / "experiments" / f"{study}.toml")
-        for cell in spec.cells:
-            if cell.method != "raw-text" or spec.results is None:
-                continue
+        assert spec.results is not None, study
+        for cell in (c for c in spec.cells if c.method == "raw-text"):
+            today = dataclasses.asdict(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings))
             for path in sorted((ROOT / spec.results / cell.name).glob("seed-*.json")):
                 recorded = json.loads(path.read_text())["experiment"]["recipe"]["config"]
-                today = dataclasses.asdict(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings))
-                bookkeeping = PLACES | {"resume", "overwrite"}
                 differ = {k: (v, today.get(k)) for k, v in recorded.items()
                           if k not in bookkeeping and today.get(k) != v}
                 assert not differ, f"{path}: recorded -> today {differ}"
