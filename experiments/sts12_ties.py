@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
-from sentkit.models.wordvectors import GloveAverage
 from sentkit.evaluation.protocols import cosine_rows
 from sentkit.evaluation.tasks import load_task
+from sentkit.models.wordvectors import GloveAverage
 
 
 def senteval_cosines(enc: GloveAverage, a: list[str], b: list[str]) -> np.ndarray:
