@@ -52,7 +52,7 @@ class RawTextConfig:
     skipgram_epochs: int = 5
     # phase 1: the base
     layers: int = 4
-    # measured in the budget study (docs/methods.md; 2 seeds at 512, 3 at 256): hidden 512 on the books' vocabulary led
+    # measured in the budget study (docs/methods.md; 3 seeds at each width): hidden 512 on the books' vocabulary led
     # hidden 256 on all three averages, for about 2 CPU-hours end to end (256: 0.5-0.9)
     hidden: int = 512
     heads: int | None = None  # None: hidden // 64 (BERT's 64-wide heads; 8 at 512, 4 at 256)
