@@ -10,6 +10,7 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from sentkit.errors import SentkitError
 from sentkit.registry import suggest
 
 if sys.version_info >= (3, 11):
@@ -20,7 +21,7 @@ else:  # pragma: no cover
 C = TypeVar("C")
 
 
-class ConfigError(ValueError):
+class ConfigError(SentkitError, ValueError):
     """A config value or key is invalid; the message says which and how to fix it."""
 
 

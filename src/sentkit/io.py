@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from sentkit.errors import SentkitError
+
 log = logging.getLogger(__name__)
 
 TMP_SUFFIX = ".tmp"
@@ -33,7 +35,7 @@ _TAG = re.compile(r"\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^.]*\.tmp$")
 FOREIGN_STALE_S = 24 * 3600.0
 
 
-class PathError(OSError):
+class PathError(SentkitError, OSError):
     """An output or input path that cannot be used; ``str()`` is a clean one-line message.
 
     ``PathError(errno.EISDIR, "is a directory; give a file name", "--output", "out/")`` reads
@@ -45,6 +47,11 @@ class PathError(OSError):
 
     def __str__(self) -> str:
         return f"{self.what} {self.filename}: {self.strerror}"
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        """2 when the path given is wrong (a folder for a file, missing, taken); 1 otherwise."""
+        return 2 if self.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST, errno.EINVAL) else 1
 
 
 def host_tag() -> str:

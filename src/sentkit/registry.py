@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from sentkit.errors import SentkitError
+
 T = TypeVar("T")
 
 
@@ -24,7 +26,7 @@ def loose_key(name: str) -> str:
     return name.replace("-", "").replace("_", "").replace(" ", "").lower()
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(SentkitError, KeyError):
     """An unknown registry key; the message lists the choices and the closest one."""
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise

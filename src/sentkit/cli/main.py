@@ -7,7 +7,6 @@ Command modules keep heavy imports (torch, transformers) inside their handlers s
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import logging
 import os
@@ -16,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from sentkit.errors import one_line
 
 # Modules that add sub-commands. A module that does not exist yet is skipped.
 COMMAND_MODULES = (
@@ -64,7 +65,8 @@ def debug_enabled(verbose: int = 0) -> bool:
 
 
 def _raised_in_sentkit(e: BaseException) -> bool:
-    """Whether the innermost frame of `e`'s traceback is sentkit's own code (a deliberate check)."""
+    """Whether the innermost frame of `e`'s traceback is sentkit's own code: a plain ValueError or
+    TypeError raised there is one of sentkit's checks that predates :class:`SentkitError`."""
     import sentkit
 
     tb = e.__traceback__
@@ -77,15 +79,6 @@ def _raised_in_sentkit(e: BaseException) -> bool:
         return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(pkg)
     except (OSError, ValueError):
         return False
-
-
-def _sentkit_class(e: BaseException) -> bool:
-    """An exception class sentkit defines (CheckpointError, ShardError, ...) is always deliberate."""
-    return type(e).__module__.split(".")[0] == "sentkit"
-
-
-def one_line(text: str) -> str:
-    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
@@ -142,16 +135,11 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
     sentkit's own: a ValueError or TypeError raised in sentkit's code, or any exception class that
     sentkit defines). Exit 1: the environment failed (permissions, disk full, read-only folder,
     memory) or an internal error (reported as such, with the way to see the traceback)."""
-    from sentkit.config import ConfigError
-    from sentkit.data.corpus import CorpusError
-    from sentkit.io import PathError, describe_os_error
-    from sentkit.registry import UnknownNameError
+    from sentkit.errors import SentkitError
+    from sentkit.io import describe_os_error
 
-    if isinstance(e, (ConfigError, CorpusError, UnknownNameError)):
-        return one_line(_with_fixes(e, sub) or str(e)), 2
-    if isinstance(e, PathError):
-        usage = e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST, errno.EINVAL)
-        return one_line(str(e)), 2 if usage else 1
+    if isinstance(e, SentkitError):  # the class carries the exit code and the line
+        return one_line(_with_fixes(e, sub) or e.user_line()), e.exit_code
     if isinstance(e, FileNotFoundError) and e.errno is None:
         return one_line(str(e)), 2  # sentkit's own "input X does not exist"
     if isinstance(e, OSError):
@@ -160,7 +148,7 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
         return "out of memory; use smaller batches (--batch-size, --block) or a machine with more memory", 1
     if isinstance(e, UnicodeDecodeError):
         return one_line(f"not UTF-8 text ({e.reason} at byte {e.start})"), 2
-    if (isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e)) or _sentkit_class(e):
+    if isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e):
         return one_line(str(e)) or type(e).__name__, 2
     return (
         one_line(f"internal error: {type(e).__name__}: {e}")

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentkit.errors import SentkitError
+
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".text")
@@ -46,7 +48,7 @@ class Fix:
         return f"{text} ({self.note})" if self.note else text
 
 
-class CorpusError(ValueError):
+class CorpusError(SentkitError, ValueError):
     """The corpus cannot be read; the message names the path and the fix.
 
     `fixes` are alternative settings that would work; ``str()`` lists them as ``key=value``."""

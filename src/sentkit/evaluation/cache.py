@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sentkit.errors import SentkitError
 from sentkit.io import atomic_open, cache_writable
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def folder_name(fingerprint: str) -> str:
     return f"{safe.lstrip('.')[:100]}-{hashlib.sha256(fingerprint.encode('utf-8')).hexdigest()[:16]}"
 
 
-class ShardError(ValueError):
+class ShardError(SentkitError, ValueError):
     """A cache shard that cannot be used; the message says why."""
 
 

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.config import ConfigError
+from sentkit.errors import SentkitError
 from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class MTEBInterrupted(KeyboardInterrupt):
         self.section = section
 
 
-class MTEBDataMissing(RuntimeError):
+class MTEBDataMissing(SentkitError, RuntimeError):
     """An mteb task's dataset is neither in the local cache nor reachable: the message names the task,
     the dataset and the commands that get it."""
 

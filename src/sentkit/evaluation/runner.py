@@ -16,6 +16,7 @@ import numpy as np
 
 from sentkit.config import to_dict
 from sentkit.encoder import as_encoder, check_embeddings
+from sentkit.errors import SentkitError
 from sentkit.evaluation import protocols as P
 from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 from sentkit.evaluation.config import EvalConfig, make_config
@@ -38,7 +39,7 @@ logger = logging.getLogger(__name__)
 NO_TASKS = "none"  # `tasks` naming no SentEval task (MTEB tasks only)
 
 
-class EncoderOutputError(ValueError):
+class EncoderOutputError(SentkitError, ValueError):
     """The encoder returned the wrong shape, NaN or inf, or raised."""
 
 

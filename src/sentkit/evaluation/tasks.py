@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
+from sentkit.errors import SentkitError
 from sentkit.registry import Registry, loose_key
 
 TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]
@@ -154,7 +155,7 @@ def require_files(task: str, paths: list[Path], data_dir: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Low-level readers
 # --------------------------------------------------------------------------------------------
-class TaskDataError(ValueError):
+class TaskDataError(SentkitError, ValueError):
     """A task file that is not in SentEval's format; the message names the file (and line)."""
 
 

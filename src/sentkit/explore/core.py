@@ -20,6 +20,7 @@ from typing import Any
 
 from sentkit.config import ConfigError
 from sentkit.data.corpus import CorpusError, CorpusStats, Document, iter_documents
+from sentkit.errors import SentkitError
 from sentkit.explore.highlight import query_words, shared_segments
 from sentkit.explore.results_view import ResultsError, open_results
 from sentkit.explore.spans_view import SpanViewError, settings_from, span_view, tokenize_text
@@ -32,7 +33,7 @@ MAX_DOCUMENTS = 500  # documents listed in the Spans view
 PREVIEW_CHARS = 80
 
 
-class ExploreError(ValueError):
+class ExploreError(SentkitError, ValueError):
     """Bad input, in words the page shows as they are."""
 
 

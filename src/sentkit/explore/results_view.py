@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError
+from sentkit.errors import SentkitError
 from sentkit.evaluation.report import load_run
 from sentkit.evaluation.tasks import ALL_TASKS
 from sentkit.experiments import claims as claims_mod
@@ -30,7 +31,7 @@ AVERAGE_HELP: dict[str, str] = dict(getattr(exp_report, "AVERAGE_HELP", {}))
 MAX_TOML_CANDIDATES = 50
 
 
-class ResultsError(ValueError):
+class ResultsError(SentkitError, ValueError):
     """A path that holds no results the page can show; the message says what was expected."""
 
 

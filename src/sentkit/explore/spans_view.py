@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.errors import SentkitError
 from sentkit.objectives.spans import Span, SpanSettings, relation, sample_spans
 
 CONTEXT_TOKENS = 24  # tokens of text shown around an anchor and its positives
 
 
-class SpanViewError(ValueError):
+class SpanViewError(SentkitError, ValueError):
     """The document or the settings cannot give spans; the message says how to fix it."""
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from sentkit.data.corpus import Fix
 from sentkit.data.sentences import CorpusSource, ReadReport, TokenizedCorpus, read_corpus, tokenize
 from sentkit.encoder import encode_texts
+from sentkit.errors import SentkitError
 from sentkit.hill.configs import HillConfig
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ M = TypeVar("M", bound="HillModel[Any]")
 CONFIG_FILE = "config.json"
 
 
-class NotFittedError(RuntimeError):
+class NotFittedError(SentkitError, RuntimeError):
     """``encode``/``save`` was called before ``fit``."""
 
 

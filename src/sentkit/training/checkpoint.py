@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from sentkit.errors import SentkitError
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint/state.pt"
@@ -23,7 +25,7 @@ PREVIOUS = "checkpoint/state.prev.pt"
 REQUIRED = ("model", "optimizer", "scheduler", "step", "config")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(SentkitError, RuntimeError):
     """No usable checkpoint; the message names the files and what was wrong with each."""
 
 

@@ -33,6 +33,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from sentkit.errors import SentkitError
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -49,11 +51,13 @@ class DistInfo:
         return self.world_size > 1
 
 
-class RankFailed(ConnectionError):
+class RankFailed(SentkitError, ConnectionError):
     """Another process of the run stopped (an error, a kill, a lost machine) while this one waited
     for it. A ConnectionError, so that `sentkit` reports it as the environment's failure (exit 1).
     `stopped`: the ranks that stopped, when known; `timed_out`: they did not answer in time (hung,
     or too slow) rather than closing their connections; `doing`: what this rank was doing."""
+
+    exit_code = 1
 
     def __init__(self, message: str, stopped: list[int] | None = None, timed_out: bool = False,
                  doing: str = "") -> None:

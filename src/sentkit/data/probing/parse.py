@@ -32,6 +32,7 @@ from typing import Any
 
 from sentkit.data.corpus import CorpusError, CorpusStats, corpus_files, iter_documents
 from sentkit.data.sentences import split_sentences
+from sentkit.errors import SentkitError
 from sentkit.io import atomic_open, atomic_write_text, remove_stale_temps
 
 log = logging.getLogger(__name__)
@@ -42,11 +43,11 @@ CACHE_FORMAT = 1
 DISABLED = ("ner", "lemmatizer", "attribute_ruler")  # the tasks read tag_, dep_ and head only
 
 
-class MissingSpacy(ImportError):
+class MissingSpacy(SentkitError, ImportError):
     """spaCy or its English model is not installed; the message gives the install line."""
 
 
-class ParseCacheError(ValueError):
+class ParseCacheError(SentkitError, ValueError):
     """The parse cache belongs to another corpus or other settings; the message names the fix."""
 
 

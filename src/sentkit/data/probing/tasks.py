@@ -21,6 +21,7 @@ import numpy as np
 
 from sentkit.data.probing import analysis as A
 from sentkit.data.probing.parse import Parsed
+from sentkit.errors import SentkitError
 from sentkit.registry import Registry
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ Row = tuple[str, str, str]  # split, label, sentence
 Sizes = tuple[int, int, int]  # train, dev, test
 
 
-class TooFewSentences(ValueError):
+class TooFewSentences(SentkitError, ValueError):
     """The corpus has too few sentences for a task at the requested sizes. ``found`` is the
     largest total (all splits) the task could build from it, ``needed`` the total asked for."""
 
