@@ -21,8 +21,14 @@ from check_support import WORDS, bert_mlm, make_docs  # noqa: E402
 __all__ = ["WORDS", "make_docs"]  # tests import these from conftest
 
 
+# The shared data of this workplace (CI has it at the same place), unless SENTKIT_DATA says otherwise;
+# set in the environment so that sentkit (whose default is the user cache folder) and the
+# subprocesses tests start find it too.
+os.environ.setdefault("SENTKIT_DATA", str(REPO.parent / "shared" / "data"))
+
+
 def data_dir() -> Path:
-    return Path(os.environ.get("SENTKIT_DATA", REPO.parent / "shared" / "data"))
+    return Path(os.environ["SENTKIT_DATA"])
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 
 from sentkit.evaluation import evaluate, load_task
 
-REAL_DATA = Path(os.environ.get("SENTKIT_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+REAL_DATA = Path(os.environ["SENTKIT_DATA"])  # conftest sets the default
 
 pytestmark = [
     pytest.mark.data,
@@ -63,3 +63,19 @@ def test_glove_average_reproduces_senteval(tmp_path):
     assert abs(r["MRPC"]["f1"] - REFERENCE["MRPC_f1"]) <= 0.5
     for task in ("STS12", "STS13", "STS14", "STS15", "STS16"):
         assert abs(100 * r[task]["all"]["spearman"]["mean"] - REFERENCE[task]) <= 0.5, task
+
+
+def test_the_default_data_folder_is_the_env_var_else_the_user_cache(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sentkit.evaluation.tasks import default_data_dir, require_files
+
+    monkeypatch.setenv("SENTKIT_DATA", str(tmp_path / "d"))
+    assert default_data_dir() == tmp_path / "d"
+    monkeypatch.delenv("SENTKIT_DATA")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_data_dir() == tmp_path / "cache" / "sentkit" / "data"
+    try:
+        require_files("STS12", [default_data_dir() / "x.tsv"], default_data_dir())
+    except FileNotFoundError as e:
+        line = str(e)
+    assert "\n" not in line and str(tmp_path / "cache" / "sentkit" / "data") in line
+    assert "the user cache folder ($SENTKIT_DATA is unset)" in line and "sentkit data download STS12" in line

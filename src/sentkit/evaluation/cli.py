@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", "-o", default="results.json", help="results JSON path (default: results.json)")
     p.add_argument("--markdown", help="also write the Markdown table here")
     p.add_argument("--plot", help="also write a PNG bar chart of the per-task scores here")
-    p.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA or ../shared/data)")
+    p.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
     p.add_argument("--cache-dir", help="embedding cache folder (default: $SENTKIT_CACHE or ./.sentkit_cache/embeddings)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument("--raw", action="store_true",
@@ -77,12 +77,12 @@ def register(subparsers: Any) -> None:
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     c = dsub.add_parser("check", help="list each task as present or missing, with the fix",
                         description="List each task as present or missing, with the command that fixes it.")
-    c.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA or ../shared/data)")
+    c.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
     c.set_defaults(func=_data_check)
     dl = dsub.add_parser("download", help="fetch task files from their canonical sources (needs internet)",
                          description="Fetch task files (sha256-checked where known) into the data folder.")
     dl.add_argument("tasks", nargs="*", help="task names (default: all)")
-    dl.add_argument("--data-dir", help="target folder (default: $SENTKIT_DATA or ../shared/data)")
+    dl.add_argument("--data-dir", help="target folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
     dl.add_argument("--force", action="store_true", help="download again even if a file is present")
     dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
     dl.add_argument("--mteb", action="append", nargs="+", default=[], metavar="TASK",

@@ -127,11 +127,26 @@ def get_task(name: str) -> TaskSpec:
 
 
 def default_data_dir() -> Path:
-    """`$SENTKIT_DATA`, else `<repo>/../shared/data`."""
+    """Where the SentEval data lives when no ``--data-dir`` is given: ``$SENTKIT_DATA``, else the
+    user cache folder ``$XDG_CACHE_HOME/sentkit/data`` (``~/.cache/sentkit/data``), which
+    ``sentkit data download`` fills. Never a path computed from where the package is installed."""
     env = os.environ.get("SENTKIT_DATA")
     if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "sentkit" / "data"
+
+
+def data_dir_origin(data_dir: str | Path | None) -> str:
+    """How the data folder was chosen, for error lines: ``--data-dir``, ``$SENTKIT_DATA`` or the cache."""
+    if data_dir is not None:
+        return "--data-dir"
+    return "$SENTKIT_DATA" if os.environ.get("SENTKIT_DATA") else "the user cache folder ($SENTKIT_DATA is unset)"
+
+
+def data_dir_origin_of(path: Path) -> str:
+    """`data_dir_origin` for a folder already resolved: the default's origin when it is the default."""
+    return data_dir_origin(None) if Path(path) == default_data_dir() else "--data-dir"
 
 
 def resolve_data_dir(data_dir: str | Path | None) -> Path:
@@ -147,8 +162,9 @@ def require_files(task: str, paths: list[Path], data_dir: Path) -> None:
     for p in paths:
         if not p.is_file():
             raise FileNotFoundError(
-                f"task {task}: missing file {p}. Fetch it with `{download_hint(task, data_dir)}` "
-                f"(or point --data-dir / SENTKIT_DATA at a folder that has it)."
+                f"task {task}: missing file {p} (data folder {data_dir}, from {data_dir_origin_of(data_dir)}). "
+                f"Fetch it with `{download_hint(task, data_dir)}` (or point --data-dir / SENTKIT_DATA at a "
+                f"folder that has it)."
             )
 
 
