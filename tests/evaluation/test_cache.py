@@ -7,12 +7,10 @@ import errno
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 from pathlib import Path
 
@@ -205,9 +203,21 @@ def test_stale_temporaries_of_a_killed_write_are_removed(senteval_dir, tmp_path,
 # other processes: kill -9 in the middle, and two evaluations sharing one cache
 # --------------------------------------------------------------------------------------------
 SCRIPT = """
-import json, sys, time, hashlib
+import json, sys, time, hashlib, pathlib, threading
 import numpy as np
 import sentkit
+from sentkit.evaluation import protocols
+
+data, cache, out, delay, moment = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+
+def shards():
+    return len(list(pathlib.Path(cache).rglob("shard-*.npz")))
+
+def at(name):
+    # The test kills this process at a named moment: say so, then wait for the signal (no sleeps).
+    if moment == name:
+        print(name, flush=True)
+        threading.Event().wait()
 
 class Slow:
     def __init__(self, delay):
@@ -215,6 +225,9 @@ class Slow:
     def fingerprint(self):
         return "slow-hash"
     def encode(self, texts):
+        at("first-encode")  # before any shard is written
+        if shards() >= 1:
+            at("second-task")  # inside the second task's encoding, the first task's shard written
         time.sleep(self.delay)
         out = np.empty((len(texts), 8), np.float32)
         for i, t in enumerate(texts):
@@ -222,7 +235,13 @@ class Slow:
             out[i] = np.random.default_rng(seed).normal(size=8)
         return out
 
-data, cache, out, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+for name in ("inner_kfold", "kfold_then_test", "split_classifier"):  # the classifiers, after encoding
+    def wrapped(*a, _orig=getattr(protocols, name), **k):
+        if shards() >= 5:
+            at("classifying")  # every task's shard written
+        return _orig(*a, **k)
+    setattr(protocols, name, wrapped)
+
 res = sentkit.evaluate(Slow(delay), tasks="MR,CR,SUBJ,MPQA,TREC", data_dir=data, cache_dir=cache,
                        encode_batch_size=8, progress=False)
 with open(out, "w") as f:
@@ -230,16 +249,21 @@ with open(out, "w") as f:
 """
 
 
-def _start(tmp_path: Path, data: Path, cache: Path, out: Path, delay: float) -> subprocess.Popen:
+def _start(tmp_path: Path, data: Path, cache: Path, out: Path, delay: float, moment: str = "none") -> subprocess.Popen:
     script = tmp_path / "run_eval.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    return subprocess.Popen([sys.executable, str(script), str(data), str(cache), str(out), str(delay)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(tmp_path / f"{out.stem}.stderr", "wb") as err:  # a file: a chatty child never blocks on a pipe
+        return subprocess.Popen([sys.executable, str(script), str(data), str(cache), str(out), str(delay), moment],
+                                stdout=subprocess.PIPE, stderr=err)
+
+
+def _stderr(p: subprocess.Popen) -> str:
+    return Path(p.args[3]).with_name(Path(p.args[4]).stem + ".stderr").read_text(errors="replace")[-2000:]
 
 
 def _finish(p: subprocess.Popen, out: Path) -> dict:
-    _, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err.decode()[-2000:]
+    p.communicate(timeout=300)
+    assert p.returncode == 0, _stderr(p)
     return json.loads(out.read_text())
 
 
@@ -249,26 +273,20 @@ def five_cold(senteval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     return _finish(_start(d, senteval_dir, d / "cache", d / "out.json", 0.0), d / "out.json")
 
 
-@pytest.mark.parametrize("shards", [0, 1, 5], ids=["before-any-shard", "mid-run", "after-all-encoding"])
-def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(shards, senteval_dir, tmp_path, five_cold):
-    """Killed at three moments: while starting/encoding the first task, inside the second task's
-    encoding, and after every task's shard is written (classifiers running)."""
+@pytest.mark.parametrize(("moment", "shards"), [("first-encode", 0), ("second-task", 1), ("classifying", 5)],
+                         ids=["before-any-shard", "mid-run", "after-all-encoding"])
+def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(moment, shards, senteval_dir, tmp_path, five_cold):
+    """Killed at three moments, each signalled by the evaluation itself (no sleeps): in the first
+    task's encoding, inside the second task's encoding, and after every task's shard is written
+    (classifiers running)."""
     cache = tmp_path / "cache"
-    for _attempt in range(3):  # after-all-encoding: the classifiers can finish before the kill lands; start again
-        p = _start(tmp_path, senteval_dir, cache, tmp_path / "killed.json", 0.15)
-        deadline = time.monotonic() + 120
-        while len(_shards(cache)) < max(shards, 1) and time.monotonic() < deadline and shards:
-            time.sleep(0.02)
-        time.sleep(0.3 if shards < 5 else 0.0)
-        if not shards:
-            time.sleep(1.0)
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        if not (tmp_path / "killed.json").exists():  # else it had written its results: the moment was missed
-            break
-        shutil.rmtree(cache, ignore_errors=True)
-        (tmp_path / "killed.json").unlink(missing_ok=True)
-    assert len(_shards(cache)) >= min(shards, 5) and not (tmp_path / "killed.json").exists()
+    p = _start(tmp_path, senteval_dir, cache, tmp_path / "killed.json", 0.0, moment)
+    assert p.stdout is not None
+    reached = p.stdout.readline().decode().strip()  # blocks until the child is at the moment, or has died
+    assert reached == moment, _stderr(p)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert len(_shards(cache)) == shards and not (tmp_path / "killed.json").exists()
     res = _finish(_start(tmp_path, senteval_dir, cache, tmp_path / "resumed.json", 0.0), tmp_path / "resumed.json")
     assert res["errors"] == {} and res["results"] == five_cold["results"]
     assert res["timings"]["sentences_from_cache"] + res["timings"]["sentences_encoded"] == res["timings"]["sentences_unique"]

@@ -319,24 +319,36 @@ def test_claims_in_the_experiment_file_are_checked_and_reported(tmp_path: Path, 
 
 
 def test_file_lock_serialises_holders(tmp_path: Path) -> None:
+    """b asks for the lock while a holds it (events order the two, no sleeps): b must not get in
+    until a has left. a holds on for up to 0.5 s waiting to see b inside; a working lock never lets
+    it, so that wait always runs out and the test cannot flake."""
     import threading
-    import time
 
     from sentkit.io import file_lock
 
     events: list[str] = []
+    a_inside, b_inside = threading.Event(), threading.Event()
 
-    def hold(name: str, pause: float) -> None:
+    def a() -> None:
         with file_lock(tmp_path / "x.lock"):
-            events.append(f"{name} in")
-            time.sleep(pause)
-            events.append(f"{name} out")
+            events.append("a in")
+            a_inside.set()
+            if b_inside.wait(0.5):
+                events.append("b got the lock while a held it")
+            events.append("a out")
 
-    a = threading.Thread(target=hold, args=("a", 0.3))
-    a.start()
-    time.sleep(0.05)
-    hold("b", 0.0)  # must wait for a to leave
-    a.join()
+    def b() -> None:
+        a_inside.wait()
+        with file_lock(tmp_path / "x.lock"):
+            b_inside.set()
+            events.append("b in")
+        events.append("b out")
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert events == ["a in", "a out", "b in", "b out"]
 
 
