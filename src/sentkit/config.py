@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
+import tomllib
 import types
 import typing
 from pathlib import Path
@@ -12,11 +12,6 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from sentkit.errors import SentkitError
 from sentkit.registry import suggest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 C = TypeVar("C")
 

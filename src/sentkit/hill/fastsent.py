@@ -7,7 +7,7 @@ S(i-1), S(i+1) of the same document (and of S_i itself for +AE), against ``k`` w
 from the unigram distribution to the power 3/4.
 
 The training loop is compiled with numba when it is installed (``pip install numba``,
-part of the ``baselines`` extra); without numba the same code runs in pure Python, which is
+part of the ``hill`` extra); without numba the same code runs in pure Python, which is
 correct but about 100x slower. Randomness is a word2vec-style linear congruential generator
 seeded from ``config.seed``, so a run is reproducible bit for bit.
 """

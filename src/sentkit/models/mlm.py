@@ -213,4 +213,3 @@ class MaskedLM(nn.Module):
         return emb, loss, count
 
 
-DeclutrModel = MaskedLM  # the name earlier versions used
