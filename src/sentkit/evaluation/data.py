@@ -77,11 +77,19 @@ def download(
     folders = list(dict.fromkeys(get_task(t).folder for t in (tasks or ALL_TASKS)))
     fetched: dict[str, list[str]] = {}
     for folder in folders:
-        for rel, url, sha, size in SOURCES.get(folder, []):
+        for rel, urls, sha, size in SOURCES.get(folder, []):
             target = d / folder / rel
             if target.is_file() and not force and (sha is None or sha256_file(target) == sha):
                 continue
-            logger.info("downloading %s -> %s", url, target)
-            _fetch(url, target, sha, size, timeout)
+            tried: list[str] = []
+            for url in (urls,) if isinstance(urls, str) else urls:  # SentEval's own location, then mirrors
+                logger.info("downloading %s -> %s", url, target)
+                try:
+                    _fetch(url, target, sha, size, timeout)
+                    break
+                except OSError as e:  # unreachable, or not the bytes expected: the next mirror
+                    tried.append(f"{url}: {e}")
+            else:
+                raise OSError(f"{folder}/{rel}: no source gave the expected file ({'; '.join(tried)})")
             fetched.setdefault(folder, []).append(rel)
     return fetched
