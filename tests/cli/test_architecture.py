@@ -241,3 +241,51 @@ def test_a_task_added_as_the_page_says_is_evaluated_under_tasks_all(tmp_path: Pa
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     gold = [float(f"{p[2]:.2f}") for p in pairs]
     assert res["ToySTS"]["test"]["spearman"] == pytest.approx(spearmanr(cos, gold)[0], abs=1e-9)
+
+
+@pytest.fixture()
+def kind_registry(task_registry):  # type: ignore[no-untyped-def]
+    """The task kinds and their runners as they were before the test (the example adds a kind)."""
+    from sentkit.evaluation.runner import RUNNERS
+
+    saved = dict(RUNNERS._items), set(task_registry.KINDS), dict(task_registry.KIND_SCORES)
+    yield task_registry
+    RUNNERS._items.clear()
+    RUNNERS._items.update(saved[0])
+    task_registry.KINDS.clear()
+    task_registry.KINDS.update(saved[1])
+    task_registry.KIND_SCORES.clear()
+    task_registry.KIND_SCORES.update(saved[2])
+
+
+def test_a_task_kind_added_as_the_page_says_is_evaluated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         kind_registry) -> None:  # type: ignore[no-untyped-def]
+    from sklearn.metrics import roc_auc_score
+
+    T = kind_registry
+    import_page_module(page_example("toy-kind"), tmp_path, monkeypatch)
+    assert "pair-auc" in T.KINDS
+    # a task of the new kind, with the toy task's loader shape (score<TAB>a<TAB>b), as the page says
+    task = page_example("toy-task").replace('"ToySTS", "sts", "spearman", "TOYSTS"', '"ToyPairs", "pair-auc", "auc", "TOYPAIRS"')
+    import_page_module(task, tmp_path, monkeypatch)
+    data = tmp_path / "data"
+    (data / "TOYPAIRS").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    words = ["river", "stone", "bread", "winter", "ocean", "harbour", "market", "soldier"]
+    pairs = []
+    for i in range(30):
+        a = " ".join(rng.choice(words, 3))
+        b = a if i % 2 else " ".join(rng.choice(words, 3))
+        pairs.append((a, b, i % 2))
+    (data / "TOYPAIRS" / "pairs.tsv").write_text("".join(f"{y}\t{a}\t{b}\n" for a, b, y in pairs), encoding="utf-8")
+    (tmp_path / "letters.py").write_text(LETTERS_PY)
+    out = tmp_path / "r.json"
+    assert main(["-q", "evaluate", "--model", f"{tmp_path / 'letters.py'}:Letters", "--tasks", "ToyPairs",
+                 "--data-dir", str(data), "--output", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    res = json.loads(out.read_text())["results"]["ToyPairs"]
+    exec(LETTERS_PY, ns := {})
+    enc = ns["Letters"]()
+    a, b = enc.encode([p[0] for p in pairs]), enc.encode([p[1] for p in pairs])
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+    assert res["kind"] == "pair-auc" and res["npairs"] == 30
+    assert res["auc"] == pytest.approx(100 * roc_auc_score([p[2] for p in pairs], cos), abs=1e-9)

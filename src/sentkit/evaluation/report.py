@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, PROBING, get_task
+from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, KIND_SCORES, PROBING, get_task
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ def main_score(name: str, res: dict[str, Any]) -> float | None:
         return _finite(res["mean_recall"])
     if kind == "retrieval":
         return _finite(res["ndcg_at_10"])
-    return None
+    reader = KIND_SCORES.get(kind)  # a kind added with register_kind reads its own score
+    return None if reader is None else _finite(reader(res))
 
 
 def declutr_score(name: str, res: dict[str, Any]) -> float | None:

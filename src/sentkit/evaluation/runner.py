@@ -185,6 +185,35 @@ TaskRunner = Callable[[TaskData, EmbeddingStore, EvalConfig], dict[str, Any]]
 RUNNERS: Registry[TaskRunner] = Registry("task kind")
 
 
+class TaskKindRunner:
+    """A kind of task beyond the built-in ones: a subclass names it (`kind`), scores a loaded task
+    (`run`: the task's data, its embeddings (`emb.get(sentences) -> [n, dim]`) and the evaluation
+    config -> the results dict saved for it) and reads the headline number off those results
+    (`score`: 0-100, None when undefined). `@register_kind` on the subclass makes it a kind that
+    `add_task` accepts; nothing else changes for a new kind."""
+
+    kind: str = ""
+
+    def run(self, data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def score(self, res: dict[str, Any]) -> float | None:
+        raise NotImplementedError
+
+
+def register_kind(cls: type[TaskKindRunner]) -> type[TaskKindRunner]:
+    """Class decorator: a new kind of task, its runner in RUNNERS and its score reader beside it."""
+    from sentkit.evaluation.tasks import KIND_SCORES, KINDS
+
+    if not cls.kind or cls.kind in KINDS:
+        raise ValueError(f"task kind {cls.kind!r} is empty or already registered")
+    runner = cls()
+    RUNNERS.add(cls.kind, runner.run)
+    KINDS.add(cls.kind)
+    KIND_SCORES[cls.kind] = runner.score
+    return cls
+
+
 def _counts(data: TaskData) -> dict[str, int]:
     return data.counts()
 

@@ -26,7 +26,11 @@ from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
 from sentkit.errors import SentkitError
 from sentkit.registry import Registry, loose_key
 
-TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]
+TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]  # the built-in kinds
+# Every kind a task may have: the built-ins, and those added with `sentkit.evaluation.runner.register_kind`
+# (which also puts the kind's runner in RUNNERS and its headline-score reader in KIND_SCORES).
+KINDS: set[str] = set(get_args(TaskKind))
+KIND_SCORES: dict[str, Callable[[dict[str, Any]], float | None]] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -72,7 +76,7 @@ class TaskSpec:
     """Metadata of one task and how to load it."""
 
     name: str
-    kind: TaskKind
+    kind: str  # one of KINDS: a TaskKind, or a kind added with register_kind
     metric: str  # main metric key in the task's results
     folder: str  # folder under the data dir
     files: tuple[str, ...]  # files SentEval reads (relative to folder)
@@ -105,10 +109,11 @@ _GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING}
 
 def add_task(spec: TaskSpec) -> TaskSpec:
     """Register a task: its name and aliases, and its group's list (`--tasks all` and the group's name
-    then include it). Its kind must be one of `TaskKind` (each has a runner in evaluation/runner.py)."""
-    if spec.kind not in get_args(TaskKind):
-        raise ValueError(f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(get_args(TaskKind))}; a new "
-                         "kind needs its runner in sentkit.evaluation.runner.RUNNERS and its name in TaskKind")
+    then include it). Its kind must be one of `KINDS` (each has a runner in evaluation/runner.py)."""
+    if spec.kind not in KINDS:
+        raise ValueError(f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(sorted(KINDS))}; a new "
+                         "kind needs its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass "
+                         "decorated with @register_kind")
     if spec.group not in (*_GROUPS, "user"):
         raise ValueError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
     TASKS.add(spec.name, spec)
