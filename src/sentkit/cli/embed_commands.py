@@ -19,6 +19,29 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+PROMPT_CUSTOM = "custom"  # the prompt name `--prompt TEXT` is given under where a default is needed (evaluate)
+
+
+def add_prompt_flags(p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any") -> None:
+    """`--prompt-name NAME` / `--prompt TEXT`, the same on every command that encodes (docs/evaluation.md,
+    "Prompts")."""
+    p.add_argument("--prompt-name", default=None, metavar="NAME",
+                   help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
+                   f"{what}; default: {default}")
+    p.add_argument("--prompt", default=None, metavar="TEXT",
+                   help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)")
+
+
+def prompt_load_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """What `--prompt-name` / `--prompt` give `sentkit.load` where they set the model's default prompt
+    (evaluate): `--prompt TEXT` becomes the prompt named "custom", made the default."""
+    if getattr(args, "prompt", None) is not None:
+        return {"prompts": {PROMPT_CUSTOM: args.prompt}, "default_prompt_name": PROMPT_CUSTOM}
+    if getattr(args, "prompt_name", None) is not None:
+        return {"default_prompt_name": args.prompt_name}
+    return {}
+
+
 def register(sub: Any) -> None:
     # ---- embed
     e = sub.add_parser(
@@ -26,7 +49,8 @@ def register(sub: Any) -> None:
         help="embed a .txt (one text per line) or .jsonl file into .npy or .parquet",
         description="Stream texts through an encoder and write float32 (or float16) embeddings, atomically, in "
         "input order. With --shard I/N, or under torchrun, each process embeds one share of the input into "
-        "part files (resumable) that are joined into --output; see docs/safety.md.",
+        "part files (resumable) that are joined into --output; see docs/safety.md. A prompted model (E5, BGE, ...) "
+        "gets its default prompt, or the one --prompt-name / --prompt names.",
     )
     e.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
@@ -41,6 +65,7 @@ def register(sub: Any) -> None:
     e.add_argument("--shard", default=None, metavar="I/N",
                    help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
                    "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)")
+    add_prompt_flags(e)
     e.set_defaults(func=cmd_embed)
 
     register_similarity(sub)
@@ -238,8 +263,12 @@ def cmd_embed(args: argparse.Namespace) -> int:
             print(done)
             return 0
     _use_local_gpu()
+    from sentkit.encoder import encode_with_prompt, prompt_used
+
     enc = sentkit.load(args.model)
-    kw: dict[str, Any] = {"batch_size": args.batch_size}
+    prompt = {"prompt_name": args.prompt_name, "prompt": args.prompt}
+    prompt_used(enc, **prompt)  # an unknown prompt name fails here, before any text is encoded
+    kw: dict[str, Any] = {"batch_size": args.batch_size, **prompt}
     if args.chunk_long:
         import inspect
 
@@ -248,7 +277,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
         kw["chunk_long"] = True
 
     def encode(texts: list[str]) -> np.ndarray:
-        return check_embeddings(enc.encode(texts, **kw), len(texts), what=f"model {args.model}")
+        return check_embeddings(encode_with_prompt(enc, texts, **kw), len(texts), what=f"model {args.model}")
 
     writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     if shard is not None:
@@ -289,6 +318,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     return {"rows": n, "block": args.block, "dtype": args.dtype,
             "input": {"bytes": src.stat().st_size, "sha256": sha256}, "model": content_id(args.model),
             "model_name": args.model, "chunk_long": bool(args.chunk_long),
+            **({"prompt": {"name": args.prompt_name, "text": args.prompt}} if args.prompt_name or args.prompt is not None else {}),
             "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
 
 
@@ -358,7 +388,9 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 
     if len(args.texts) < 2:
         raise ConfigError("give at least two texts to compare")
-    v = sentkit.load(args.model).encode(list(args.texts))
+    from sentkit.encoder import encode_with_prompt
+
+    v = encode_with_prompt(sentkit.load(args.model), list(args.texts), prompt_name=args.prompt_name, prompt=args.prompt)
     v = v / np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
     sim = v @ v.T
     for i, t in enumerate(args.texts):
@@ -376,4 +408,5 @@ def register_similarity(sub: Any) -> None:
     s.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
     s.add_argument("texts", nargs="+", help="texts to compare")
+    add_prompt_flags(s)
     s.set_defaults(func=cmd_similarity)
