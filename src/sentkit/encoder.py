@@ -222,9 +222,13 @@ def check_prompts(prompts: Any, default_prompt_name: str | None, *, where: str =
         if not isinstance(k, str) or not (v is None or isinstance(v, str)):
             raise ConfigError(f"{where}: prompt {k!r} -> {v!r}: names and texts must be strings")
         out[k] = v or ""
-    if default_prompt_name is not None and default_prompt_name not in {**ST_DEFAULT_PROMPTS, **out}:
-        raise ConfigError(f"default_prompt_name {default_prompt_name!r} is not one of the prompts "
-                          f"({', '.join(sorted(out)) or 'none'}); add it to the prompts or leave it unset")
+    known = sorted({**ST_DEFAULT_PROMPTS, **out})
+    if default_prompt_name is not None and default_prompt_name not in known:
+        from sentkit.registry import suggest
+
+        raise ConfigError(f"default_prompt_name {default_prompt_name!r} is not one of the prompts ({', '.join(known)})."
+                          f"{suggest(default_prompt_name, known)} Name one of them (--prompt-name), or give the text "
+                          "itself (--prompt TEXT)")
     return out
 
 

@@ -158,15 +158,17 @@ def test_similarity_uses_the_prompt(prompted: Path, capsys: pytest.CaptureFixtur
     assert f"{float(v[0] @ v[1]):8.3f}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["embed", "similarity", "neighbours"])
+@pytest.mark.parametrize("command", ["embed", "similarity", "neighbours", "evaluate"])
 def test_an_unknown_prompt_name_is_one_line_with_a_suggestion(command: str, prompted: Path, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "in.txt").write_text("a text\n")
     extra = {"embed": ["--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")],
-             "similarity": ["one", "two"], "neighbours": ["--corpus", str(tmp_path / "in.txt"), "a query"]}[command]
+             "similarity": ["one", "two"], "neighbours": ["--corpus", str(tmp_path / "in.txt"), "a query"],
+             "evaluate": ["--user-task", f"sts:pairs={tmp_path / 'in.jsonl'}", "-o", str(tmp_path / "o.npy")]}[command]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text1": f"a {i}", "text2": "b", "score": i}) + "\n" for i in range(3)))
     assert main([command, "--model", str(prompted), "--prompt-name", "qeury", *extra]) != 0
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "unknown prompt name 'qeury'" in err and "Did you mean 'query'?" in err
+    assert len(err.splitlines()) == 1 and "'qeury'" in err and "Did you mean 'query'?" in err
     assert not (tmp_path / "o.npy").exists()
 
 
@@ -248,6 +250,25 @@ def test_a_user_retrieval_task_scores_as_st_vectors_with_query_and_document_prom
     again = json.loads(out.read_text())
     assert again["timings"]["sentences_encoded"] == 0
     assert again["results"]["toy"]["ndcg_at_10"] == pytest.approx(want, abs=1e-9)
+
+
+def test_evaluate_prompt_flags_set_the_default_prompt(prompted: Path, tmp_path: Path) -> None:
+    rows = [{"text1": a, "text2": b, "score": float(i)} for i, (a, b) in enumerate(zip(SENTENCES, SENTENCES[1:]))]
+    (tmp_path / "sts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    st = _st(prompted)
+    for flags, kw in ((["--prompt-name", "document"], {"prompt_name": "document"}), (["--prompt", "x: "], {"prompt": "x: "}),
+                      ([], {})):
+        out = tmp_path / "r.json"
+        assert main(["-q", "evaluate", "--model", str(prompted), "--user-task", f"sts:pairs={tmp_path / 'sts.jsonl'}",
+                     "--no-cache", "-o", str(out), *flags]) == 0
+        res = json.loads(out.read_text())
+        a, b = st.encode([r["text1"] for r in rows], **kw), st.encode([r["text2"] for r in rows], **kw)
+        from scipy.stats import spearmanr
+
+        cos = (unit(a) * unit(b)).sum(1)
+        assert res["results"]["pairs"]["all"]["spearman"]["mean"] == pytest.approx(
+            spearmanr(cos, [r["score"] for r in rows])[0], abs=1e-6)
+        assert res["model"]["prompts"]["default"] == {"prompt_name": "passage: ", "prompt": "x: "}.get(next(iter(kw), ""))
 
 
 def test_senteval_tasks_use_the_default_prompt(with_default: Path, prompted: Path) -> None:
