@@ -188,7 +188,7 @@ def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
 
 
 def side_prompt(encoder: Any, role: str, *, prompt_name: str | None = None, prompt: str | None = None
-                ) -> dict[str, str | None]:
+                ) -> dict[str, Any]:
     """The prompt arguments of one side of a search: `prompt_name` / `prompt` when given, else the
     encoder's prompt for `role` ("query" or "document")."""
     from sentkit.encoder import role_prompt_name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,7 @@ def test_a_user_retrieval_task_scores_as_st_vectors_with_query_and_document_prom
 
 
 def test_evaluate_prompt_flags_set_the_default_prompt(prompted: Path, tmp_path: Path) -> None:
-    rows = [{"text1": a, "text2": b, "score": float(i)} for i, (a, b) in enumerate(zip(SENTENCES, SENTENCES[1:]))]
+    rows = [{"text1": a, "text2": b, "score": float(i)} for i, (a, b) in enumerate(pairwise(SENTENCES))]
     (tmp_path / "sts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     st = _st(prompted)
     for flags, kw in ((["--prompt-name", "document"], {"prompt_name": "document"}), (["--prompt", "x: "], {"prompt": "x: "}),
@@ -275,8 +276,8 @@ def test_senteval_tasks_use_the_default_prompt(with_default: Path, prompted: Pat
     texts = {"q": TEXTS[:3]}
     for folder, kw in ((with_default, {}), (prompted, {})):
         enc = sentkit.load(str(folder), device="cpu")
-        from sentkit.evaluation.runner import prompted_stores
         from sentkit.evaluation.config import make_config
+        from sentkit.evaluation.runner import prompted_stores
 
         store, used = prompted_stores(enc, None, make_config("prototyping", use_cache=False), None)
         store.ensure(texts["q"], "t")

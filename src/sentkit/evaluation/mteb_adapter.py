@@ -210,7 +210,12 @@ def st_prompt(encoder: Any, model_prompts: dict[str, str], task_metadata: Any, p
     or "corpus"; neither type: the default prompt)."""
     from mteb.models.abs_encoder import get_prompt_name
 
-    from sentkit.encoder import DOCUMENT_PROMPT_NAMES, ST_DEFAULT_PROMPTS, prompts_of, resolve_prompt
+    from sentkit.encoder import (
+        DOCUMENT_PROMPT_NAMES,
+        ST_DEFAULT_PROMPTS,
+        prompts_of,
+        resolve_prompt,
+    )
 
     name = get_prompt_name(model_prompts, task_metadata, prompt_type) if model_prompts else None
     if name:

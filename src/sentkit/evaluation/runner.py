@@ -396,7 +396,12 @@ def prompted_stores(enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress
     used: {"default": ..., "query": ..., "document": ...} (None: no prompt)."""
     from functools import partial
 
-    from sentkit.encoder import encode_with_prompt, prompt_used, prompted_fingerprint, role_prompt_name
+    from sentkit.encoder import (
+        encode_with_prompt,
+        prompt_used,
+        prompted_fingerprint,
+        role_prompt_name,
+    )
 
     include = bool(getattr(enc, "include_prompt", True))
 
