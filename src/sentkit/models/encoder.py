@@ -381,6 +381,15 @@ def read_st_prompts(path: Path) -> tuple[dict[str, str], str | None, bool]:
     return prompts, default, include
 
 
+def base_prompt_settings(name_or_path: str) -> dict[str, Any]:
+    """The prompt settings of the base a run trains from, as `save_st_directory` takes them
+    (``prompts``, ``default_prompt_name``, ``include_prompt``): a folder's (or a registry name's) own,
+    none for anything else."""
+    path = Path(resolve(name_or_path))
+    prompts, default, include = read_st_prompts(path) if path.is_dir() else ({}, None, True)
+    return {"prompts": prompts, "default_prompt_name": default, "include_prompt": include}
+
+
 def _read_layer_weights(folder: Path) -> list[float]:
     """The weights of a WeightedLayerPooling module over all hidden states (zeros before its layer_start)."""
     cfg = json.loads((folder / "config.json").read_text())
