@@ -1,4 +1,5 @@
-"""The one interface where training and evaluation meet, and the prompts an encoder prepends.
+"""The one interface where training and evaluation meet, and the prompts an encoder prepends (with the
+`--prompt-name` / `--prompt` flags every command that encodes takes).
 
 Prompts follow sentence-transformers (ST): a model has named prompts (``{"query": "query: ", ...}``) and
 maybe a ``default_prompt_name``; ``encode(texts, prompt_name=..., prompt=...)`` prepends one to every
@@ -336,3 +337,27 @@ class PromptedEncoder:
         if name == "wrapped":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.wrapped, name)
+
+
+# ----------------------------------------------------------------------------- the command-line flags
+PROMPT_CUSTOM = "custom"  # the prompt name `--prompt TEXT` is given under where a default is needed (evaluate)
+
+
+def add_prompt_flags(p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any") -> None:
+    """`--prompt-name NAME` / `--prompt TEXT`, the same on every command that encodes (docs/evaluation.md,
+    "Prompts")."""
+    p.add_argument("--prompt-name", default=None, metavar="NAME",
+                   help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
+                   f"{what}; default: {default}")
+    p.add_argument("--prompt", default=None, metavar="TEXT",
+                   help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)")
+
+
+def prompt_load_kwargs(args: Any) -> dict[str, Any]:
+    """What `--prompt-name` / `--prompt` give `sentkit.load` where they set the model's default prompt
+    (evaluate): `--prompt TEXT` becomes the prompt named "custom", made the default."""
+    if getattr(args, "prompt", None) is not None:
+        return {"prompts": {PROMPT_CUSTOM: args.prompt}, "default_prompt_name": PROMPT_CUSTOM}
+    if getattr(args, "prompt_name", None) is not None:
+        return {"default_prompt_name": args.prompt_name}
+    return {}

@@ -19,29 +19,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-PROMPT_CUSTOM = "custom"  # the prompt name `--prompt TEXT` is given under where a default is needed (evaluate)
-
-
-def add_prompt_flags(p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any") -> None:
-    """`--prompt-name NAME` / `--prompt TEXT`, the same on every command that encodes (docs/evaluation.md,
-    "Prompts")."""
-    p.add_argument("--prompt-name", default=None, metavar="NAME",
-                   help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
-                   f"{what}; default: {default}")
-    p.add_argument("--prompt", default=None, metavar="TEXT",
-                   help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)")
-
-
-def prompt_load_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """What `--prompt-name` / `--prompt` give `sentkit.load` where they set the model's default prompt
-    (evaluate): `--prompt TEXT` becomes the prompt named "custom", made the default."""
-    if getattr(args, "prompt", None) is not None:
-        return {"prompts": {PROMPT_CUSTOM: args.prompt}, "default_prompt_name": PROMPT_CUSTOM}
-    if getattr(args, "prompt_name", None) is not None:
-        return {"default_prompt_name": args.prompt_name}
-    return {}
-
-
 def register(sub: Any) -> None:
     # ---- embed
     e = sub.add_parser(
@@ -65,6 +42,8 @@ def register(sub: Any) -> None:
     e.add_argument("--shard", default=None, metavar="I/N",
                    help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
                    "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)")
+    from sentkit.encoder import add_prompt_flags
+
     add_prompt_flags(e)
     e.set_defaults(func=cmd_embed)
 
@@ -408,5 +387,7 @@ def register_similarity(sub: Any) -> None:
     s.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
     s.add_argument("texts", nargs="+", help="texts to compare")
+    from sentkit.encoder import add_prompt_flags
+
     add_prompt_flags(s)
     s.set_defaults(func=cmd_similarity)

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where indexes are cached (default: <model>/neighbours, or ~/.cache/sentkit)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index even if cached")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of text")
-    from sentkit.cli.embed_commands import add_prompt_flags
+    from sentkit.encoder import add_prompt_flags
 
     add_prompt_flags(p, what="every query", default="its prompt named query, if any (the corpus always gets its "
                      "document prompt: document, else passage)")

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fingerprint", help="cache key for a model without one (e.g. a plain callable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50")
-    from sentkit.cli.embed_commands import add_prompt_flags
+    from sentkit.encoder import add_prompt_flags
 
     add_prompt_flags(p, what="the texts of every task (retrieval queries and documents keep the model's query "
                      "and document prompts)")
@@ -221,7 +221,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["use_cache"] = False
     if args.raw:
         overrides["raw"] = True
-    from sentkit.cli.embed_commands import prompt_load_kwargs
+    from sentkit.encoder import prompt_load_kwargs
 
     encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}), **prompt_load_kwargs(args))
     fp = args.fingerprint or fingerprint(encoder, args.model)
