@@ -1,4 +1,12 @@
-"""The one interface where training and evaluation meet."""
+"""The one interface where training and evaluation meet, and the prompts an encoder prepends (with the
+`--prompt-name` / `--prompt` flags every command that encodes takes).
+
+Prompts follow sentence-transformers (ST): a model has named prompts (``{"query": "query: ", ...}``) and
+maybe a ``default_prompt_name``; ``encode(texts, prompt_name=..., prompt=...)`` prepends one to every
+text. `resolve_prompt` is the rule, `encode_with_prompt` the one call every caller uses (it works for
+any encoder, prompted or not), `prompts_of` gives an encoder's prompts, `PromptedEncoder` gives any
+encoder prompts (what ``sentkit.load(name, prompts=...)`` wraps non-transformers in).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from sentkit.config import ConfigError
 
 
 @runtime_checkable
@@ -191,3 +201,163 @@ def sum_rows(
         sums = sums / lengths[nonempty, None]
     out[nonempty] = sums
     return out
+
+
+# ----------------------------------------------------------------------------- prompts
+# sentence-transformers' SentenceTransformer always knows these prompt names (empty unless set)
+ST_DEFAULT_PROMPTS = {"query": "", "document": ""}
+# the names a document side reads, first found wins ("passage": E5 and others; "corpus": some)
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+ROLES = ("query", "document")
+
+
+def check_prompts(prompts: Any, default_prompt_name: str | None, *, where: str = "prompts") -> dict[str, str]:
+    """`prompts` as a dict of str -> str (None values become "", as ST does); ConfigError for anything
+    else, or for a `default_prompt_name` that is not one of its names (or ST's query/document)."""
+    if prompts is None:
+        prompts = {}
+    if not isinstance(prompts, dict):
+        raise ConfigError(f"{where} must be a mapping of prompt name to prompt text, got {type(prompts).__name__}")
+    out: dict[str, str] = {}
+    for k, v in prompts.items():
+        if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+            raise ConfigError(f"{where}: prompt {k!r} -> {v!r}: names and texts must be strings")
+        out[k] = v or ""
+    known = sorted({**ST_DEFAULT_PROMPTS, **out})
+    if default_prompt_name is not None and default_prompt_name not in known:
+        from sentkit.registry import suggest
+
+        raise ConfigError(f"default_prompt_name {default_prompt_name!r} is not one of the prompts ({', '.join(known)})."
+                          f"{suggest(default_prompt_name, known)} Name one of them (--prompt-name), or give the text "
+                          "itself (--prompt TEXT)")
+    return out
+
+
+def resolve_prompt(prompts: dict[str, str], default_prompt_name: str | None, *,
+                   prompt_name: str | None = None, prompt: str | None = None) -> str | None:
+    """The prompt text ``encode(prompt_name=..., prompt=...)`` prepends, as sentence-transformers picks
+    it: an explicit `prompt` wins (over `prompt_name` too); else the text of `prompt_name`; else the
+    default prompt's text; None when no prompt applies. "query" and "document" are always known
+    (empty unless set, as in ST). An unknown `prompt_name` is a ConfigError naming the known ones."""
+    if prompt is not None:
+        return prompt
+    known = {**ST_DEFAULT_PROMPTS, **prompts}
+    if prompt_name is not None:
+        if prompt_name not in known:
+            from sentkit.registry import suggest
+
+            raise ConfigError(f"unknown prompt name {prompt_name!r}: the model's prompts are "
+                              f"{', '.join(sorted(known))}.{suggest(prompt_name, sorted(known))} Pass one of them, "
+                              "or give the text itself with --prompt TEXT (prompt=... in Python)")
+        return known[prompt_name]
+    if default_prompt_name is not None:
+        return known.get(default_prompt_name)
+    return None
+
+
+def prompts_of(encoder: Any) -> tuple[dict[str, str], str | None]:
+    """An encoder's prompts and default prompt name ({} and None for an encoder without prompts)."""
+    prompts = getattr(encoder, "prompts", None)
+    default = getattr(encoder, "default_prompt_name", None)
+    return (dict(prompts) if isinstance(prompts, dict) else {}), (default if isinstance(default, str) else None)
+
+
+def role_prompt_name(encoder: Any, role: str) -> str:
+    """The prompt name a side of a search uses: "query" for queries; for documents the first of
+    "document", "passage", "corpus" that the encoder has (else "document", ST's empty default)."""
+    if role == "query":
+        return "query"
+    if role != "document":
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    prompts, _ = prompts_of(encoder)
+    return next((n for n in DOCUMENT_PROMPT_NAMES if n in prompts), "document")
+
+
+def takes_prompts(encoder: Any) -> bool:
+    """Whether `encoder.encode` takes ``prompt_name`` and ``prompt`` itself."""
+    try:
+        params = inspect.signature(encoder.encode).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "prompt_name" in params and "prompt" in params
+
+
+def encode_with_prompt(encoder: Any, texts: str | Sequence[str], *, prompt_name: str | None = None,
+                       prompt: str | None = None, **kwargs: Any) -> np.ndarray:
+    """``encoder.encode(texts, **kwargs)`` with a prompt, for any encoder: one that takes prompts gets
+    `prompt_name` / `prompt`; any other gets the resolved prompt's text prepended to every text (an
+    encoder without prompts knows only ST's empty "query" and "document")."""
+    if takes_prompts(encoder):
+        return encoder.encode(texts, prompt_name=prompt_name, prompt=prompt, **kwargs)  # type: ignore[no-any-return]
+    text = resolve_prompt(*prompts_of(encoder), prompt_name=prompt_name, prompt=prompt)
+    if text:
+        items, single = as_text_list(texts)
+        texts = [text + t for t in items]
+        out = np.asarray(encoder.encode(texts, **kwargs))
+        return out[0] if single else out
+    return encoder.encode(texts, **kwargs)  # type: ignore[no-any-return]
+
+
+def prompt_used(encoder: Any, *, prompt_name: str | None = None, prompt: str | None = None) -> str | None:
+    """The prompt text an ``encode_with_prompt(encoder, ..., prompt_name=, prompt=)`` call prepends
+    (None or "" for none): what caches of its vectors must be keyed on."""
+    return resolve_prompt(*prompts_of(encoder), prompt_name=prompt_name, prompt=prompt)
+
+
+def prompted_fingerprint(fingerprint: str | None, prompt_text: str | None, *, include_prompt: bool = True) -> str | None:
+    """An embedding-cache key for vectors encoded with `prompt_text`: `fingerprint` itself when there is
+    no prompt (so caches of unprompted runs stay valid), else a hash of both."""
+    if fingerprint is None or not prompt_text:
+        return fingerprint
+    key = f"{fingerprint}|prompt={prompt_text}|include_prompt={include_prompt}"
+    return f"{fingerprint}-p{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+class PromptedEncoder:
+    """Any encoder given prompts (sentence-transformers' rules, `resolve_prompt`): the prompt's text is
+    prepended to every text before the wrapped encoder sees it. Other attributes (``fingerprint``,
+    ``dim``, ...) are the wrapped encoder's: caches key on the prompt text used (`prompted_fingerprint`)."""
+
+    def __init__(self, encoder: Any, prompts: dict[str, str] | None = None, default_prompt_name: str | None = None) -> None:
+        self.wrapped = encoder
+        self.prompts = check_prompts(prompts, default_prompt_name)
+        self.default_prompt_name = default_prompt_name
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False,
+               prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any) -> np.ndarray:
+        text = resolve_prompt(self.prompts, self.default_prompt_name, prompt_name=prompt_name, prompt=prompt)
+        items, single = as_text_list(texts)
+        if text:
+            items = [text + t for t in items]
+        args = {"batch_size": batch_size, "show_progress": show_progress} if takes_encoder_arguments(self.wrapped.encode) else {}
+        out = np.asarray(self.wrapped.encode(items, **args, **kwargs))
+        return out[0] if single else out
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+
+# ----------------------------------------------------------------------------- the command-line flags
+PROMPT_CUSTOM = "custom"  # the prompt name `--prompt TEXT` is given under where a default is needed (evaluate)
+
+
+def add_prompt_flags(p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any") -> None:
+    """`--prompt-name NAME` / `--prompt TEXT`, the same on every command that encodes (docs/evaluation.md,
+    "Prompts")."""
+    p.add_argument("--prompt-name", default=None, metavar="NAME",
+                   help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
+                   f"{what}; default: {default}")
+    p.add_argument("--prompt", default=None, metavar="TEXT",
+                   help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)")
+
+
+def prompt_load_kwargs(args: Any) -> dict[str, Any]:
+    """What `--prompt-name` / `--prompt` give `sentkit.load` where they set the model's default prompt
+    (evaluate): `--prompt TEXT` becomes the prompt named "custom", made the default."""
+    if getattr(args, "prompt", None) is not None:
+        return {"prompts": {PROMPT_CUSTOM: args.prompt}, "default_prompt_name": PROMPT_CUSTOM}
+    if getattr(args, "prompt_name", None) is not None:
+        return {"default_prompt_name": args.prompt_name}
+    return {}

@@ -110,9 +110,30 @@ def _near(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- load
-def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder:
+def load(spec: str | Path, *, allow_code: bool = True, prompts: dict[str, str] | None = None,
+         default_prompt_name: str | None = None, **kwargs: Any) -> Encoder:
     """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device)
-    apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`."""
+    apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`.
+
+    `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
+    model: a transformer merges them over its folder's own; any other encoder is wrapped so that the
+    prompt's text is prepended (`sentkit.encoder.PromptedEncoder`)."""
+    if prompts is None and default_prompt_name is None:
+        return _load(spec, allow_code=allow_code, **kwargs)
+    from sentkit.encoder import PromptedEncoder, check_prompts
+
+    given = check_prompts(prompts, None)
+    enc = _load(spec, allow_code=allow_code, **kwargs)
+    if hasattr(enc, "include_prompt") and isinstance(getattr(enc, "prompts", None), dict):
+        # a transformer: sentence-transformers' merge (a prompt given here wins; so does a default given here)
+        default = default_prompt_name if default_prompt_name is not None else getattr(enc, "default_prompt_name", None)
+        merged = check_prompts({**enc.prompts, **given}, default)  # type: ignore[attr-defined]
+        enc.prompts, enc.default_prompt_name = merged, default  # type: ignore[attr-defined]
+        return enc
+    return PromptedEncoder(enc, given, default_prompt_name)
+
+
+def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder:
     text = str(spec).strip()
     kind = describe(text)
     if kind == "code":

@@ -2,8 +2,12 @@
 
 An index holds every sentence of a corpus and its L2-normalised embedding (float32, or a
 SciPy CSR matrix for encoders with ``encode_sparse`` such as TF-IDF). It is built once
-and cached in a folder keyed by the corpus files (path, size, mtime), the model and the
-sentence limit; a query is one matrix-vector product and a partial sort.
+and cached in a folder keyed by the corpus files (path, size, mtime), the model, the
+sentence limit and the prompt; a query is one matrix-vector product and a partial sort.
+
+A prompted model (E5, BGE: sentence-transformers' ``prompts``) embeds the corpus with its document
+prompt and the queries with its query prompt (`sentkit.encoder.role_prompt_name`), as
+sentence-transformers' ``encode_document`` / ``encode_query`` do.
 """
 
 from __future__ import annotations
@@ -183,22 +187,47 @@ def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
                     describe_os_error(e))
 
 
+def side_prompt(encoder: Any, role: str, *, prompt_name: str | None = None, prompt: str | None = None
+                ) -> dict[str, Any]:
+    """The prompt arguments of one side of a search: `prompt_name` / `prompt` when given, else the
+    encoder's prompt for `role` ("query" or "document")."""
+    from sentkit.encoder import role_prompt_name
+
+    if prompt_name is None and prompt is None:
+        prompt_name = role_prompt_name(encoder, role)
+    return {"prompt_name": prompt_name, "prompt": prompt}
+
+
+def encode_side(encoder: Any, texts: list[str], *, sparse: bool = False, prompt_name: str | None = None,
+                prompt: str | None = None) -> Any:
+    """`texts` embedded with a prompt (`sentkit.encoder.encode_with_prompt`); ``sparse``: through the
+    encoder's ``encode_sparse``, the prompt's text prepended."""
+    from sentkit.encoder import encode_with_prompt, prompt_used
+
+    if not sparse:
+        return encode_with_prompt(encoder, texts, prompt_name=prompt_name, prompt=prompt)
+    text = prompt_used(encoder, prompt_name=prompt_name, prompt=prompt)
+    return encoder.encode_sparse([text + t for t in texts] if text else texts)
+
+
 def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
-                progress: bool = True) -> NeighbourIndex:
-    """Embed ``sentences`` in batches (sparse when the encoder has ``encode_sparse``)."""
+                progress: bool = True, prompt_name: str | None = None, prompt: str | None = None) -> NeighbourIndex:
+    """Embed ``sentences`` in batches (sparse when the encoder has ``encode_sparse``) with the given
+    prompt (none given: the encoder's document prompt)."""
     from tqdm.auto import tqdm
 
     from sentkit.encoder import check_embeddings
 
+    side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
     sparse = hasattr(encoder, "encode_sparse")
     parts: list[Any] = []
     for i in tqdm(range(0, len(sentences), batch_size), desc="indexing", unit=" batch",
                   disable=not progress):
         batch = sentences[i : i + batch_size]
         if sparse:
-            parts.append(encoder.encode_sparse(batch))
+            parts.append(encode_side(encoder, batch, sparse=True, **side))
         else:
-            parts.append(normalise_rows(check_embeddings(encoder.encode(batch), len(batch))))
+            parts.append(normalise_rows(check_embeddings(encode_side(encoder, batch, **side), len(batch))))
     if sparse:
         import scipy.sparse as sp
 
@@ -210,11 +239,23 @@ def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
 
 def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
               cache_dir: str | Path | None = None, max_sentences: int | None = None,
-              rebuild: bool = False, progress: bool = True) -> tuple[NeighbourIndex, bool, Path]:
-    """Load the cached index of (model, corpus) or build and cache it.
-    Returns (index, built_now, index folder). ``encoder`` defaults to ``sentkit.load(model)``."""
-    key = {"model": model_fingerprint(model), "corpus": corpus_fingerprint(corpus),
-           "max_sentences": max_sentences}
+              rebuild: bool = False, progress: bool = True, prompt_name: str | None = None,
+              prompt: str | None = None) -> tuple[NeighbourIndex, bool, Path]:
+    """Load the cached index of (model, corpus) or build and cache it, the corpus embedded with
+    `prompt_name` / `prompt` (neither: the encoder's document prompt). Returns (index, built_now,
+    index folder). ``encoder`` defaults to ``sentkit.load(model)``."""
+    from sentkit.encoder import prompt_used
+
+    if encoder is None:  # its prompts are part of the key
+        from sentkit.loading import load
+
+        encoder = load(str(model))
+    side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
+    key: dict[str, Any] = {"model": model_fingerprint(model), "corpus": corpus_fingerprint(corpus),
+                           "max_sentences": max_sentences}
+    text = prompt_used(encoder, **side)
+    if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
+        key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
     d = d / digest
@@ -222,13 +263,9 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     if cached is not None:
         return cached, False, d
     writable = cache_writable(d, what="neighbour index cache", logger=log)
-    if encoder is None:
-        from sentkit.loading import load
-
-        encoder = load(str(model))
     t = time.perf_counter()
     sentences = corpus_sentences(corpus, max_sentences)
-    index = build_index(encoder, sentences, progress=progress)
+    index = build_index(encoder, sentences, progress=progress, **side)
     secs = time.perf_counter() - t
     log.info("indexed %d sentences in %.1fs (%.0f sentences/s)", len(index), secs,
              len(index) / max(secs, 1e-9))

@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
         help="embed a .txt (one text per line) or .jsonl file into .npy or .parquet",
         description="Stream texts through an encoder and write float32 (or float16) embeddings, atomically, in "
         "input order. With --shard I/N, or under torchrun, each process embeds one share of the input into "
-        "part files (resumable) that are joined into --output; see docs/safety.md.",
+        "part files (resumable) that are joined into --output; see docs/safety.md. A prompted model (E5, BGE, ...) "
+        "gets its default prompt, or the one --prompt-name / --prompt names.",
     )
     e.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
@@ -41,6 +42,9 @@ def register(sub: Any) -> None:
     e.add_argument("--shard", default=None, metavar="I/N",
                    help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
                    "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)")
+    from sentkit.encoder import add_prompt_flags
+
+    add_prompt_flags(e)
     e.set_defaults(func=cmd_embed)
 
     register_similarity(sub)
@@ -238,8 +242,12 @@ def cmd_embed(args: argparse.Namespace) -> int:
             print(done)
             return 0
     _use_local_gpu()
+    from sentkit.encoder import encode_with_prompt, prompt_used
+
     enc = sentkit.load(args.model)
-    kw: dict[str, Any] = {"batch_size": args.batch_size}
+    prompt = {"prompt_name": args.prompt_name, "prompt": args.prompt}
+    prompt_used(enc, **prompt)  # an unknown prompt name fails here, before any text is encoded
+    kw: dict[str, Any] = {"batch_size": args.batch_size, **prompt}
     if args.chunk_long:
         import inspect
 
@@ -248,7 +256,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
         kw["chunk_long"] = True
 
     def encode(texts: list[str]) -> np.ndarray:
-        return check_embeddings(enc.encode(texts, **kw), len(texts), what=f"model {args.model}")
+        return check_embeddings(encode_with_prompt(enc, texts, **kw), len(texts), what=f"model {args.model}")
 
     writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     if shard is not None:
@@ -289,6 +297,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     return {"rows": n, "block": args.block, "dtype": args.dtype,
             "input": {"bytes": src.stat().st_size, "sha256": sha256}, "model": content_id(args.model),
             "model_name": args.model, "chunk_long": bool(args.chunk_long),
+            **({"prompt": {"name": args.prompt_name, "text": args.prompt}} if args.prompt_name or args.prompt is not None else {}),
             "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
 
 
@@ -358,7 +367,9 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 
     if len(args.texts) < 2:
         raise ConfigError("give at least two texts to compare")
-    v = sentkit.load(args.model).encode(list(args.texts))
+    from sentkit.encoder import encode_with_prompt
+
+    v = encode_with_prompt(sentkit.load(args.model), list(args.texts), prompt_name=args.prompt_name, prompt=args.prompt)
     v = v / np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
     sim = v @ v.T
     for i, t in enumerate(args.texts):
@@ -376,4 +387,7 @@ def register_similarity(sub: Any) -> None:
     s.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
                    "a transformers folder or HF id, file.py:attr")
     s.add_argument("texts", nargs="+", help="texts to compare")
+    from sentkit.encoder import add_prompt_flags
+
+    add_prompt_flags(s)
     s.set_defaults(func=cmd_similarity)

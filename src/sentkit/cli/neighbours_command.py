@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="closest corpus sentences to a query under any encoder",
         description="Embed every sentence of a corpus once (cached index), then print the "
         "sentences closest (cosine) to each query: sentkit neighbours --model M --corpus C \"first query\" "
-        "\"second query\".",
+        "\"second query\". A prompted model (E5, BGE, ...) embeds the queries with its query prompt and the "
+        "corpus with its document prompt (\"document\", else \"passage\").",
     )
     p.add_argument("queries", nargs="*", metavar="QUERY", help="query sentences (several at once, like `similarity`)")
     p.add_argument("--model", required=True,
@@ -30,12 +31,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where indexes are cached (default: <model>/neighbours, or ~/.cache/sentkit)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index even if cached")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    from sentkit.encoder import add_prompt_flags
+
+    add_prompt_flags(p, what="every query", default="its prompt named query, if any (the corpus always gets its "
+                     "document prompt: document, else passage)")
     p.set_defaults(func=_neighbours)
 
 
 def _neighbours(args: argparse.Namespace) -> int:
     from sentkit.config import ConfigError
-    from sentkit.neighbours import get_index
+    from sentkit.encoder import prompt_used
+    from sentkit.neighbours import encode_side, get_index, side_prompt
 
     queries = [*args.queries, *args.query]
     if not queries:
@@ -48,6 +54,8 @@ def _neighbours(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     encoder = sentkit.load(args.model)
+    query_side = side_prompt(encoder, "query", prompt_name=args.prompt_name, prompt=args.prompt)
+    prompt_used(encoder, **query_side)  # an unknown prompt name fails before the corpus is indexed
     index, built, where = get_index(args.model, args.corpus, encoder, cache_dir=args.cache_dir,
                                     max_sentences=args.max_sentences, rebuild=args.rebuild)
     t1 = time.perf_counter()
@@ -55,7 +63,7 @@ def _neighbours(args: argparse.Namespace) -> int:
           f"({where})", file=sys.stderr)
     for q in queries:
         tq = time.perf_counter()
-        qe = encoder.encode_sparse([q]) if index.sparse else encoder.encode([q])  # type: ignore[attr-defined]
+        qe = encode_side(encoder, [q], sparse=index.sparse, **query_side)
         idx, scores = index.search(qe, args.top_k)
         ms = 1000 * (time.perf_counter() - tq)
         if args.json:

@@ -58,6 +58,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fingerprint", help="cache key for a model without one (e.g. a plain callable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50")
+    from sentkit.encoder import add_prompt_flags
+
+    add_prompt_flags(p, what="the texts of every task (retrieval queries and documents keep the model's query "
+                     "and document prompts)")
     p.set_defaults(func=_evaluate)
 
     r = subparsers.add_parser(
@@ -217,7 +221,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["use_cache"] = False
     if args.raw:
         overrides["raw"] = True
-    encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}))
+    from sentkit.encoder import prompt_load_kwargs
+
+    encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}), **prompt_load_kwargs(args))
     fp = args.fingerprint or fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None

@@ -140,11 +140,17 @@ class MTEBEncoder:
     def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
         """Embed the texts of mteb's DataLoader (batches with a ``text`` column) -> float32 [n, dim],
-        in order; each unique text once, the cache first (sentkit's embedding store)."""
+        in order; each unique text once, the cache first (sentkit's embedding store). The prompt is
+        the one mteb + sentence-transformers would use (`st_prompt`); each prompt has its own cache."""
+        from functools import partial
+
+        from sentkit.encoder import encode_with_prompt
         from sentkit.evaluation.runner import EmbeddingStore
 
         texts = [t for batch in inputs for t in batch["text"]]
-        store = EmbeddingStore(self.encoder.encode, self.batch_size, self.cache, self.progress)
+        prompt = st_prompt(self.encoder, self._mteb_prompts(), task_metadata, prompt_type)
+        encode = self.encoder.encode if prompt is None else partial(encode_with_prompt, self.encoder, prompt=prompt)
+        store = EmbeddingStore(encode, self.batch_size, self._prompt_cache(prompt), self.progress)
         store.dim = self.dim
         store.ensure(texts, task_metadata.name)
         out = store.get(texts) if texts else np.zeros((0, self.dim or 0), np.float32)
@@ -154,6 +160,35 @@ class MTEBEncoder:
         self.counts["from_cache"] += store.n_cached
         self.encode_s += store.encode_s
         return out
+
+    def _mteb_prompts(self) -> dict[str, str]:
+        """The encoder's prompts as mteb's sentence-transformers wrapper holds them: ST's empty "query" and
+        "document" under the model's own, names mteb does not know left out (mteb's own check, once)."""
+        if "_valid_prompts" not in self.__dict__:
+            from mteb.models.abs_encoder import AbsEncoder
+
+            from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of
+
+            valid, _ = AbsEncoder.validate_task_to_prompt_name({**ST_DEFAULT_PROMPTS, **prompts_of(self.encoder)[0]},
+                                                               raise_for_invalid_keys=False)
+            self.__dict__["_valid_prompts"] = dict(valid or {})
+        return dict(self.__dict__["_valid_prompts"])
+
+    def _prompt_cache(self, prompt: str | None) -> Any:
+        """The embedding cache of vectors encoded with `prompt` (None: the default prompt's, `self.cache`)."""
+        from sentkit.encoder import prompt_used, prompted_fingerprint
+
+        text = prompt_used(self.encoder) if prompt is None else prompt
+        if self.cache is None or not text:
+            return self.cache
+        caches = self.__dict__.setdefault("_prompt_caches", {})
+        if text not in caches:
+            from sentkit.evaluation.cache import EmbeddingCache
+
+            key = prompted_fingerprint(self.fingerprint, text,
+                                       include_prompt=bool(getattr(self.encoder, "include_prompt", True)))
+            caches[text] = EmbeddingCache(self.cache.dir.parent, str(key))
+        return caches[text]
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
         """Cosine similarity of every row of `embeddings1` with every row of `embeddings2` (mteb's)."""
@@ -166,6 +201,34 @@ class MTEBEncoder:
         from mteb.similarity_functions import pairwise_cos_sim
 
         return pairwise_cos_sim(embeddings1, embeddings2)
+
+
+def st_prompt(encoder: Any, model_prompts: dict[str, str], task_metadata: Any, prompt_type: Any) -> str | None:
+    """The prompt text mteb's sentence-transformers wrapper encodes with (None: the model's default
+    prompt applies): mteb picks a name from `model_prompts` (``get_prompt_name``: "{task}-{type}", the
+    task, "{task type}-{type}", the task type, the prompt type); then ST's ``encode_query`` /
+    ``encode_document`` / ``encode`` (a query without one: "query"; a document: "document", "passage"
+    or "corpus"; neither type: the default prompt)."""
+    from mteb.models.abs_encoder import get_prompt_name
+
+    from sentkit.encoder import (
+        DOCUMENT_PROMPT_NAMES,
+        ST_DEFAULT_PROMPTS,
+        prompts_of,
+        resolve_prompt,
+    )
+
+    name = get_prompt_name(model_prompts, task_metadata, prompt_type) if model_prompts else None
+    if name:
+        return model_prompts.get(name)
+    kind = getattr(prompt_type, "value", prompt_type)
+    prompts, default = prompts_of(encoder)
+    known = {**ST_DEFAULT_PROMPTS, **prompts}
+    if kind == "query":
+        return resolve_prompt(prompts, default, prompt_name="query")
+    if kind == "document":
+        return resolve_prompt(prompts, default, prompt_name=next(n for n in DOCUMENT_PROMPT_NAMES if n in known))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

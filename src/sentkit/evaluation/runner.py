@@ -1,5 +1,10 @@
 """`evaluate(encoder, tasks=..., preset=...)`: load tasks, encode each unique sentence once
-(with an on-disk cache), run SentEval's protocol per task, return a results dict."""
+(with an on-disk cache), run SentEval's protocol per task, return a results dict.
+
+A prompted encoder (sentence-transformers' ``prompts``) encodes every task with its default prompt,
+except the queries and documents of retrieval tasks, which get its query and document prompts
+(`sentkit.encoder.role_prompt_name`); each prompt has its own embedding cache, and the results
+record the prompt texts under ``model.prompts``."""
 
 from __future__ import annotations
 
@@ -70,6 +75,19 @@ class EmbeddingStore:
     encode_s: float = 0.0
     dim: int | None = None
     _matrix: np.ndarray | None = None
+    sides: dict[str, EmbeddingStore] = field(default_factory=dict)  # role -> the store of its prompt
+
+    def side(self, role: str) -> EmbeddingStore:
+        """The store of a retrieval side ("query", "document"): its own when its prompt differs."""
+        return self.sides.get(role, self)
+
+    def stores(self) -> list[EmbeddingStore]:
+        """This store and those of the sides, each once."""
+        return list({id(s): s for s in (self, *self.sides.values())}.values())
+
+    def total(self, what: str) -> Any:
+        """A counter (``encode_s``, ``n_encoded``, ...) summed over `stores`."""
+        return sum(getattr(s, what) for s in self.stores())
 
     def _encode_batch(self, batch: list[str], what: str) -> np.ndarray:
         """The encoder's embeddings of `batch`, checked: [len(batch), dim] float32, finite, the same
@@ -283,7 +301,8 @@ def _run_ranking(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[s
 def _run_retrieval(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
     """User tasks in BEIR's layout: exact cosine search; nDCG@10, MRR@10, Recall@100 (x 100)."""
     q, d = data.splits["queries"], data.splits["corpus"]
-    ranked = P.exact_search(emb.get(q.a), emb.get(d.a), data.extra["query_ids"], data.extra["doc_ids"], k=100)
+    ranked = P.exact_search(emb.side("query").get(q.a), emb.side("document").get(d.a), data.extra["query_ids"],
+                            data.extra["doc_ids"], k=100)
     res = P.ir_metrics(data.extra["qrels"], ranked)
     out = {k: (100 * v if k != "nqueries" else v) for k, v in res.items()}
     out["ndocs"] = len(d.a)
@@ -343,13 +362,10 @@ def evaluate(
             f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir")
     enc = as_encoder(encoder)
     fp = fingerprint or encoder_fingerprint(enc)
-    cache = None
-    if cfg.use_cache and fp is not None:
-        cache = EmbeddingCache(cfg.cache_dir or default_cache_root(), fp)
-    elif cfg.use_cache:
+    if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))
-    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache, bar)
+    store, prompts = prompted_stores(enc, fp, cfg, bar)
     t_start = time.perf_counter()
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
@@ -379,7 +395,7 @@ def evaluate(
 
     out = {
         "model": {"name": model_name or getattr(enc, "name", type(enc).__name__), "fingerprint": fp,
-                  "dim": store.dim},
+                  "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None), "prompts": prompts},
         "config": to_dict(cfg),
         "seed": cfg.seed,
         "data_dir": str(ddir),
@@ -388,17 +404,50 @@ def evaluate(
         "errors": errors,
         "warnings": warnings,
         "counts": counts,
-        "timings": {"tasks": timings, "encode_s": round(store.encode_s, 3),
+        "timings": {"tasks": timings, "encode_s": round(store.total("encode_s"), 3),
                     "total_s": round(time.perf_counter() - t_start, 3),
-                    "sentences_requested": store.n_requested, "sentences_unique": len(store.rows),
-                    "sentences_encoded": store.n_encoded, "sentences_from_cache": store.n_cached,
-                    "sentences_checked": store.n_checked},
+                    "sentences_requested": store.total("n_requested"),
+                    "sentences_unique": sum(len(s.rows) for s in store.stores()),
+                    "sentences_encoded": store.total("n_encoded"), "sentences_from_cache": store.total("n_cached"),
+                    "sentences_checked": store.total("n_checked")},
         "versions": library_versions(),
     }
     out["declutr_average"] = declutr_average(out["results"])
     if interrupted:
         raise EvaluationInterrupted(out)
     return out
+
+
+def prompted_stores(enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress | None
+                    ) -> tuple[EmbeddingStore, dict[str, str | None]]:
+    """The embedding store of `enc`'s default prompt, with a store of its own for each retrieval side
+    whose prompt differs, each cached (``cfg.use_cache`` and a fingerprint `fp`) under a key of its
+    prompt (`sentkit.encoder.prompted_fingerprint`: `fp` itself without one); and the prompt texts
+    used: {"default": ..., "query": ..., "document": ...} (None: no prompt)."""
+    from functools import partial
+
+    from sentkit.encoder import (
+        encode_with_prompt,
+        prompt_used,
+        prompted_fingerprint,
+        role_prompt_name,
+    )
+
+    include = bool(getattr(enc, "include_prompt", True))
+
+    def cache(text: str | None) -> EmbeddingCache | None:
+        key = prompted_fingerprint(fp, text, include_prompt=include)
+        return EmbeddingCache(cfg.cache_dir or default_cache_root(), key) if cfg.use_cache and key else None
+
+    texts = {"default": prompt_used(enc) or None}
+    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache(texts["default"]), bar)
+    for role in ("query", "document"):
+        name = role_prompt_name(enc, role)
+        texts[role] = prompt_used(enc, prompt_name=name) or None
+        if texts[role] != texts["default"]:
+            store.sides[role] = EmbeddingStore(partial(encode_with_prompt, enc, prompt_name=name),
+                                               cfg.encode_batch_size, cache(texts[role]), bar)
+    return store, texts
 
 
 def _check_sizes(name: str, ddir: Path) -> dict[str, list[str]]:
@@ -423,8 +472,12 @@ def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
         if n < 2 * cfg.kfold:
             raise TaskDataError(f"task {name}: {n} samples, too few for {cfg.kfold}-fold cross-validation "
                                 f"(SentEval's file has thousands): is {ddir / spec.folder} truncated?")
-    e0 = store.encode_s
-    store.ensure(list(data.sentences()), name)
+    e0 = store.total("encode_s")
+    if spec.kind == "retrieval":  # each side with its prompt
+        store.side("query").ensure(list(data.splits["queries"].a), name)
+        store.side("document").ensure(list(data.splits["corpus"].a), name)
+    else:
+        store.ensure(list(data.sentences()), name)
     t1, c1 = time.perf_counter(), time.process_time()
     res = RUNNERS.get(spec.kind)(data, store, cfg)
     t2, c2 = time.perf_counter(), time.process_time()
@@ -433,7 +486,7 @@ def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
     if spec.group == "user":  # a results file names its user tasks' kind, so reports read it alone
         res["group"] = "user"
     logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
-    timing = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.encode_s - e0, 3),
+    timing = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.total("encode_s") - e0, 3),
               "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
     return res, timing, _counts(data)
 

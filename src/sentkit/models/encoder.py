@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from sentkit.config import ConfigError
-from sentkit.encoder import as_text_list
+from sentkit.encoder import as_text_list, check_prompts, resolve_prompt
 from sentkit.logs import quiet_transformers
 from sentkit.models.hub import (
     load_tokenizer,
@@ -78,7 +78,12 @@ class TransformerEncoder:
 
     ``encode`` sorts texts by length so batches carry little padding, and returns float32
     ``[n, dim]`` in the input order. Texts longer than ``max_length`` are truncated, or, with
-    ``chunk_long=True``, split into windows whose embeddings are averaged."""
+    ``chunk_long=True``, split into windows whose embeddings are averaged.
+
+    ``prompts`` (name -> text) and ``default_prompt_name`` are sentence-transformers' (read from a folder's
+    ``config_sentence_transformers.json``): ``encode(prompt_name=..., prompt=...)`` prepends one to every
+    text (`sentkit.encoder.resolve_prompt`); ``include_prompt=False`` (its Pooling module's flag) leaves
+    the prompt's tokens out of the pooling."""
 
     def __init__(
         self,
@@ -91,6 +96,9 @@ class TransformerEncoder:
         name: str = "transformer",
         normalize: bool = False,
         dense: Sequence[DenseLayer] = (),
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        include_prompt: bool = True,
     ) -> None:
         self.model = model
         self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
@@ -108,6 +116,9 @@ class TransformerEncoder:
         self.normalize = normalize
         self.prefix, self.suffix = special_affixes(tokenizer)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        self.prompts: dict[str, str] = check_prompts(prompts, default_prompt_name)
+        self.default_prompt_name = default_prompt_name
+        self.include_prompt = bool(include_prompt)
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -118,8 +129,13 @@ class TransformerEncoder:
         pooling: str | None = None,
         max_length: int | None = None,
         device: str = "auto",
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
     ) -> TransformerEncoder:
-        """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id."""
+        """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id.
+
+        `prompts` are merged over the folder's own (a name given here wins); `default_prompt_name`, when
+        given, replaces the folder's (sentence-transformers' rules)."""
         from transformers import AutoModel
 
         path = resolve(name_or_path)
@@ -129,6 +145,7 @@ class TransformerEncoder:
                               "directory saved by `sentkit train`, transformers or sentence-transformers")
         try:
             st_pooling, st_max, st_norm, st_dense = _read_st_settings(Path(path))
+            st_prompts, st_default, st_include = read_st_prompts(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(f"model directory {path}: its sentence-transformers settings cannot be read "
                               f"({type(e).__name__}: {e})") from None
@@ -152,6 +169,9 @@ class TransformerEncoder:
             name=name_or_path,
             normalize=st_norm,
             dense=st_dense,
+            prompts={**st_prompts, **check_prompts(prompts, None)},
+            default_prompt_name=default_prompt_name if default_prompt_name is not None else st_default,
+            include_prompt=st_include,
         )
 
     @property
@@ -169,17 +189,28 @@ class TransformerEncoder:
         chunk_long: bool = False,
         show_progress: bool = False,
         normalize: bool | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray:
         """Embed a list of texts -> float32 [n, dim], or one ``str`` -> [dim] (sentence-transformers'
         convention); L2-normalised if the model's directory says so. Items that are not ``str`` raise
         TypeError naming their index.
 
         A batch holds `batch_size` texts, or up to `token_budget` tokens of shorter texts
-        (`token_budget=None`: exactly `batch_size`)."""
+        (`token_budget=None`: exactly `batch_size`). `prompt` (a text) or `prompt_name` (one of
+        `prompts`) is prepended to every text; neither: the default prompt, if the model has one."""
+        text = resolve_prompt(self.prompts, self.default_prompt_name, prompt_name=prompt_name, prompt=prompt)
         items, single = as_text_list(texts)
         out = self._encode(items, batch_size, token_budget=token_budget, chunk_long=chunk_long,
-                           show_progress=show_progress, normalize=normalize)
+                           show_progress=show_progress, normalize=normalize, prompt=text or None)
         return out[0] if single else out
+
+    def prompt_length(self, prompt: str) -> int:
+        """The tokens of `prompt` at the start of a sequence (the leading special tokens included, as
+        sentence-transformers counts them): what ``include_prompt=False`` leaves out of the pooling."""
+        with quiet_transformers():
+            ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return len(self.prefix) + len(ids)
 
     def _encode(
         self,
@@ -190,6 +221,7 @@ class TransformerEncoder:
         chunk_long: bool,
         show_progress: bool,
         normalize: bool | None,
+        prompt: str | None = None,
     ) -> np.ndarray:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -199,6 +231,18 @@ class TransformerEncoder:
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         body = self.max_length - len(self.prefix) - len(self.suffix)
+        head: list[int] = []  # the prompt's tokens at the start of every window of a chunked text
+        if prompt and chunk_long:
+            with quiet_transformers():
+                head = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            if len(head) >= body:
+                raise ConfigError(f"the prompt {prompt!r} is {len(head)} tokens, leaving no room for text in the "
+                                  f"model's {self.max_length}-token windows")
+            body -= len(head)
+        elif prompt:  # prepended to the text, as sentence-transformers does
+            texts = [prompt + t for t in texts]
+        # the tokens left out of the pooling (include_prompt=False): the leading specials and the prompt
+        skip = self.prompt_length(prompt) if prompt and not self.include_prompt else 0
         with quiet_transformers():
             ids = self.tokenizer(texts, add_special_tokens=False, truncation=not chunk_long, max_length=body if not chunk_long else None)["input_ids"]
         # Split every text into pieces of at most `body` tokens (one piece unless chunk_long).
@@ -206,11 +250,11 @@ class TransformerEncoder:
         owner: list[int] = []
         for i, seq in enumerate(ids):
             if not seq:
-                pieces.append([])
+                pieces.append(list(head))
                 owner.append(i)
                 continue
             for s in range(0, len(seq), body):
-                pieces.append(seq[s : s + body])
+                pieces.append(head + seq[s : s + body])
                 owner.append(i)
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
         from tqdm.auto import tqdm
@@ -225,7 +269,10 @@ class TransformerEncoder:
                 hidden = self.model(**inputs).last_hidden_state  # [b, L, d]
             else:  # a pooling of other layers (first-last-avg)
                 hidden = self.pool_fn.states(self.model(**inputs, output_hidden_states=True).hidden_states)
-            emb = apply_dense(self.pool_fn(hidden, batch["attention_mask"]).float(), self.dense)  # [b, dim]
+            mask = batch["attention_mask"]
+            if skip:  # right-padded: the prompt is the first `skip` positions of every row
+                hidden, mask = hidden[:, skip:], mask[:, skip:]
+            emb = apply_dense(self.pool_fn(hidden, mask).float(), self.dense)  # [b, dim]
             out[idx] = emb.cpu().numpy()
             bar.update(len(idx))
         bar.close()
@@ -245,7 +292,9 @@ class TransformerEncoder:
              method: str = "transformer") -> Path:
         """Write a directory that sentence-transformers and transformers both load unchanged."""
         save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length,
-                          normalize=self.normalize, extra=extra, model_card=model_card, dense=self.dense, method=method)
+                          normalize=self.normalize, extra=extra, model_card=model_card, dense=self.dense, method=method,
+                          prompts=self.prompts, default_prompt_name=self.default_prompt_name,
+                          include_prompt=self.include_prompt)
         return Path(out)
 
 
@@ -312,6 +361,35 @@ def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool, list[De
     return pooling, max_len, normalize, dense
 
 
+def read_st_prompts(path: Path) -> tuple[dict[str, str], str | None, bool]:
+    """The prompts, default prompt name (``config_sentence_transformers.json``) and the Pooling
+    module's ``include_prompt`` of a sentence-transformers folder ({}, None, True where it has none)."""
+    prompts: dict[str, str] = {}
+    default: str | None = None
+    include = True
+    cfg_file = path / "config_sentence_transformers.json"
+    if path.is_dir() and cfg_file.is_file():
+        cfg = json.loads(cfg_file.read_text())
+        default = cfg.get("default_prompt_name")
+        prompts = check_prompts(cfg.get("prompts") or {}, default, where=str(cfg_file))
+    modules = path / "modules.json"
+    if path.is_dir() and modules.is_file():
+        for m in json.loads(modules.read_text()):
+            pool_cfg = path / m.get("path", "") / "config.json"
+            if m.get("type", "").endswith(".Pooling") and pool_cfg.is_file():
+                include = bool(json.loads(pool_cfg.read_text()).get("include_prompt", True))
+    return prompts, default, include
+
+
+def base_prompt_settings(name_or_path: str) -> dict[str, Any]:
+    """The prompt settings of the base a run trains from, as `save_st_directory` takes them
+    (``prompts``, ``default_prompt_name``, ``include_prompt``): a folder's (or a registry name's) own,
+    none for anything else."""
+    path = Path(resolve(name_or_path))
+    prompts, default, include = read_st_prompts(path) if path.is_dir() else ({}, None, True)
+    return {"prompts": prompts, "default_prompt_name": default, "include_prompt": include}
+
+
 def _read_layer_weights(folder: Path) -> list[float]:
     """The weights of a WeightedLayerPooling module over all hidden states (zeros before its layer_start)."""
     cfg = json.loads((folder / "config.json").read_text())
@@ -371,8 +449,12 @@ def save_st_directory(
     method: str = "transformer",
     save_head: bool = False,
     dense: Sequence[DenseLayer] = (),
+    prompts: dict[str, str] | None = None,
+    default_prompt_name: str | None = None,
+    include_prompt: bool = True,
 ) -> None:
-    """Save a transformer + pooling as a sentence-transformers directory. Files are built in a
+    """Save a transformer + pooling as a sentence-transformers directory, with its `prompts`,
+    `default_prompt_name` and the Pooling's `include_prompt` (a base's, kept). Files are built in a
     temporary sibling folder, then each is renamed into place (a crash never leaves a torn file).
 
     ``save_head`` keeps a masked LM whole (base model and MLM head), so that the folder is also a
@@ -423,11 +505,13 @@ def save_st_directory(
     (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
     (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
     (tmp / pool_dir).mkdir()
-    pool_cfg: dict[str, Any] = {"word_embedding_dimension": dim, "include_prompt": True}
+    prompts = check_prompts(prompts, default_prompt_name)
+    pool_cfg: dict[str, Any] = {"word_embedding_dimension": dim, "include_prompt": bool(include_prompt)}
     pool_cfg.update({k: k in flags for k in ST_ALL_FLAGS})
     (tmp / pool_dir / "config.json").write_text(json.dumps(pool_cfg, indent=2))
     (tmp / "config_sentence_transformers.json").write_text(
-        json.dumps({"__version__": {"sentkit": __version__}, "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
+        json.dumps({"__version__": {"sentkit": __version__}, "prompts": prompts, "default_prompt_name": default_prompt_name,
+                    "similarity_fn_name": "cosine"}, indent=2)
     )
     write_marker(tmp, method, pooling=pooling, max_length=max_length, **(extra or {}))
     (tmp / "README.md").write_text(model_card or f"# sentkit encoder\n\nPooling: {pooling}; max length {max_length}.\n")

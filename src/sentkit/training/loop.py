@@ -209,7 +209,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
          precision: str, stack: contextlib.ExitStack, stop_at: int | None, prepare_only: bool) -> Path:
     from tqdm.auto import tqdm
 
-    from sentkit.models.encoder import save_st_directory
+    from sentkit.models.encoder import base_prompt_settings, save_st_directory
     from sentkit.models.hub import position_limit
 
     # --- rank 0 first: the output folder, and what only rank 0 makes (a vocabulary trained on the corpus)
@@ -335,7 +335,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         if info.is_main and step in cfg.snapshots and step < total:  # the encoder as it is now, beside the run
             save_st_directory(
                 unwrap(model).mlm_model, tokenizer, out / SNAPSHOTS / f"step-{step}", max_length=limit, method=recipe.name,
-                save_head=True, pooling=recipe.encoder_settings()["pooling"],
+                save_head=True, pooling=recipe.encoder_settings()["pooling"], **base_prompt_settings(cfg.model),
                 extra={"base_model": cfg.model, "steps": step, "snapshot": {
                     "step": step, "of": total, "tokens_seen": kept_tokens + tokens_seen,
                     "seconds": round(kept_s + time.perf_counter() - t_start, 3),
@@ -364,6 +364,7 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
                    "train_loop_cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
                    "resumed_seconds": round(kept_s, 3)},
             model_card=model_card(recipe, step, store), pooling=enc["pooling"],
+            **base_prompt_settings(cfg.model),  # a prompted base's prompts stay with what it became
         )
         write_run(out, recipe.name, cfg, status="done", step=step)
     return out

@@ -24,7 +24,7 @@ import numpy as np
 
 from sentkit.config import ConfigError
 from sentkit.methods import Method
-from sentkit.models.whitening import Whitened, as_dense, fit_whitening
+from sentkit.models.whitening import Whitened, apply_whitening, as_dense, fit_whitening
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,33 @@ def load_base(path: Path, marker: dict[str, Any]) -> Any:
     return load(str(path / base) if base == BASE_DIR else base, **pooled)
 
 
+class PromptedWhitened(Whitened):
+    """A prompted base's vectors, whitened: the base's prompts (sentence-transformers' ``prompts``,
+    ``default_prompt_name``) apply as in the base, before the whitening."""
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        from sentkit.encoder import prompts_of
+
+        return prompts_of(self.base)[0]
+
+    @property
+    def default_prompt_name(self) -> str | None:
+        from sentkit.encoder import prompts_of
+
+        return prompts_of(self.base)[1]
+
+    def encode(self, texts: str | Any, batch_size: int = 32, *, show_progress: bool = False,
+               prompt_name: str | None = None, prompt: str | None = None) -> np.ndarray:
+        from sentkit.encoder import as_text_list, encode_with_prompt
+
+        items, single = as_text_list(texts)
+        base = encode_with_prompt(self.base, items, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+                                  show_progress=show_progress)
+        out = apply_whitening(base, self.mu, self.w)
+        return out[0] if single else out
+
+
 def load_whitened(path: Path) -> Any:
     """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
     path = Path(path)
@@ -184,8 +211,12 @@ def load_whitened(path: Path) -> Any:
 
         return TransformerEncoder.from_pretrained(str(path))
     marker = read_kept(path, WHITENING_FILE, "sentkit whiten")
+    from sentkit.encoder import prompts_of
+
+    base = load_base(path, marker)
+    kind = PromptedWhitened if prompts_of(base) != ({}, None) else Whitened  # the base's prompts apply
     with np.load(path / WHITENING_FILE) as z:
-        return Whitened(load_base(path, marker), z["mu"], z["w"], name=f"{marker['base']} whitened")
+        return kind(base, z["mu"], z["w"], name=f"{marker['base']} whitened")
 
 
 WHITEN = Method("whiten", WhitenConfig, train_whiten, load_whitened)  # listed in sentkit.methods.METHODS
