@@ -97,15 +97,114 @@ def _safe_revision(fingerprint: str | None) -> str:
     return safe if safe == fingerprint and len(safe) <= 64 else hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
 
 
+REVISION_CHARS = 40  # a content hash as long as a git commit id, the form mteb's registry gives revisions in
+SUBSET_SUFFIX = "_local_subset"  # the model revision folder of the tasks scored on a local subset of their data
+
+
+def _weights_folder(text: str, kind: str) -> Path | None:
+    """The folder whose files `text` loads (a folder, a registry name's package folder, a hub id's
+    snapshot in the local cache); None for word vectors, code, and a hub id not cached."""
+    if kind == "folder":
+        return Path(text).expanduser().resolve()
+    if kind == "registry":
+        from sentkit.models.hub import resolve
+
+        return Path(resolve(text))
+    if kind == "hub":
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(text, local_files_only=True))
+        except Exception:  # not in the local cache (or no hub client)
+            return None
+    return None
+
+
+def _model_bytes(folder: Path) -> int:
+    from sentkit.loading import is_model_file
+
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and is_model_file(f.relative_to(folder)))
+
+
+def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
+    """(hub id, revision) of the published model whose weights the folder holds: a registry entry
+    that declares one (`sentkit.models.hub.NamedModel.published`) and whose files have `digest`."""
+    from sentkit.loading import folder_digest
+    from sentkit.models.hub import NAMED_MODELS
+
+    size = None
+    for name in NAMED_MODELS.names():
+        nm = NAMED_MODELS.get(name)
+        if nm.published is None:
+            continue
+        try:
+            theirs = nm.locate()
+        except ModuleNotFoundError:
+            continue
+        size = _model_bytes(folder) if size is None else size
+        if theirs.resolve() == folder.resolve() or (size == _model_bytes(theirs) and folder_digest(theirs) == digest):
+            return nm.published
+    return None
+
+
+def model_identity(spec: str, *, variant: str = "") -> tuple[str, str]:
+    """(name, revision) mteb files the results of the model `spec` under: one per set of weights.
+
+    The revision is the weights' content hash (`sentkit.loading.folder_digest` of the folder the name
+    loads, its first 40 hex digits; for word vectors and code, a hash of `sentkit.loading.content_id`),
+    so a folder, its copy elsewhere and the registry name of the same files share it. Weights that are
+    a published model's (a registry entry's `published`, recognised by content) are filed under that
+    model's own name and revision, as mteb's registry has them. `variant` (e.g. a pooling other than
+    the model's own) makes another model of the same weights: its revision hashes both, and it is never
+    the published model."""
+    from sentkit.loading import content_id, describe, folder_digest
+
+    text = str(spec).strip()
+    kind = describe(text)
+    folder = _weights_folder(text, kind)
+    content = folder_digest(folder) if folder is not None else content_id(text)
+    if folder is not None and not variant:
+        published = published_model(folder, content)
+        if published is not None:
+            return published
+    if variant or folder is None:
+        content = hashlib.sha256(f"{content}|{variant}".encode()).hexdigest()
+    name = meta_name(text)
+    if kind == "registry":
+        from sentkit.models.hub import model_aliases
+
+        name = meta_name(model_aliases().get(text, text))
+    return name, content[:REVISION_CHARS]
+
+
+def _n_parameters(encoder: Any) -> int | None:
+    model = getattr(encoder, "model", None)
+    params = getattr(model, "parameters", None)
+    if not callable(params):
+        return None
+    try:
+        return int(sum(p.numel() for p in params()))
+    except Exception:  # not a torch module after all
+        return None
+
+
+def _max_tokens(encoder: Any) -> int | None:
+    n = getattr(encoder, "max_length", None)
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 class MTEBEncoder:
     """A sentkit encoder as an mteb model (see the module docstring).
 
     `encoder`: anything with ``encode(list[str]) -> [n, dim]`` (what `sentkit.load` returns);
-    `name`: the model name given to sentkit; `fingerprint`: the embedding-cache key (and the revision
-    mteb files results under; None: no cache, revision ``no_revision_available``)."""
+    `name`: the model name given to sentkit; `fingerprint`: the embedding-cache key; `identity`: the
+    (name, revision) mteb files results under (:func:`model_identity`; default: ``sentkit/<name>`` and
+    the fingerprint, or ``no_revision_available`` without one). `subset` (set per task by :func:`run`):
+    the task is scored on a local subset of its data, filed under the revision + ``_local_subset``."""
 
     def __init__(self, encoder: Any, *, name: str, fingerprint: str | None = None, batch_size: int = 128,
-                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None) -> None:
+                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None,
+                 identity: tuple[str, str] | None = None) -> None:
         from sentkit.encoder import as_encoder
         from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 
@@ -120,21 +219,38 @@ class MTEBEncoder:
         self.dim: int | None = None
         self.counts = {"requested": 0, "encoded": 0, "from_cache": 0}
         self.encode_s = 0.0
-        self._meta: Any = None
+        self.identity = identity or (meta_name(name), _safe_revision(fingerprint))
+        self.subset = False
+        self._meta: dict[bool, Any] = {}
+
+    def probe_dim(self) -> int:
+        """The embedding dimension: the encoder's `dim`, else the width of one text's vector."""
+        dim = getattr(self.encoder, "dim", None)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            dim = int(np.asarray(self.encoder.encode(["dimension"])).shape[-1])
+        self.dim = self.dim or dim
+        return dim
 
     @property
     def mteb_model_meta(self) -> Any:
-        """mteb's ModelMeta of this model: its name and revision (where results are filed), cosine
-        similarity, text only, no instructions."""
-        if self._meta is None:
+        """mteb's ModelMeta of this model: the name and revision results are filed under (+ the local
+        subset suffix while `subset`), embedding dimension, parameter count, max tokens, cosine
+        similarity, text only, and the model's prompts (``loader_kwargs["model_prompts"]``, as mteb's
+        registry records a sentence-transformers model's; ``default_prompt_name`` beside them)."""
+        if self.subset not in self._meta:
             from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-            self._meta = ModelMeta.create_empty(overwrites={
-                "name": meta_name(self.name), "revision": _safe_revision(self.fingerprint),
-                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": False,
-                "modalities": ["text"], "embed_dim": self.dim,
+            name, revision = self.identity
+            prompts = dict(getattr(self.encoder, "prompts", None) or {})
+            default = getattr(self.encoder, "default_prompt_name", None)
+            loader_kwargs = {"model_prompts": prompts, "default_prompt_name": default} if prompts else {}
+            self._meta[self.subset] = ModelMeta.create_empty(overwrites={
+                "name": name, "revision": revision + (SUBSET_SUFFIX if self.subset else ""),
+                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": bool(prompts),
+                "modalities": ["text"], "embed_dim": self.dim, "n_parameters": _n_parameters(self.encoder),
+                "max_tokens": _max_tokens(self.encoder), "loader_kwargs": loader_kwargs,
             })
-        return self._meta
+        return self._meta[self.subset]
 
     def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
@@ -192,9 +308,53 @@ def _did_you_mean(e: KeyError) -> str:
     return m.group(1) if m else ""
 
 
+def _mteb_names() -> tuple[list[str], list[str]]:
+    """mteb's task names and benchmark names (its registries; empty where this mteb keeps them elsewhere)."""
+    require_mteb()
+    try:
+        tasks = list(importlib.import_module("mteb.get_tasks")._TASKS_REGISTRY)
+    except (ImportError, AttributeError):
+        tasks = []
+    try:
+        import mteb
+
+        benchmarks = [b.name for b in mteb.get_benchmarks()]
+    except Exception:  # mteb's benchmark registry failed to build: suggest tasks only
+        benchmarks = []
+    return tasks, benchmarks
+
+
+def closest_name(name: str, mteb_hint: str = "") -> str:
+    """The name `name` most likely meant, for ``--mteb``: the same name in another case (``sts12`` ->
+    ``STS12``); a SentEval task of sentkit's own table: mteb's task of that name, or none; the
+    shortest mteb task or benchmark name it begins (``Banking77`` -> ``Banking77Classification``);
+    else the closest spelling (case ignored), else mteb's own suggestion `mteb_hint`; "" for none."""
+    from sentkit.evaluation.tasks import ALL_TASKS
+    from sentkit.registry import loose_key
+
+    tasks, benchmarks = _mteb_names()
+    names = tasks + benchmarks
+    by_key: dict[str, str] = {}
+    for n in names:
+        by_key.setdefault(loose_key(n), n)
+    key = loose_key(name)
+    if key in by_key:
+        return by_key[key]
+    senteval = next((t for t in ALL_TASKS if loose_key(t) == key), None)
+    if senteval is not None:  # sentkit's own table first: a SentEval name mteb lacks is not an mteb near-miss
+        return by_key.get(loose_key(senteval), "")
+    starts = sorted((n for n in names if key and loose_key(n).startswith(key)), key=lambda n: (len(n), n))
+    if starts:
+        return starts[0]
+    import difflib
+
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.6)
+    return by_key[close[0]] if close else mteb_hint
+
+
 def registry_tasks(name: str) -> list[Any]:
-    """The mteb task `name`, or the tasks of the mteb benchmark `name`; ConfigError (with mteb's
-    closest name) for neither."""
+    """The mteb task `name`, or the tasks of the mteb benchmark `name`; ConfigError (with the
+    closest name, :func:`closest_name`) for neither."""
     mteb = require_mteb()
     try:
         return [mteb.get_task(name)]
@@ -204,8 +364,13 @@ def registry_tasks(name: str) -> list[Any]:
         return list(mteb.get_benchmark(name).tasks)
     except KeyError as e:
         bench_hint = _did_you_mean(e)
-    hints = " or ".join(repr(h) for h in (task_hint, bench_hint) if h)
-    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hints}?' if hints else ''} "
+    from sentkit.evaluation.tasks import ALL_TASKS
+    from sentkit.registry import loose_key
+
+    hint = closest_name(name, task_hint or bench_hint)
+    senteval = next((t for t in ALL_TASKS if loose_key(t) == loose_key(name)), None)
+    also = f"; {senteval} is a SentEval task: pass --tasks {senteval}" if senteval and hint != senteval else ""
+    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hint!r}?' if hint else ''}{also} "
                       "(names as mteb spells them: STS12, Banking77Classification, SciFact, 'MTEB(eng, v2)'; "
                       "your own task files: TYPE:NAME=PATH or a .toml file)")
 
