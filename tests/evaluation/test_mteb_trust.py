@@ -17,7 +17,7 @@ from sentkit.cli.main import main
 from sentkit.evaluation import mteb_adapter as A
 
 from .test_mteb import empty_hf_cache, mteb_args
-from .test_mteb import files as files  # noqa: F401  (the module's task files fixture)
+from .test_mteb import files as files
 from .test_user_tasks import _forget_user_tasks, write_beir
 
 __all__ = ["_forget_user_tasks", "empty_hf_cache"]
@@ -93,6 +93,7 @@ def test_with_allow_subset_a_copy_is_filed_under_a_local_subset_revision(empty_h
                  "--no-cache"]) == 0
     section = json.loads(out.read_text())["mteb"]
     name, revision = A.model_identity(model)
+    assert section["model"] == name == "sentkit/marked_encoder.Enc"
     rec = section["local_copies"]["STS12"]
     assert rec["subset"] is True and rec["path"] == str(copy.resolve())
     assert rec["sizes"] == {"test": 40} and rec["expected_sizes"] == mteb.get_task("STS12").metadata.n_samples
@@ -186,12 +187,12 @@ def test_a_benchmark_without_its_data_is_one_line_and_a_file_before_the_model_lo
 
 
 def test_one_failure_during_the_run_is_told_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                 monkeypatch: pytest.MonkeyPatch, files: Path) -> None:  # noqa: F811
+                                                 monkeypatch: pytest.MonkeyPatch, files: Path) -> None:
     import mteb
 
     real = mteb.evaluate
 
-    def failing(model, task, **kw):  # noqa: ANN001, ANN003, ANN202
+    def failing(model, task, **kw):
         if task.metadata.name == "pairs":
             raise ValueError("x" * 900)  # a long message: never cut
         return real(model, task, **kw)
@@ -255,7 +256,7 @@ def test_a_folder_is_its_content_hash_wherever_it_is(tiny_model_dir: Path, tmp_p
     assert A.model_identity(str(copy))[1] == A.model_identity(str(tiny_model_dir))[1] == _digest(tiny_model_dir)
 
 
-def test_minilm_runs_are_filed_under_mtebs_name_and_revision_with_its_meta(files: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_minilm_runs_are_filed_under_mtebs_name_and_revision_with_its_meta(files: Path, tmp_path: Path) -> None:
     import mteb
 
     from sentkit.models.hub import resolve
@@ -278,7 +279,7 @@ def test_minilm_runs_are_filed_under_mtebs_name_and_revision_with_its_meta(files
     assert seen == {f"mteb/results/{meta.name.replace('/', '__')}/{meta.revision}/pairs.json"}
 
 
-def test_model_meta_carries_the_encoders_prompts(files: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_model_meta_carries_the_encoders_prompts(files: Path, tmp_path: Path) -> None:
     prompts = {"query": "query: ", "document": "passage: "}
     model, _ = marked_model(tmp_path, prompts=prompts, default="query")
     out = tmp_path / "r.json"
