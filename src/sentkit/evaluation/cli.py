@@ -304,7 +304,7 @@ def _mteb_failures(results: dict[str, Any], tasks: list[Any], checked: Any, outp
         return f"1 of {n} MTEB tasks failed: {_one_line(next(iter(errs.values())))}", None
     path = str(Path(output).with_suffix("")) + FAILURES_SUFFIX
     section["failures_file"] = path
-    text = "".join(f"{name}: {_one_line(msg)}\n" for name, msg in errs.items())
+    text = "".join(f"{name}: {_one_line(msg).removeprefix(f'MTEB task {name}: ')}\n" for name, msg in errs.items())
     missing = {t: m for t, m in errs.items() if checked is not None and t in checked.missing}
     other = [t for t in errs if t not in missing]
     parts = [mteb_adapter.missing_summary(missing, tasks)] if missing else []

@@ -16,6 +16,12 @@ only what joins the two:
   as the task's Hugging Face dataset repository); or a user's own task files in the formats of
   :mod:`sentkit.evaluation.user_tasks` (``TYPE:NAME=PATH``, or a ``.toml`` of ``[[task]]`` tables), read
   by that module's readers and run through mteb's task class of the type (:func:`local_task`);
+- :func:`check_data`: before any model loads, each task's data: a local copy compared with mteb's
+  metadata for the task (splits, sizes, dataset revision: :func:`check_local_copy`; a subset is refused
+  unless allowed, then filed apart), a registry task's dataset looked for in the local caches
+  (:func:`data_missing`), with one summary line for many missing (:func:`missing_summary`);
+- :func:`model_identity`: the (name, revision) results are filed under: the weights' content hash, or
+  the published model's own name and revision where the weights are a registry entry's published model;
 - :func:`run`: each task through ``mteb.evaluate`` with mteb's results files written under a folder,
   and a summary for sentkit's results JSON (``results["mteb"]``); a task whose dataset is neither cached
   nor reachable fails with one line saying what is missing and the command that fetches it.
