@@ -205,7 +205,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         from sentkit.evaluation import mteb_adapter
         from sentkit.io import check_output_dir
 
-        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group])
+        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group], allow_subset=args.allow_subset)
         check_output_dir(Path(args.output).parent / mteb_adapter.RESULTS_FOLDER, what="the MTEB results folder")
         checked = mteb_adapter.check_data(mteb_tasks, allow_subset=args.allow_subset)
         if args.tasks is None and not (args.task_file or args.user_task):

@@ -635,9 +635,11 @@ def _with_split_hint(task: Any) -> Any:
     return task
 
 
-def resolve_tasks(items: list[str]) -> list[Any]:
+def resolve_tasks(items: list[str], *, allow_subset: bool = False) -> list[Any]:
     """The mteb tasks that ``--mteb`` values name (see the module docstring), in order, each once;
-    ConfigError for a name mteb does not know or a malformed task file (before any encoding)."""
+    ConfigError for a name mteb does not know, a malformed task file, or a local copy that is not
+    the task's dataset (:func:`check_local_copy`; `allow_subset`: scored as a local subset), all
+    before any encoding."""
     from sentkit.evaluation import user_tasks as U
 
     require_mteb()
@@ -653,7 +655,10 @@ def resolve_tasks(items: list[str]) -> list[Any]:
             if len(found) != 1:
                 raise ConfigError(f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
                                   "dataset of one task: give TASK=DIR for each")
-            tasks.append(with_local_copy(found[0], Path(folder)))
+            copy = with_local_copy(found[0], Path(folder))
+            with _quiet_mteb():
+                copy.local_copy = check_local_copy(copy, allow_subset=allow_subset)
+            tasks.append(copy)
         else:
             found = registry_tasks(item)
             for t in found:
@@ -754,7 +759,7 @@ def check_data(tasks: list[Any], *, allow_subset: bool = False, progress: bool =
         for task in tasks:
             name = task.metadata.name
             if getattr(task, "hub_dataset", None) is not None:
-                copies[name] = check_local_copy(task, allow_subset=allow_subset)
+                copies[name] = getattr(task, "local_copy", None) or check_local_copy(task, allow_subset=allow_subset)
             elif type(task).__module__ != __name__:
                 why = data_missing(task)
                 if why is not None:
@@ -852,7 +857,7 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
     mteb = require_mteb()
     from sentkit.evaluation.progress import EvalProgress
 
-    checked = checked or DataCheck({}, {})
+    checked = checked or DataCheck({}, {t.metadata.name: t.local_copy for t in tasks if getattr(t, "local_copy", None)})
     names = [t.metadata.name for t in tasks]
     todo = [t for t in tasks if t.metadata.name not in checked.missing]
     bar = EvalProgress([t.metadata.name for t in todo], enabled=progress)
@@ -885,10 +890,10 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
                     log.info("MTEB %s: %s %.2f", name, task.metadata.main_score, summaries[name]["main_score"])
                 except MTEBDataMissing as e:
                     errors[name] = str(e)
-                    log.warning("MTEB task %s: no data (the reason is in the closing line); the others go on", name)
+                    log.warning("MTEB task %s: no data; the others go on (its reason: the results' errors)", name)
                 except Exception as e:
                     errors[name] = f"MTEB task {name}: {type(e).__name__}: {e}"
-                    log.warning("MTEB task %s failed (%s; the reason is in the closing line); the others go on",
+                    log.warning("MTEB task %s failed (%s); the others go on (its reason: the results' errors)",
                                 name, type(e).__name__)
                 finally:
                     if task.data_loaded:
