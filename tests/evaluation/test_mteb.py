@@ -298,7 +298,9 @@ def test_a_registry_task_runs_on_a_local_copy_of_its_dataset(empty_hf_cache: Pat
     copy.mkdir()
     (copy / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", code_model, "--mteb", f"STS12={copy}", "-o", str(out), "--no-cache"]) == 0
+    # 20 pairs, not STS12's 3,108: scored as a local subset (test_mteb_trust: refused without --allow-subset)
+    assert main(["-q", "evaluate", "--model", code_model, "--mteb", f"STS12={copy}", "--allow-subset", "-o", str(out),
+                 "--no-cache"]) == 0
     t = json.loads(out.read_text())["mteb"]["tasks"]["STS12"]
     enc = sentkit.load(code_model)
     v1, v2 = enc.encode([r["sentence1"] for r in rows]), enc.encode([r["sentence2"] for r in rows])
@@ -320,7 +322,8 @@ def test_a_registry_retrieval_task_runs_on_a_local_copy_of_its_dataset(empty_hf_
     (copy / "README.md").write_text("---\nconfigs:\n" + "".join(
         f"- config_name: {c}\n  data_files:\n  - split: {split}\n    path: {f}\n" for c, (split, f) in configs.items()) + "---\n")
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", bow_model, "--mteb", f"SciFact={copy}", "-o", str(out), "--no-cache"]) == 0
+    assert main(["-q", "evaluate", "--model", bow_model, "--mteb", f"SciFact={copy}", "--allow-subset", "-o", str(out),
+                 "--no-cache"]) == 0
     t = json.loads(out.read_text())["mteb"]["tasks"]["SciFact"]
     assert t["main_score_name"] == "ndcg_at_10"
     assert t["main_score"] == pytest.approx(HAND_NDCG_MORE, abs=RETRIEVAL_ROUNDING)

