@@ -156,9 +156,9 @@ def test_failed_tasks_are_rows_that_say_why(tmp_path):
             mteb=section({"STS12": ("STS", 40.0), "SciFact": ("Retrieval", 20.0)}))
     table = side_by_side([a, b], ["a", "b"])
     r = rows(table)
-    assert r["TREC"] == ["error: [Errno 2] No such file: 'TREC/x'", "60.00"]
+    assert r["TREC"] == ["error: [Errno 2] No such file: 'TREC/x'", "**60.00**"]  # the only score: the best
     assert r["MTEB SciFact"] == ["error: its dataset mteb/scifact is not in the local cache and cannot be fetched",
-                                 "20.00"]
+                                 "**20.00**"]
     assert "full message is in the results file" in table and "copy the Hugging Face cache" not in table
     assert "a lacks TREC" in table and "a lacks SciFact" in table  # the failures make the averages differ
     one = markdown_table(a)  # one run's table: the same rows
@@ -190,7 +190,7 @@ def test_mteb_averages_are_computed_from_the_tasks_unrounded_scores():
     got = mteb_scores(a)
     assert got["mteb:faq"] == 48.0354 and got["avg:mteb"] == pytest.approx((48.0354 + 40.0) / 2, abs=1e-12)
     r = rows(side_by_side([a, run("b", {})], ["a", "b"]))
-    assert r["MTEB faq"] == ["48.04", "—"] and r["**MTEB avg**"][0] == "44.02 (2 tasks)"
+    assert r["MTEB faq"] == ["**48.04**", "—"] and r["**MTEB avg**"][0] == "**44.02** (2 tasks)"
     assert "44.02 over 2 tasks, 44.02 over 2 task types" in markdown_table(a)
 
 
@@ -267,7 +267,7 @@ def test_old_results_files_still_load_and_report(tmp_path):
         runs.append(load_run(tmp_path / name))
     table = side_by_side(runs, ["m", "o"])
     r = rows(table)
-    assert r["MR"] == ["70.00", "**72.00**"] and r["MTEB STS12"] == ["61.50", "—"]
+    assert r["MR"] == ["70.00", "**72.00**"] and r["MTEB STS12"] == ["**61.50**", "—"]
     assert r["**downstream avg**"] == ["70.00 (1 task)", "**72.00** (1 task)"]
-    assert r["**MTEB avg**"] == ["61.50 (1 task)", "—"] and r["total time (s)"] == ["3.00", "—"]
+    assert r["**MTEB avg**"] == ["**61.50** (1 task)", "—"] and r["total time (s)"] == ["**3.00**", "—"]
     assert re.search(r"61\.50 over 1 task, 61\.50 over 1 task type", markdown_table(runs[0]))

@@ -394,7 +394,7 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         cells = []
         for i, v in enumerate(vals):
             text = (texts[i] if texts else None) or _fmt(v)
-            if v is not None and v == best and len(present) > 1 and comparable:
+            if v is not None and v == best and len(vals) > 1 and comparable:
                 text = f"**{text}**"
             if v is not None and counts and counts[i] is not None:
                 text += f" ({_count(counts[i] or 0)})"
