@@ -75,7 +75,7 @@ def test_each_average_says_how_many_tasks_it_covers_and_the_best_is_bold():
     assert r["**probing avg**"] == ["**60.00** (1 task)", "50.00 (1 task)"]
     assert r["**MTEB avg**"] == ["**50.00** (3 tasks)", "45.00 (3 tasks)"]  # (50+70+30)/3, (40+60+35)/3
     # over task types: STS (50+70)/2 = 60 and Retrieval 30 -> 45; STS 50 and Retrieval 35 -> 42.5
-    assert r["MTEB avg over task types"] == ["**45.00** (3 tasks)", "42.50 (3 tasks)"]
+    assert r["MTEB avg over task types"] == ["**45.00** (3 tasks, 2 types)", "42.50 (3 tasks, 2 types)"]
     assert "†" not in table and footnotes(table) == []
 
 
@@ -88,8 +88,10 @@ def test_averages_over_different_task_sets_are_marked_not_comparable_and_not_bol
     assert r["**downstream avg**"] == ["75.00 (2 tasks)†", "85.00 (3 tasks)†"]  # (75+85+95)/3: not bold
     assert r["**MTEB avg**"] == ["50.00 (1 task)†", "45.00 (3 tasks)†"]
     notes = footnotes(table)
-    assert "† downstream avg: over different tasks, not comparable (a lacks TREC)." in notes
-    assert "† MTEB avg: over different tasks, not comparable (a lacks STS13, faq)." in notes
+    assert notes == ["† downstream avg, downstream avg w/o SNLI: over different tasks, not comparable (a lacks TREC).",
+                     "† MTEB avg, MTEB avg over task types: over different tasks, not comparable (a lacks STS13, faq).",
+                     "† total time (s): over different tasks, not comparable (a lacks TREC, MTEB STS13, MTEB faq)."]
+    assert r["total time (s)"] == ["10.00†", "10.00†"]
     assert r["MR"] == ["70.00", "**75.00**"]  # a task's row compares one task: still bolded
 
 
@@ -103,8 +105,10 @@ def test_a_run_of_a_few_tasks_next_to_a_full_one_does_not_look_comparable():
     assert r["**downstream avg**"] == [f"80.00 ({n_full} tasks)†", "90.00 (2 tasks)†"]
     assert r["total time (s)"] == ["100.00†", "5.00†"]  # the short run is not "best": it ran less
     missing = [n for n in full["results"] if n not in ("MR", "CR")]
-    assert f"† total time (s): over different tasks, not comparable (few lacks {', '.join(missing)})." \
-        in footnotes(table)
+    assert footnotes(table) == [
+        f"† downstream avg, total time (s): over different tasks, not comparable (few lacks {', '.join(missing)}).",
+        "† downstream avg w/o SNLI: over different tasks, not comparable (few lacks "
+        f"{', '.join(n for n in missing if n != 'SNLI')})."]
 
 
 def test_differing_tasks_lists_what_each_run_lacks():

@@ -385,10 +385,10 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
     SentEval's."""
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
     lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
-    notes: list[str] = []
+    differ: dict[str, list[str]] = {}  # footnote (who lacks what) -> the rows it is about
 
     def row(name: str, vals: list[float | None], texts: list[str | None] | None = None, *, lower_is_better: bool = False,
-            counts: list[int | None] | None = None, comparable: bool = True) -> str:
+            counts: list[str | None] | None = None, comparable: bool = True) -> str:
         present = [v for v in vals if v is not None]
         best = (min if lower_is_better else max)(present, default=None)
         cells = []
@@ -397,7 +397,7 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
             if v is not None and v == best and len(vals) > 1 and comparable:
                 text = f"**{text}**"
             if v is not None and counts and counts[i] is not None:
-                text += f" ({_count(counts[i] or 0)})"
+                text += f" ({counts[i]})"
             if v is not None and not comparable:
                 text += NOT_COMPARABLE
             cells.append(text)
@@ -422,10 +422,11 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         if not any(lacking):
             return True
         who = "; ".join(f"{lab} lacks {', '.join(miss)}" for lab, miss in zip(labels, lacking) if miss)
-        notes.append(f"{NOT_COMPARABLE} {label.strip('*')}: over different tasks, not comparable ({who}).")
+        differ.setdefault(who, []).append(label.strip("*"))
         return False
 
     avgs = [run_averages(r) for r in runs]
+    mteb = [mteb_average(r) for r in runs]
     with_mteb = any(r.get("mteb") for r in runs)
     for key, label in AVERAGE_ROWS:
         if key.startswith("mteb") and not with_mteb:
@@ -433,10 +434,15 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         vals = [a[key][0] for a in avgs]
         sets = [a[key][1] if v is not None else None for a, v in zip(avgs, vals)]
         ok = compared(label, sets)
-        lines.append(row(label, vals, counts=[len(s) if s is not None else None for s in sets], comparable=ok))
+        counts = [None if s is None else _count(len(s)) + (f", {_count(len(m['by_type']), 'type')}"
+                                                          if key == "mteb_by_type" else "")
+                  for s, m in zip(sets, mteb)]
+        lines.append(row(label, vals, counts=counts, comparable=ok))
     totals = [_total_s(r) for r in runs]
     ok = compared("total time (s)", [tasks_run(r) if v is not None else None for r, v in zip(runs, totals)])
     lines.append(row("total time (s)", totals, lower_is_better=True, comparable=ok))
+    notes = [f"{NOT_COMPARABLE} {', '.join(rows)}: over different tasks, not comparable ({who})."
+             for who, rows in differ.items()]
     if any(r.get("errors") or (r.get("mteb") or {}).get("errors") for r in runs):
         notes.append(FAILED_NOTE)
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
