@@ -206,6 +206,17 @@ def test_retrieval_means_are_the_unrounded_means_of_trec_evals_per_query_measure
                    "precision_at_5": pytest.approx(0.3), "hit_rate_at_10": 0.5, "accuracy": 0.5}
 
 
+def test_keep_unrounded_hooks_retrieval_tasks_once_and_leaves_others(tmp_path: Path) -> None:
+    write_beir(tmp_path / "beir")
+    (tmp_path / "sts.tsv").write_text("text1\ttext2\tscore\na b\ta c\t1\nb c\tb d\t2\nc d\tc d\t3\n")
+    retrieval, sts = A.resolve_tasks([f"retrieval:faq={tmp_path / 'beir'}", f"sts:pairs={tmp_path / 'sts.tsv'}"])
+    hook = A.keep_unrounded(retrieval).task_specific_scores
+    getattr(retrieval, A.UNROUNDED)[("test", "default")] = {"ndcg_at_10": 0.5}
+    assert A.keep_unrounded(retrieval).task_specific_scores is hook  # wrapped once, a rerun starts afresh
+    assert getattr(retrieval, A.UNROUNDED) == {}
+    assert A.keep_unrounded(sts) is sts and not hasattr(sts, A.UNROUNDED)
+
+
 def test_mteb_scores_in_the_results_file_are_unrounded(tmp_path: Path) -> None:
     """The retrieval toy with the `more` judgements (tests/evaluation/test_mteb.py): its nDCG@10 x 100 by
     hand is 94.878965...; mteb's own figure is rounded to 5 decimals (94.879); sentkit's results file

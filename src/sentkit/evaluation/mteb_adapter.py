@@ -456,10 +456,16 @@ def keep_unrounded(task: Any) -> Any:
     decimals before any caller sees it, so that, x 100, a ranking whose nDCG@10 is 48.0354 reads 48.035
     (printed 48.03) where sentkit's own retrieval reads 48.04. The means are taken, in mteb's order, from
     the per-query measures mteb passes to the task's ``task_specific_scores`` hook, and kept on the task;
-    mteb's scores and results files are left as mteb writes them. Any other task is returned as it is."""
-    hook = getattr(task, "task_specific_scores", None)
-    if hook is None or getattr(task, "is_aggregate", False) or task.metadata.type != "Retrieval":
+    mteb's scores and results files are left as mteb writes them. Any other task (not one of mteb's
+    retrieval class: reranking and instruction retrieval are) is returned as it is."""
+    from mteb.abstasks.retrieval import AbsTaskRetrieval  # also reranking and instruction retrieval
+
+    if not isinstance(task, AbsTaskRetrieval):
         return task
+    if isinstance(getattr(task, UNROUNDED, None), dict):  # kept already: a new run starts afresh
+        getattr(task, UNROUNDED).clear()
+        return task
+    hook = task.task_specific_scores
     kept: dict[tuple[str, str], dict[str, float]] = {}
 
     def task_specific_scores(scores: Any, qrels: Any, results: Any, hf_split: str, hf_subset: str) -> Any:
