@@ -69,12 +69,14 @@ def register(subparsers: Any) -> None:
 
     r = subparsers.add_parser(
         "report", help="set several results files side by side",
-        description="Print a Markdown table comparing results JSON files (DeCLUTR convention scores).",
+        description="Print a Markdown table comparing results JSON files (DeCLUTR convention scores, MTEB's "
+        "main scores unrounded): each average with the number of tasks it covers, averages over different tasks "
+        "marked † (a footnote names them), failed tasks as rows with their reason, the best of a row in bold.",
     )
     r.add_argument("results", nargs="+", help="results JSON files written by `sentkit evaluate`")
     r.add_argument("--labels", help="comma-separated column labels (default: model and preset)")
     r.add_argument("--output", "-o", help="also write the table to this Markdown file")
-    r.add_argument("--plot", help="also write a PNG grouped bar chart here")
+    r.add_argument("--plot", help="also write a PNG grouped bar chart here (SentEval's and MTEB's tasks)")
     r.add_argument("--detail", action="store_true", help="for one file: print its full per-task table")
     r.set_defaults(func=_report)
 

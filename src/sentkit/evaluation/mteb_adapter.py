@@ -878,18 +878,86 @@ def _quiet_mteb() -> Iterator[None]:
             dlog.enable_progress_bar()
 
 
+UNROUNDED = "_sentkit_unrounded"  # a task's attribute: {(split, subset): {metric: unrounded value}}
+# mteb's retrieval metrics, as its score dicts name them, from trec_eval's per-query measures
+_TREC = {"ndcg_at_": "ndcg_cut_", "map_at_": "map_cut_", "recall_at_": "recall_", "precision_at_": "P_",
+         "hit_rate_at_": "success_"}
+
+
+def keep_unrounded(task: Any) -> Any:
+    """`task`, made to keep the unrounded means of its retrieval metrics (nDCG, MAP, recall, precision,
+    hit rate at each k) for :func:`task_summary`: mteb's retrieval scoring rounds each of them to 5
+    decimals before any caller sees it, so that, x 100, a ranking whose nDCG@10 is 48.0354 reads 48.035
+    (printed 48.03) where sentkit's own retrieval reads 48.04. The means are taken, in mteb's order, from
+    the per-query measures mteb passes to the task's ``task_specific_scores`` hook, and kept on the task;
+    mteb's scores and results files are left as mteb writes them. Any other task (not one of mteb's
+    retrieval class: reranking and instruction retrieval are) is returned as it is."""
+    from mteb.abstasks.retrieval import AbsTaskRetrieval  # also reranking and instruction retrieval
+
+    if not isinstance(task, AbsTaskRetrieval):
+        return task
+    if isinstance(getattr(task, UNROUNDED, None), dict):  # kept already: a new run starts afresh
+        getattr(task, UNROUNDED).clear()
+        return task
+    hook = task.task_specific_scores
+    kept: dict[tuple[str, str], dict[str, float]] = {}
+
+    def task_specific_scores(scores: Any, qrels: Any, results: Any, hf_split: str, hf_subset: str) -> Any:
+        kept[(str(hf_split), str(hf_subset))] = retrieval_means(scores)
+        return hook(scores, qrels, results, hf_split=hf_split, hf_subset=hf_subset)
+
+    task.task_specific_scores = task_specific_scores  # type: ignore[method-assign]  # mteb calls self.<hook>
+    setattr(task, UNROUNDED, kept)
+    return task
+
+
+def retrieval_means(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The unrounded mean over queries of each trec_eval measure in `per_query` ({query: {measure: v}}),
+    under mteb's score names (``ndcg_cut_10`` -> ``ndcg_at_10``; ``accuracy``: recall@1, as mteb)."""
+    if not per_query:
+        return {}
+    out: dict[str, float] = {}
+    measures = next(iter(per_query.values()))
+    for ours, trec in _TREC.items():
+        for measure in measures:
+            if measure.startswith(trec) and measure[len(trec):].isdigit():
+                out[ours + measure[len(trec):]] = sum(q[measure] for q in per_query.values()) / len(per_query)
+    if "recall_at_1" in out:
+        out["accuracy"] = out["recall_at_1"]
+    return out
+
+
+def _unrounded(row: dict[str, Any], kept: dict[str, float], metric: str) -> float:
+    """A split/subset's main score, mteb's unrounded value where :func:`keep_unrounded` kept one that
+    mteb's rounded figure is the rounding of, else mteb's own."""
+    value = float(row["main_score"])
+    exact = kept.get(metric)
+    return float(exact) if exact is not None and round(exact, 5) == round(value, 5) else value
+
+
 def task_summary(task: Any, result: Any, path: Path, root: Path) -> dict[str, Any]:
-    """What sentkit's results JSON keeps of one task: its type, main score (0-100, mteb's own mean over
-    splits and subsets), per split and subset, and where mteb's results file is."""
+    """What sentkit's results JSON keeps of one task: its type, main score (0-100, the mean over splits
+    and subsets as mteb's ``get_score``, from unrounded values: see :func:`keep_unrounded`), per split and
+    subset, mteb's own figure (``main_score_mteb``: its retrieval metrics rounded to 5 decimals), and
+    where mteb's results file is. Rounding is for printing only."""
+    kept = getattr(task, UNROUNDED, None) or {}
+    metric = task.metadata.main_score
     per: dict[str, dict[str, float]] = {}
+    values: list[float] = []
     for split, rows in result.scores.items():
-        per[split] = {str(r.get("hf_subset", "default")): 100 * float(r["main_score"]) for r in rows}
+        per[split] = {}
+        for r in rows:
+            subset = str(r.get("hf_subset", "default"))
+            v = _unrounded(r, kept.get((str(split), subset), {}), metric)
+            per[split][subset] = 100 * v
+            values.append(v)
     try:
         rel = path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         rel = str(path)
-    return {"type": task.metadata.type, "main_score_name": task.metadata.main_score,
-            "main_score": 100 * float(result.get_score()), "scores": per,
+    return {"type": task.metadata.type, "main_score_name": metric,
+            "main_score": 100 * float(np.mean(values)) if values else 100 * float(result.get_score()),
+            "main_score_mteb": 100 * float(result.get_score()), "scores": per,
             "evaluation_time_s": round(float(result.evaluation_time or 0.0), 3), "file": rel}
 
 
@@ -945,6 +1013,7 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
                 try:
                     if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
                         load_task_data(task)
+                    keep_unrounded(task)  # task_summary: the scores before mteb rounds its retrieval metrics
                     res = mteb.evaluate(model, task, cache=cache, overwrite_strategy="always",
                                         encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                                         show_progress_bar=False, co2_tracker=False, raise_error=True)

@@ -1,11 +1,18 @@
 """Scores for people: main metric per task, the DeCLUTR average, Markdown tables (one run or
-several side by side, with the MTEB tasks and averages of runs that have them) and a PNG chart."""
+several side by side, with the MTEB tasks and averages of runs that have them) and a PNG chart.
+
+Every average says how many tasks it covers, and averages of runs over different task sets are marked
+as not comparable (with a footnote naming the tasks that differ); a failed task is a row giving its
+reason in a few words (the full message stays in the results file); MTEB figures are mteb's unrounded
+scores, rounded only when printed; bold marks the best value of a row in its own direction (the
+highest score, the shortest time), and only where the runs cover the same tasks."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +44,14 @@ def task_kind(name: str, res: dict[str, Any]) -> str:
 
 
 def task_names(runs: list[dict[str, Any]]) -> list[str]:
-    """SentEval's tasks in their usual order, then the user tasks in the order they appear."""
-    names = [t for t in ALL_TASKS if any(t in r["results"] for r in runs)]
+    """The tasks of `runs`, scored or failed (``errors``): SentEval's in their usual order, then the
+    user tasks in the order they appear."""
+    def tasks(r: dict[str, Any]) -> list[str]:
+        return [*r["results"], *(r.get("errors") or {})]
+
+    names = [t for t in ALL_TASKS if any(t in tasks(r) for r in runs)]
     for r in runs:
-        names += [t for t in r["results"] if t not in names and t not in ALL_TASKS]
+        names += [t for t in tasks(r) if t not in names and t not in ALL_TASKS]
     return names
 
 
@@ -92,26 +103,46 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def mteb_tasks(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A run's MTEB tasks with a finite main score: {task: its summary} (``mteb.tasks``, written by
+    `sentkit evaluate --mteb`; ``main_score`` is mteb's unrounded score x 100 in files written since
+    sentkit kept it, mteb's own figure in older ones)."""
+    tasks = (run.get("mteb") or {}).get("tasks") or {}
+    return {n: t for n, t in tasks.items() if _finite(t.get("main_score")) is not None}
+
+
+def mteb_average(run: dict[str, Any]) -> dict[str, Any]:
+    """The MTEB leaderboard's two averages of a run, computed here from its tasks' unrounded main
+    scores (:func:`sentkit.evaluation.mteb_adapter.averages`), with the tasks they cover."""
+    from sentkit.evaluation.mteb_adapter import averages
+
+    tasks = mteb_tasks(run)
+    avg = averages({n: {"main_score": _finite(t["main_score"]), "type": str(t.get("type"))}
+                    for n, t in tasks.items()})
+    return {**avg, "tasks": list(tasks)}
+
+
 def mteb_scores(run: dict[str, Any]) -> dict[str, float]:
     """A results file's MTEB scores on the 0-100 scale (its ``mteb`` section, written by
     `sentkit evaluate --mteb`): ``mteb:<task>`` (mteb's main score), ``avg:mteb`` (the mean over
     tasks) and ``avg:mteb_by_type`` (the mean over task types of the mean within each), the MTEB
-    leaderboard's two averages; {} without MTEB tasks."""
-    section = run.get("mteb") or {}
-    out = {f"mteb:{name}": v for name, t in (section.get("tasks") or {}).items()
-           if (v := _finite(t.get("main_score"))) is not None}
-    avg = section.get("average") or {}
+    leaderboard's two averages, from the unrounded scores; {} without MTEB tasks."""
+    out = {f"mteb:{name}": float(_finite(t["main_score"]) or 0.0) for name, t in mteb_tasks(run).items()}
+    avg = mteb_average(run)
     for key, name in (("mean_task", "avg:mteb"), ("mean_type", "avg:mteb_by_type")):
-        if (v := _finite(avg.get(key))) is not None:
-            out[name] = v
+        if avg.get(key) is not None:
+            out[name] = float(avg[key])
     return out
 
 
 def mteb_names(runs: list[dict[str, Any]]) -> list[str]:
-    """The MTEB tasks of `runs`, in the order they were run."""
+    """The MTEB tasks of `runs`, scored or failed (``mteb.errors``), in the order they were run."""
     names: list[str] = []
     for r in runs:
-        names += [n for n in ((r.get("mteb") or {}).get("tasks") or {}) if n not in names]
+        section = r.get("mteb") or {}
+        tasks, errors = section.get("tasks") or {}, section.get("errors") or {}
+        order = [*(section.get("tasks_requested") or []), *tasks, *errors]
+        names += [n for n in order if n not in names and (n in tasks or n in errors)]
     return names
 
 
@@ -127,14 +158,41 @@ def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
         return [], []
     rows = [f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
             f"{float(t.get('evaluation_time_s') or 0.0):.1f} |" for name, t in section.get("tasks", {}).items()]
-    rows += [f"| MTEB {name} | error | {' '.join(str(err).split())[:200]} | |"
-             for name, err in section.get("errors", {}).items()]
-    avg = section.get("average") or {}
-    closing = [f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(_finite(avg.get('mean_task')))} over "
-               f"{avg.get('n_tasks', 0)} tasks, {_fmt(_finite(avg.get('mean_type')))} over task types; mteb's "
-               f"results files: {section.get('results_dir')}/results/{str(section.get('model')).replace('/', '__')}/"
-               f"{section.get('revision')}/."]
+    rows += [f"| MTEB {name} | error | {short_reason(err)} | |" for name, err in section.get("errors", {}).items()]
+    avg = mteb_average(run)
+    closing = [f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
+               f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
+               f" (mteb's unrounded scores); mteb's results files: {section.get('results_dir')}/results/"
+               f"{str(section.get('model')).replace('/', '__')}/{section.get('revision')}/."]
     return rows, closing
+
+
+def _count(n: int, what: str = "task") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+REASON_CHARS = 80  # a failure's reason in a table cell, at most (whole words)
+_PARENS = re.compile(r"\s*\([^()]*\)")
+_PREFIX = re.compile(r"(?:MTEB task [^:]+:\s*)?(?:[A-Z][A-Za-z0-9]*(?:Error|Exception|Interrupt|Missing):\s+)?")
+
+
+def short_reason(message: Any, limit: int = REASON_CHARS) -> str:
+    """Why a task failed, in a few words for a table cell: `message` on one line without the task name
+    and the exception class put before it, up to its first ``; `` (the fix that follows is in the
+    results file), parenthesised details left out when it is still longer than `limit`, then cut after
+    the last whole word that fits (marked …): never in the middle of a word."""
+    text = " ".join(str(message).split())
+    text = _PREFIX.sub("", text, count=1) or text
+    text = text.split("; ", 1)[0].rstrip(".,:; ")
+    while len(text) > limit and (bare := " ".join(_PARENS.sub("", text).split())) not in (text, ""):
+        text = bare  # innermost parentheses first
+    if len(text) <= limit:
+        return text
+    words = text.split(" ")
+    n = 1
+    while n < len(words) and len(" ".join(words[:n + 1])) <= limit - 1:
+        n += 1
+    return " ".join(words[:n]).rstrip(".,:;") + ("…" if n < len(words) else "")
 
 
 def _n(v: Any, digits: int) -> str:
@@ -172,8 +230,9 @@ def _fmt(v: float | None) -> str:
 
 
 def markdown_table(run: dict[str, Any]) -> str:
-    """One run: task, score, details, time."""
+    """One run: task, score, details, time; a failed task is a row with its reason."""
     res, timings = run["results"], run.get("timings", {}).get("tasks", {})
+    errors = run.get("errors") or {}
     model, config = run.get("model", {}), run.get("config", {})
     lines = [f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
              f"preset `{config.get('preset')}`, seed {run.get('seed')}", "",
@@ -183,18 +242,20 @@ def markdown_table(run: dict[str, Any]) -> str:
             t = timings.get(name, {})
             secs = t.get("classify_s", 0.0) + t.get("load_encode_s", 0.0)
             lines.append(f"| {name} | {_fmt(main_score(name, res[name]))} | {detail(name, res[name])} | {secs:.1f} |")
-    for name, err in run.get("errors", {}).items():
-        lines.append(f"| {name} | error | {err.splitlines()[0][:200]} | |")
+        else:
+            lines.append(f"| {name} | error | {short_reason(errors[name])} | |")
     mteb_rows, mteb_closing = _mteb_lines(run)
     lines += mteb_rows
-    senteval = bool(res or run.get("errors") or not mteb_rows)  # an MTEB-only run has no SentEval lines
+    senteval = bool(res or errors or not mteb_rows)  # an MTEB-only run has no SentEval lines
     avg = declutr_average(res)
     lines.append("")
     if senteval:
-        lines.append(f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({avg['n_downstream']} tasks), "
+        lines.append(f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({_count(avg['n_downstream'])}), "
                      f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
-                     f"({avg['n_probing']} tasks).")
+                     f"({_count(avg['n_probing'])}).")
     lines += mteb_closing
+    if errors or (run.get("mteb") or {}).get("errors"):
+        lines.append(FAILED_NOTE)
     tm = (run.get("mteb") or {}).get("timings", {}) if not senteval else run.get("timings", {})
     if tm:
         lines.append(f"Time: {tm.get('total_s', 0):.1f} s total, {tm.get('encode_s', 0):.1f} s encoding "
@@ -202,6 +263,10 @@ def markdown_table(run: dict[str, Any]) -> str:
                      f"{tm.get('sentences_from_cache', 0)} from cache, "
                      f"{tm.get('sentences_requested', 0)} requested).")
     return "\n".join(lines) + "\n"
+
+
+FAILED_NOTE = ("error: the task failed, for the reason given in a few words; the full message is in the results "
+               "file (`errors` for SentEval's and user tasks, `mteb.errors` for MTEB's).")
 
 
 def load_run(path: str | Path) -> dict[str, Any]:
@@ -222,7 +287,7 @@ def load_run(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{p}: not a JSON results file ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise ValueError(f"{p}: not a sentkit results file (no 'results' object)")
-    for key in ("model", "config", "timings"):
+    for key in ("model", "config", "timings", "errors"):
         if not isinstance(data.get(key, {}), dict):
             raise ValueError(f"{p}: not a sentkit results file ('{key}' is not an object)")
     results: dict[str, Any] = {}
@@ -274,33 +339,114 @@ def _label(run: dict[str, Any], path: str) -> str:
     return f"{model.get('name')} ({config.get('preset')})" if model else path
 
 
-def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
-    """Several runs as columns; the best score per row in bold. Runs with MTEB tasks get a row per
-    MTEB task and the MTEB averages beside SentEval's."""
-    labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
-    tasks = task_names(runs)
-    lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
+def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]]]:
+    """Each average of a run with the tasks it covers: SentEval's three (DeCLUTR convention) and, for
+    a run with MTEB tasks, the MTEB leaderboard's two: {average: (value, tasks)}."""
+    avg = declutr_average(run["results"])
+    down = [n for n in DOWNSTREAM if n in avg["per_task"]]
+    out: dict[str, tuple[float | None, list[str]]] = {
+        "downstream": (avg["downstream"], down),
+        "downstream_without_snli": (avg["downstream_without_snli"], [n for n in down if n != "SNLI"]),
+        "probing": (avg["probing"], [n for n in PROBING if n in avg["per_task"]]),
+    }
+    m = mteb_average(run)
+    out["mteb"] = (m["mean_task"], m["tasks"])
+    out["mteb_by_type"] = (m["mean_type"], m["tasks"])
+    return out
 
-    def row(name: str, vals: list[float | None]) -> str:
-        best = max((v for v in vals if v is not None), default=None)
-        cells = [("**" + _fmt(v) + "**") if v is not None and v == best and len(runs) > 1 else _fmt(v)
-                 for v in vals]
+
+def tasks_run(run: dict[str, Any]) -> list[str]:
+    """Every task a run ran, scored or failed (MTEB's as ``MTEB <task>``): what its total time covers."""
+    section = run.get("mteb") or {}
+    return [*run["results"], *(run.get("errors") or {}),
+            *(f"MTEB {n}" for n in [*(section.get("tasks") or {}), *(section.get("errors") or {})])]
+
+
+AVERAGE_ROWS = (  # (average, row label): SentEval's, then MTEB's (for runs that have MTEB tasks)
+    ("downstream", "**downstream avg**"), ("downstream_without_snli", "downstream avg w/o SNLI"),
+    ("probing", "**probing avg**"), ("mteb", "**MTEB avg**"), ("mteb_by_type", "MTEB avg over task types"),
+)
+NOT_COMPARABLE = "†"
+
+
+def differing_tasks(task_sets: list[list[str] | None]) -> list[list[str]]:
+    """For each run, the tasks that others cover and it does not ([] each when every run with a value
+    (a set, not None) covers the same tasks); None sets are left out of the comparison."""
+    union: list[str] = []
+    for s in task_sets:
+        union += [t for t in s or [] if t not in union]
+    return [[] if s is None else [t for t in union if t not in s] for s in task_sets]
+
+
+def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
+    """Several runs as columns; the best value per row in bold (the highest score, the shortest time).
+    A failed task is a cell with its reason. Each average gives the number of tasks it covers; averages
+    (and total times) of runs over different tasks are marked † and not bolded, and a footnote names
+    the tasks that differ. Runs with MTEB tasks get a row per MTEB task and the MTEB averages beside
+    SentEval's."""
+    labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
+    lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
+    differ: dict[str, list[str]] = {}  # footnote (who lacks what) -> the rows it is about
+
+    def row(name: str, vals: list[float | None], texts: list[str | None] | None = None, *, lower_is_better: bool = False,
+            counts: list[str | None] | None = None, comparable: bool = True) -> str:
+        present = [v for v in vals if v is not None]
+        best = (min if lower_is_better else max)(present, default=None)
+        cells = []
+        for i, v in enumerate(vals):
+            text = (texts[i] if texts else None) or _fmt(v)
+            if v is not None and v == best and len(vals) > 1 and comparable:
+                text = f"**{text}**"
+            if v is not None and counts and counts[i] is not None:
+                text += f" ({counts[i]})"
+            if v is not None and not comparable:
+                text += NOT_COMPARABLE
+            cells.append(text)
         return f"| {name} | " + " | ".join(cells) + " |"
 
-    for t in tasks:
-        lines.append(row(t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]))
-    mteb = [mteb_scores(r) for r in runs]
+    def failed(reason: Any) -> str:
+        return f"error: {short_reason(reason)}"
+
+    for t in task_names(runs):
+        vals = [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]
+        texts = [failed(r["errors"][t]) if t not in r["results"] and t in (r.get("errors") or {}) else None
+                 for r in runs]
+        lines.append(row(t, vals, texts))
     for t in mteb_names(runs):
-        lines.append(row(f"MTEB {t}", [m.get(f"mteb:{t}") for m in mteb]))
-    avgs = [declutr_average(r["results"]) for r in runs]
-    lines.append(row("**downstream avg**", [a["downstream"] for a in avgs]))
-    lines.append(row("downstream avg w/o SNLI", [a["downstream_without_snli"] for a in avgs]))
-    lines.append(row("**probing avg**", [a["probing"] for a in avgs]))
-    if any(mteb):  # the MTEB leaderboard's two averages, beside SentEval's
-        lines.append(row("**MTEB avg**", [m.get("avg:mteb") for m in mteb]))
-        lines.append(row("MTEB avg over task types", [m.get("avg:mteb_by_type") for m in mteb]))
-    lines.append(row("total time (s)", [_total_s(r) for r in runs]))
-    return "\n".join(lines) + "\n"
+        vals = [_finite(((r.get("mteb") or {}).get("tasks") or {}).get(t, {}).get("main_score")) for r in runs]
+        texts = [failed(e[t]) if t in (e := (r.get("mteb") or {}).get("errors") or {}) and v is None else None
+                 for r, v in zip(runs, vals)]
+        lines.append(row(f"MTEB {t}", vals, texts))
+
+    def compared(label: str, sets: list[list[str] | None]) -> bool:
+        lacking = differing_tasks(sets)
+        if not any(lacking):
+            return True
+        who = "; ".join(f"{lab} lacks {', '.join(miss)}" for lab, miss in zip(labels, lacking) if miss)
+        differ.setdefault(who, []).append(label.strip("*"))
+        return False
+
+    avgs = [run_averages(r) for r in runs]
+    mteb = [mteb_average(r) for r in runs]
+    with_mteb = any(r.get("mteb") for r in runs)
+    for key, label in AVERAGE_ROWS:
+        if key.startswith("mteb") and not with_mteb:
+            continue
+        vals = [a[key][0] for a in avgs]
+        sets = [a[key][1] if v is not None else None for a, v in zip(avgs, vals)]
+        ok = compared(label, sets)
+        counts = [None if s is None else _count(len(s)) + (f", {_count(len(m['by_type']), 'type')}"
+                                                          if key == "mteb_by_type" else "")
+                  for s, m in zip(sets, mteb)]
+        lines.append(row(label, vals, counts=counts, comparable=ok))
+    totals = [_total_s(r) for r in runs]
+    ok = compared("total time (s)", [tasks_run(r) if v is not None else None for r, v in zip(runs, totals)])
+    lines.append(row("total time (s)", totals, lower_is_better=True, comparable=ok))
+    notes = [f"{NOT_COMPARABLE} {', '.join(rows)}: over different tasks, not comparable ({who})."
+             for who, rows in differ.items()]
+    if any(r.get("errors") or (r.get("mteb") or {}).get("errors") for r in runs):
+        notes.append(FAILED_NOTE)
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
 
 def _total_s(run: dict[str, Any]) -> float | None:
@@ -310,8 +456,28 @@ def _total_s(run: dict[str, Any]) -> float | None:
     return sum(vals) if vals else None
 
 
+def plot_data(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[float | None]]]:
+    """What :func:`plot_runs` draws: the tasks scored in at least one run (SentEval's and user tasks by
+    their DeCLUTR score, then the MTEB tasks as ``MTEB <task>`` by mteb's unrounded main score) and,
+    per run, its score of each (None: not scored)."""
+    names: list[str] = []
+    values: list[list[float | None]] = [[] for _ in runs]
+    rows = [(t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs])
+            for t in task_names(runs)]
+    rows += [(f"MTEB {t}", [_finite(mteb_tasks(r).get(t, {}).get("main_score")) for r in runs])
+             for t in mteb_names(runs)]
+    for name, vals in rows:
+        if any(v is not None for v in vals):
+            names.append(name)
+            for i, v in enumerate(vals):
+                values[i].append(v)
+    return names, values
+
+
 def plot_runs(runs: list[dict[str, Any]], out: str | Path, labels: list[str] | None = None) -> Path:
-    """Grouped bar chart of the per-task (DeCLUTR) scores of one or more runs -> PNG."""
+    """Grouped bar chart of the per-task scores of one or more runs -> PNG: SentEval's (DeCLUTR
+    convention) and the MTEB tasks' main scores (:func:`plot_data`); a task a run did not score has
+    no bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -321,18 +487,19 @@ def plot_runs(runs: list[dict[str, Any]], out: str | Path, labels: list[str] | N
     from sentkit.io import atomic_path
 
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
-    tasks = task_names(runs)
+    tasks, values = plot_data(runs)
     width = 0.8 / max(1, len(runs))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(tasks) + 2), 4.0))
     x = np.arange(len(tasks))
-    for i, (r, lab) in enumerate(zip(runs, labels)):
-        vals = [declutr_score(t, r["results"][t]) if t in r["results"] else 0.0 for t in tasks]
-        ax.bar(x + i * width - 0.4 + width / 2, [v or 0.0 for v in vals], width, label=lab)
+    for i, (vals, lab) in enumerate(zip(values, labels)):
+        at = [j for j, v in enumerate(vals) if v is not None]
+        ax.bar(x[at] + i * width - 0.4 + width / 2, [vals[j] or 0.0 for j in at], width, label=lab)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks, rotation=45, ha="right")
     ax.set_ylabel("score (0-100)")
-    ax.set_ylim(0, 100)
-    ax.set_title("SentEval scores (DeCLUTR convention)")
+    ax.set_ylim(min([0.0, *(v for vals in values for v in vals if v is not None)]), 100)
+    mteb = any(t.startswith("MTEB ") for t in tasks)
+    ax.set_title("SentEval scores (DeCLUTR convention)" + (" and MTEB main scores" if mteb else ""))
     ax.legend(fontsize="small")
     fig.tight_layout()
     target = Path(out)
