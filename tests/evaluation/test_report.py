@@ -176,6 +176,13 @@ def test_failed_tasks_are_rows_that_say_why(tmp_path):
     assert main(["report", *map(str, paths), "--labels", "a,b"]) == 0
 
 
+def test_a_run_whose_mteb_tasks_all_failed_names_no_results_files_and_no_average():
+    a = run("a", {"MR": {"acc": 70.0}}, mteb=section({}, {"SciFact": MISSING}))
+    one = markdown_table(a)
+    assert "| MTEB SciFact | error |" in one
+    assert "results files" not in one and "MTEB average" not in one
+
+
 def test_a_results_file_whose_errors_are_not_an_object_is_refused(tmp_path, capsys):
     p = tmp_path / "r.json"
     p.write_text(json.dumps(run("a", {"MR": {"acc": 70.0}}, errors=["TREC"])))  # type: ignore[arg-type]

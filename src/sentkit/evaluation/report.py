@@ -159,6 +159,8 @@ def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
     rows = [f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
             f"{float(t.get('evaluation_time_s') or 0.0):.1f} |" for name, t in section.get("tasks", {}).items()]
     rows += [f"| MTEB {name} | error | {short_reason(err)} | |" for name, err in section.get("errors", {}).items()]
+    if not section.get("tasks"):  # every task failed: no average, and no results files were written
+        return rows, []
     avg = mteb_average(run)
     closing = [f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
                f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
