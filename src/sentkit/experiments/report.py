@@ -477,18 +477,11 @@ def diagnostics_section(source: str | Path, cells: list[str]) -> list[str]:
     return [*lines, ""]
 
 
-UNTRAINED_METHODS = ("pretrained", "glove-average")  # a given model evaluated as it is: no training randomness
-
-
 def fixed_cells(spec: ExperimentSpec) -> frozenset[str]:
     """Cells that train nothing, so one seed is all there is (see claims.judge). A `pretrained` cell that
     evaluates one seed of a trained run (its model is another cell's, `"@cell"`, or a run's `.../seed-<k>/...`
     folder) is not: that model had other seeds."""
-    def one_run(c: Any) -> bool:
-        model = str(c.settings.get("model", ""))
-        return model.startswith("@") or "/seed-" in model
-
-    return frozenset(c.name for c in spec.cells if c.method in UNTRAINED_METHODS and not one_run(c))
+    return frozenset(c.name for c in spec.cells if c.kind.seed_free(c.settings))
 
 
 def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
