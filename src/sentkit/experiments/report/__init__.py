@@ -1,61 +1,70 @@
 """Regenerate a results report (Markdown + PNG charts) from an experiment's results files.
 
-The report is made by job, one module each: `scores` (every score of a results file, the cohorts, the summary over
-seeds, Cronbach's alpha), `costs` (wall-clock, CPU, the training CPU of a chain of cells), `tables` (headline,
-best versions, all scores, probing, length bins, MTEB, diagnostics), `hill` (Hill et al. 2016's tables and
-consistency), `scaling` (quality against compute), `charts` and `document` (a report as a whole). The names
-below are importable from here as from their modules."""
+This module puts a report together (`write_report`, `write_reports`, `report_lines`) from its parts, one
+module per job: `scores` (every score of a results file, the cohorts, the summary over seeds, Cronbach's
+alpha), `costs` (wall-clock, CPU, the training CPU of a chain of cells), `tables` (headline, best versions,
+all scores, probing, length bins, MTEB, diagnostics), `hill` (Hill et al. 2016's tables and consistency),
+`scaling` (quality against compute) and `charts`. Their names are importable from here as well."""
 
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sentkit.experiments import claims as claims_mod
+from sentkit.experiments.grid import ExperimentSpec
+from sentkit.experiments.report.charts import averages_chart
 from sentkit.experiments.report.costs import (
-                                              Cost,
-                                              cell_costs,
-                                              cell_cpu,
-                                              chain_costs,
-                                              chain_train_cpu,
-                                              cost_section,
-                                              cost_totals,
-                                              recipe_phase_cpu,
-                                              train_seconds,
+    Cost,
+    cell_costs,
+    cell_cpu,
+    chain_costs,
+    chain_train_cpu,
+    cost_section,
+    cost_totals,
+    recipe_phase_cpu,
+    train_seconds,
 )
-from sentkit.experiments.report.document import report_lines, write_report, write_reports
 from sentkit.experiments.report.hill import consistency_section, hill_comparison, paper_summary
 from sentkit.experiments.report.scaling import (
-                                              SCALING_SCORES,
-                                              Point,
-                                              crossing,
-                                              curve_points,
-                                              scaling_section,
+    SCALING_SCORES,
+    Point,
+    crossing,
+    curve_points,
+    scaling_section,
 )
 from sentkit.experiments.report.scores import (
-                                              AVERAGE_HELP,
-                                              AVERAGES,
-                                              CHART_AVERAGES,
-                                              PROBING,
-                                              STS,
-                                              SUPERVISED,
-                                              UNSUPERVISED,
-                                              Summary,
-                                              alphas,
-                                              cell_scores,
-                                              consistency,
-                                              cronbach_alpha,
-                                              fixed_cells,
-                                              summarise,
-                                              unsupervised_scores,
+    AVERAGE_HELP,
+    AVERAGES,
+    CHART_AVERAGES,
+    PROBING,
+    STS,
+    SUPERVISED,
+    UNSUPERVISED,
+    Summary,
+    alphas,
+    cell_scores,
+    consistency,
+    cronbach_alpha,
+    fixed_cells,
+    summarise,
+    unsupervised_scores,
 )
 from sentkit.experiments.report.tables import (
-                                              BEST_OF,
-                                              all_scores_section,
-                                              best_versions,
-                                              best_versions_table,
-                                              collect_status,
-                                              diagnostics_section,
-                                              headline_table,
-                                              length_section,
-                                              mteb_section,
-                                              probing_section,
-                                              row_claim,
+    BEST_OF,
+    all_scores_section,
+    best_versions,
+    best_versions_table,
+    collect_status,
+    diagnostics_section,
+    headline_table,
+    length_section,
+    mteb_section,
+    probing_section,
+    row_claim,
 )
+from sentkit.io import atomic_write_text
 
 __all__ = ["AVERAGES", "AVERAGE_HELP", "BEST_OF", "CHART_AVERAGES", "PROBING", "SCALING_SCORES", "STS", "SUPERVISED",
            "UNSUPERVISED", "Cost", "Point", "Summary", "all_scores_section", "alphas", "best_versions",
@@ -65,3 +74,86 @@ __all__ = ["AVERAGES", "AVERAGE_HELP", "BEST_OF", "CHART_AVERAGES", "PROBING", "
            "length_section", "mteb_section", "paper_summary", "probing_section", "recipe_phase_cpu", "report_lines",
            "row_claim", "scaling_section", "summarise", "train_seconds", "unsupervised_scores", "write_report",
            "write_reports"]
+
+log = logging.getLogger(__name__)
+
+
+def write_report(all_results: list[dict[str, Any]], out_md: str | Path, *, title: str | None = None,
+                 spec: ExperimentSpec | None = None, source: str | Path | None = None, chart: bool = True) -> Path:
+    """Write the Markdown report and a PNG chart next to it (unless `chart` is false); returns the
+    Markdown path. With the experiment spec, cells follow the file's order, the report says which
+    declared runs have results, and its [[claim]] tables get a verdict each. `source` names the
+    folder the results were read from. The Markdown does not depend on whether the chart is drawn."""
+    out_md = Path(out_md)
+    lines = report_lines(all_results, spec=spec, source=source, png=out_md.with_suffix(".png"), title=title,
+                         chart=chart)
+    atomic_write_text(out_md, "\n".join(lines) + "\n")
+    return out_md
+
+
+def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | Path]], out_md: str | Path, *,
+                  chart: bool = True) -> Path:
+    """One Markdown file for several experiments, in the order given: each experiment's report as a
+    section (its headings one level down) with its own chart ``<name>-<experiment>.png``."""
+    if len(parts) == 1:
+        results, spec, source = parts[0]
+        return write_report(results, out_md, spec=spec, source=source, chart=chart)
+    out_md = Path(out_md)
+    lines = ["# Results", "", "Generated by `sentkit experiment report` from the committed results files alone. "
+             "Experiments: " + ", ".join(f"[{spec.name}](#results-{spec.name})" for _, spec, _ in parts) + ".", ""]
+    for results, spec, source in parts:
+        png = out_md.with_name(f"{out_md.stem}-{spec.name}.png")
+        if results:
+            section = report_lines(results, spec=spec, source=source, png=png, chart=chart)
+        else:  # an experiment that has not run yet: what it declares, nothing to score
+            section = [f"# Results: {spec.name}", "", *collect_status(spec, results)]
+        lines += [("#" + ln if ln.startswith("#") else ln) for ln in section]
+    atomic_write_text(out_md, "\n".join(lines) + "\n")
+    return out_md
+
+
+def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
+                 png: Path, title: str | None = None, chart: bool = True) -> list[str]:
+    """The Markdown lines of one experiment's report (and its chart at `png`)."""
+    summary = summarise(all_results)
+    if not summary:
+        raise FileNotFoundError("no results files found: run `sentkit experiment run` (or `sentkit experiment import`)")
+    title = title or (f"Results: {spec.name}" if spec else "Results")
+    order = [c.name for c in spec.cells] if spec else []
+    cells = [c for c in order if c in summary] + [c for c in summary if c not in order]
+    summary = {c: summary[c] for c in cells}
+    groups = {r["experiment"]["cell"]: r["experiment"].get("group", "") for r in all_results}
+    tasks = [t for t in (*SUPERVISED, *UNSUPERVISED) if any(t in summary[c] for c in cells)]
+    avgs = [a for a in AVERAGES if any(a in summary[c] for c in cells)]
+    where = f"the results files in `{Path(source).as_posix()}`" if source is not None else "the results files"
+    lines = [f"# {title}", "", f"Generated by `sentkit experiment report` from {where} alone; "
+             "mean ± std over seeds (the seeds column gives their number).", ""]
+    from sentkit.experiments.diagnostics import collect_diagnostics
+
+    diag = collect_diagnostics(source) if source is not None else {}
+    if spec is not None:
+        lines += collect_status(spec, all_results)
+    if spec is not None and spec.rows:
+        lines += ["Each row's best version on each average (the version named beside its score):", "",
+                  *best_versions_table(spec, summary, all_results)]
+    if spec is not None and spec.headline:
+        lines += headline_table(spec, summary, all_results, diag)
+    if spec is not None and spec.summary:
+        lines += [spec.summary.strip(), ""]
+    if spec is not None and spec.claims:
+        claims = [row_claim(c, spec, summary) for c in spec.claims]
+        lines += ["## Claims", "", *claims_mod.render(claims, summary, paper_summary(all_results, spec),
+                                                      "Hill et al. 2016, Tables 3 and 4", fixed_cells(spec))]
+    lines += [*all_scores_section(summary, cells, groups, avgs, tasks), *probing_section(summary, cells, groups), *mteb_section(summary, cells)]
+    if spec is not None:
+        lines += scaling_section(spec, summary, all_results, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
+    lines += [*length_section(summary), *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
+    if source is not None:
+        lines += diagnostics_section(source, cells)
+    lines += [*cost_section(all_results, diag, cells), "", f"![averages]({png.name})"]
+    if chart:
+        try:
+            averages_chart(summary, [a for a in AVERAGES if a in CHART_AVERAGES and a in avgs] or avgs, png)
+        except ImportError:
+            log.warning("chart not drawn: install matplotlib (pip install 'sentkit[report]')")
+    return lines
