@@ -9,8 +9,8 @@ all scores, probing, length bins, MTEB, diagnostics), `hill` (Hill et al. 2016's
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments.grid import ExperimentSpec
@@ -64,6 +64,7 @@ from sentkit.experiments.report.tables import (
     probing_section,
     row_claim,
 )
+from sentkit.experiments.results import Runs, as_runs
 from sentkit.io import atomic_write_text
 
 __all__ = ["AVERAGES", "AVERAGE_HELP", "BEST_OF", "CHART_AVERAGES", "PROBING", "SCALING_SCORES", "STS", "SUPERVISED",
@@ -78,7 +79,7 @@ __all__ = ["AVERAGES", "AVERAGE_HELP", "BEST_OF", "CHART_AVERAGES", "PROBING", "
 log = logging.getLogger(__name__)
 
 
-def write_report(all_results: list[dict[str, Any]], out_md: str | Path, *, title: str | None = None,
+def write_report(all_results: Runs, out_md: str | Path, *, title: str | None = None,
                  spec: ExperimentSpec | None = None, source: str | Path | None = None, chart: bool = True) -> Path:
     """Write the Markdown report and a PNG chart next to it (unless `chart` is false); returns the
     Markdown path. With the experiment spec, cells follow the file's order, the report says which
@@ -91,7 +92,7 @@ def write_report(all_results: list[dict[str, Any]], out_md: str | Path, *, title
     return out_md
 
 
-def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | Path]], out_md: str | Path, *,
+def write_reports(parts: Sequence[tuple[Runs, ExperimentSpec, str | Path]], out_md: str | Path, *,
                   chart: bool = True) -> Path:
     """One Markdown file for several experiments, in the order given: each experiment's report as a
     section (its headings one level down) with its own chart ``<name>-<experiment>.png``."""
@@ -103,26 +104,28 @@ def write_reports(parts: list[tuple[list[dict[str, Any]], ExperimentSpec, str | 
              "Experiments: " + ", ".join(f"[{spec.name}](#results-{spec.name})" for _, spec, _ in parts) + ".", ""]
     for results, spec, source in parts:
         png = out_md.with_name(f"{out_md.stem}-{spec.name}.png")
-        if results:
-            section = report_lines(results, spec=spec, source=source, png=png, chart=chart)
+        runs = as_runs(results)
+        if runs:
+            section = report_lines(runs, spec=spec, source=source, png=png, chart=chart)
         else:  # an experiment that has not run yet: what it declares, nothing to score
-            section = [f"# Results: {spec.name}", "", *collect_status(spec, results)]
+            section = [f"# Results: {spec.name}", "", *collect_status(spec, runs)]
         lines += [("#" + ln if ln.startswith("#") else ln) for ln in section]
     atomic_write_text(out_md, "\n".join(lines) + "\n")
     return out_md
 
 
-def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | None, source: str | Path | None,
+def report_lines(all_results: Runs, *, spec: ExperimentSpec | None, source: str | Path | None,
                  png: Path, title: str | None = None, chart: bool = True) -> list[str]:
     """The Markdown lines of one experiment's report (and its chart at `png`)."""
-    summary = summarise(all_results)
+    runs = as_runs(all_results)
+    summary = summarise(runs)
     if not summary:
         raise FileNotFoundError("no results files found: run `sentkit experiment run` (or `sentkit experiment import`)")
     title = title or (f"Results: {spec.name}" if spec else "Results")
     order = [c.name for c in spec.cells] if spec else []
     cells = [c for c in order if c in summary] + [c for c in summary if c not in order]
     summary = {c: summary[c] for c in cells}
-    groups = {r["experiment"]["cell"]: r["experiment"].get("group", "") for r in all_results}
+    groups = {r.cell: r.experiment.group for r in runs}
     tasks = [t for t in (*SUPERVISED, *UNSUPERVISED) if any(t in summary[c] for c in cells)]
     avgs = [a for a in AVERAGES if any(a in summary[c] for c in cells)]
     where = f"the results files in `{Path(source).as_posix()}`" if source is not None else "the results files"
@@ -132,25 +135,26 @@ def report_lines(all_results: list[dict[str, Any]], *, spec: ExperimentSpec | No
 
     diag = collect_diagnostics(source) if source is not None else {}
     if spec is not None:
-        lines += collect_status(spec, all_results)
+        lines += collect_status(spec, runs)
     if spec is not None and spec.rows:
         lines += ["Each row's best version on each average (the version named beside its score):", "",
-                  *best_versions_table(spec, summary, all_results)]
+                  *best_versions_table(spec, summary, runs)]
     if spec is not None and spec.headline:
-        lines += headline_table(spec, summary, all_results, diag)
+        lines += headline_table(spec, summary, runs, diag)
     if spec is not None and spec.summary:
         lines += [spec.summary.strip(), ""]
     if spec is not None and spec.claims:
         claims = [row_claim(c, spec, summary) for c in spec.claims]
-        lines += ["## Claims", "", *claims_mod.render(claims, summary, paper_summary(all_results, spec),
+        lines += ["## Claims", "", *claims_mod.render(claims, summary, paper_summary(runs, spec),
                                                       "Hill et al. 2016, Tables 3 and 4", fixed_cells(spec))]
-    lines += [*all_scores_section(summary, cells, groups, avgs, tasks), *probing_section(summary, cells, groups), *mteb_section(summary, cells)]
+    lines += [*all_scores_section(summary, cells, groups, avgs, tasks), *probing_section(summary, cells, groups),
+              *mteb_section(summary, cells)]
     if spec is not None:
-        lines += scaling_section(spec, summary, all_results, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
-    lines += [*length_section(summary), *hill_comparison(all_results, summary, spec), *consistency_section(all_results, summary)]
+        lines += scaling_section(spec, summary, runs, png.with_name(f"{png.stem}-scaling.png"), chart=chart)
+    lines += [*length_section(summary), *hill_comparison(runs, summary, spec), *consistency_section(runs, summary)]
     if source is not None:
         lines += diagnostics_section(source, cells)
-    lines += [*cost_section(all_results, diag, cells), "", f"![averages]({png.name})"]
+    lines += [*cost_section(runs, diag, cells), "", f"![averages]({png.name})"]
     if chart:
         try:
             averages_chart(summary, [a for a in AVERAGES if a in CHART_AVERAGES and a in avgs] or avgs, png)

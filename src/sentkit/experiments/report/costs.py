@@ -11,29 +11,30 @@ from typing import Any, NamedTuple
 
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.refs import CellRef, refs_of
+from sentkit.experiments.results import RunResults, Runs, as_runs
+
+Diagnostics = Mapping[str, list[dict[str, Any]]]  # {cell: the diagnostics of each seed} (experiments.diagnostics)
 
 
-def train_seconds(res: dict[str, Any], diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> float:
+def train_seconds(res: RunResults | Mapping[str, Any], diagnostics: Diagnostics | None = None) -> float:
     """A run's training seconds across resumes: results written before runs counted their earlier
     processes take those from the run's diagnostics (`earlier_s`, from its metrics.csv)."""
-    exp = res["experiment"]
-    t = float(exp.get("train_seconds", 0.0))
-    if not exp.get("train_seconds_across_resumes") and diagnostics:
-        for d in diagnostics.get(exp["cell"], []):
-            if d.get("seed") == exp.get("seed"):
+    (run,) = as_runs([res])
+    exp = run.experiment
+    t = float(exp.train_seconds)
+    if not exp.across_resumes and diagnostics:
+        for d in diagnostics.get(exp.cell, []):
+            if d.get("seed") == exp.seed:
                 t += float((d.get("training") or {}).get("earlier_s", 0.0))
     return t
 
 
-def cell_costs(all_results: list[dict[str, Any]],
-               diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, tuple[float, float, int]]:
+def cell_costs(all_results: Runs, diagnostics: Diagnostics | None = None) -> dict[str, tuple[float, float, int]]:
     """{cell: (mean training seconds, mean evaluation seconds, seeds)} from the results files (and
     the diagnostics, for the earlier processes of resumed runs)."""
     acc: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for res in all_results:
-        tasks = (res.get("timings") or {}).get("tasks", {})
-        ev = sum(float(t.get("load_encode_s", 0)) + float(t.get("classify_s", 0)) for t in tasks.values())
-        acc[res["experiment"]["cell"]].append((train_seconds(res, diagnostics), ev))
+    for run in as_runs(all_results):
+        acc[run.cell].append((train_seconds(run, diagnostics), run.evaluate_seconds))
     return {c: (statistics.fmean(t for t, _ in v), statistics.fmean(e for _, e in v), len(v)) for c, v in acc.items()}
 
 
@@ -45,27 +46,27 @@ class Cost(NamedTuple):
     approx: bool
 
 
-def chain_train_cpu(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> dict[str, Cost]:
+def chain_train_cpu(spec: ExperimentSpec, all_results: Runs) -> dict[str, Cost]:
     """{cell: (training CPU seconds per seed of the cell plus every cell its ``"@cell"`` settings name,
     recursively; approximate)}: what it costs to make the cell's model from the corpus. A cell trained by
     an earlier process than the one that evaluated it has no CPU record: its logged training wall-clock
     stands in, and the sum is marked approximate. A cell missing from the results leaves every cell built
     on it out."""
-    phases = recipe_phase_cpu(all_results)
+    runs = as_runs(all_results)
+    phases = recipe_phase_cpu(runs)
     snaps: dict[str, list[float]] = defaultdict(list)  # a snapshot of another cell's run: the CPU to its step
     wall: dict[str, list[float]] = defaultdict(list)
-    for res in all_results:
-        exp = res["experiment"]
-        wall[exp["cell"]].append(train_seconds(res))
-        if (exp.get("snapshot") or {}).get("cpu_seconds") is not None:
-            snaps[exp["cell"]].append(float(exp["snapshot"]["cpu_seconds"]))
+    for run in runs:
+        wall[run.cell].append(train_seconds(run))
+        if run.experiment.snapshot_cpu is not None:
+            snaps[run.cell].append(run.experiment.snapshot_cpu)
     at_step: dict[CellRef, list[float]] = defaultdict(list)  # "@run/snapshots/step-N": the CPU of that run to step N
-    for res in all_results:
-        if res["experiment"]["cell"] in snaps:
-            for ref in refs_of(res["experiment"].get("settings") or {}).values():
-                at_step[ref].extend(snaps[res["experiment"]["cell"]])
+    for run in runs:
+        if run.cell in snaps:
+            for ref in refs_of(run.experiment.settings).values():
+                at_step[ref].extend(snaps[run.cell])
     own = {c: Cost(statistics.fmean(v), True) for c, v in wall.items()}  # no CPU record: the wall-clock stands in
-    own.update({c: Cost(t, False) for c, t in cell_cpu(all_results, train_only=True).items()})
+    own.update({c: Cost(t, False) for c, t in cell_cpu(runs, train_only=True).items()})
     own.update({c: Cost(sum(p.values()), False) for c, p in phases.items()})  # a recipe: its recipe.json's phases
     own.update({c: Cost(statistics.fmean(v), False) for c, v in snaps.items()})
     return chain_costs([(c.name, list(c.refs.values())) for c in spec.cells], own, phases,
@@ -107,51 +108,50 @@ def chain_costs(cells: list[tuple[str, list[CellRef]]], own: Mapping[str, Cost],
     return total
 
 
-def recipe_phase_cpu(all_results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def recipe_phase_cpu(all_results: Runs) -> dict[str, dict[str, float]]:
     """{cell: {phase folder: mean CPU seconds over seeds}, in the recipe's order} for cells whose results carry the
     `recipe.json` of a recipe of phases (the raw-text recipe)."""
     acc: dict[str, dict[str, list[float]]] = defaultdict(dict)
-    for res in all_results:
-        for phase, rec in ((res["experiment"].get("recipe") or {}).get("phases") or {}).items():
-            acc[res["experiment"]["cell"]].setdefault(phase, []).append(float(rec.get("cpu_seconds", 0.0)))
+    for run in as_runs(all_results):
+        for phase, cpu in run.experiment.phase_cpu.items():
+            acc[run.cell].setdefault(phase, []).append(cpu)
     return {c: {k: statistics.fmean(v) for k, v in p.items()} for c, p in acc.items()}
 
 
-def cell_cpu(all_results: list[dict[str, Any]], *, train_only: bool = False) -> dict[str, float]:
+def cell_cpu(all_results: Runs, *, train_only: bool = False) -> dict[str, float]:
     """{cell: mean CPU seconds per seed, training + evaluation (or training only)} for cells whose results
     record the training's CPU time (None: trained by an earlier process, unknown)."""
     acc: dict[str, list[float]] = defaultdict(list)
-    for res in all_results:
-        cpu = res["experiment"].get("cpu_seconds")
-        if cpu and cpu.get("train") is not None:
-            extra = 0.0 if train_only else float(cpu.get("evaluate", 0))
-            acc[res["experiment"]["cell"]].append(float(cpu["train"]) + extra)
+    for run in as_runs(all_results):
+        cpu = run.experiment.cpu_seconds
+        if cpu is not None and cpu.train is not None:
+            extra = 0.0 if train_only else float(cpu.evaluate)
+            acc[run.cell].append(float(cpu.train) + extra)
     return {c: statistics.fmean(v) for c, v in acc.items()}
 
 
-def cost_totals(all_results: list[dict[str, Any]], diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> str:
+def cost_totals(all_results: Runs, diagnostics: Diagnostics | None = None) -> str:
     """One sentence: the grid's summed wall-clock (training, evaluation) and CPU time, from the results."""
-    train = sum(train_seconds(r, diagnostics) for r in all_results)
+    runs = as_runs(all_results)
+    train = sum(train_seconds(r, diagnostics) for r in runs)
     ev = 0.0
-    for r in all_results:
-        tasks = (r.get("timings") or {}).get("tasks", {})
-        ev += sum(float(t.get("load_encode_s", 0)) + float(t.get("classify_s", 0)) for t in tasks.values())
-    cpu = [r["experiment"]["cpu_seconds"] for r in all_results
-           if r["experiment"].get("cpu_seconds") and r["experiment"]["cpu_seconds"].get("train") is not None]
-    text = (f"In all, {len(all_results)} runs: {(train + ev) / 3600:.1f} h of wall-clock time summed over runs "
+    for r in runs:
+        ev += r.evaluate_seconds
+    cpu = [c for c in (r.experiment.cpu_seconds for r in runs) if c is not None and c.train is not None]
+    text = (f"In all, {len(runs)} runs: {(train + ev) / 3600:.1f} h of wall-clock time summed over runs "
             f"({train / 3600:.1f} h training, {ev / 3600:.1f} h evaluation).")
     if cpu:
-        total = sum(float(c.get("train", 0)) + float(c.get("evaluate", 0)) for c in cpu)
+        total = sum(float(c.train or 0) + float(c.evaluate) for c in cpu)
         text += f" CPU time, recorded for {len(cpu)} of them: {total / 3600:.1f} CPU-hours."
     return text
 
 
-def cost_section(all_results: list[dict[str, Any]], diagnostics: dict[str, list[dict[str, Any]]],
-                 cells: list[str]) -> list[str]:
+def cost_section(all_results: Runs, diagnostics: Diagnostics, cells: list[str]) -> list[str]:
     """The report's cost table: wall-clock training and evaluation seconds per seed of each cell, and the totals."""
-    costs = cell_costs(all_results, diagnostics)
+    runs = as_runs(all_results)
+    costs = cell_costs(runs, diagnostics)
     lines = ["## Cost", "", "Wall-clock seconds per seed, on the machine that ran the cell (training, counting "
              "every process of a resumed run up to the step the next one resumed from; "
-             "evaluation = encoding + classifiers over all tasks). " + cost_totals(all_results, diagnostics), "",
+             "evaluation = encoding + classifiers over all tasks). " + cost_totals(runs, diagnostics), "",
              "| cell | train s | evaluate s |", "|---|---|---|"]
     return lines + [f"| {c} | {costs[c][0]:.0f} | {costs[c][1]:.0f} |" for c in cells if c in costs]

@@ -3,8 +3,6 @@ paper's figures as cells (for the claims) and its Table 6's internal consistency
 
 from __future__ import annotations
 
-from typing import Any
-
 from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.scores import (
@@ -14,14 +12,14 @@ from sentkit.experiments.report.scores import (
     consistency,
     score_means,
 )
+from sentkit.experiments.results import Runs, as_runs
 
 
-def _hill_rows(all_results: list[dict[str, Any]], spec: ExperimentSpec | None = None) -> dict[str, str]:
+def _hill_rows(all_results: Runs, spec: ExperimentSpec | None = None) -> dict[str, str]:
     """{cell: the Hill et al. table row it runs} for cells of the paper's models: the experiment
     file's cells (run or not), then any other cell of the results."""
     cells = [(c.name, c.method, c.settings) for c in spec.cells] if spec else []
-    cells += [(r["experiment"]["cell"], str(r["experiment"].get("method", "")), r["experiment"].get("settings") or {})
-              for r in all_results]
+    cells += [(r.cell, str(r.experiment.method), r.experiment.settings) for r in as_runs(all_results)]
     out: dict[str, str] = {}
     for cell, method, settings in cells:
         row = paper.hill_row(method, settings)
@@ -30,14 +28,14 @@ def _hill_rows(all_results: list[dict[str, Any]], spec: ExperimentSpec | None = 
     return out
 
 
-def paper_summary(all_results: list[dict[str, Any]],
+def paper_summary(all_results: Runs,
                   spec: ExperimentSpec | None = None) -> dict[str, dict[str, tuple[float, float, int]]]:
     """The paper's figures of each Hill et al. cell's row, as one-seed cells (for the claims)."""
     rows = _hill_rows(all_results, spec)
     return {c: {k: (v, 0.0, 1) for k, v in paper.hill_scores(row).items()} for c, row in rows.items()}
 
 
-def hill_comparison(all_results: list[dict[str, Any]], summary: dict[str, dict[str, tuple[float, float, int]]],
+def hill_comparison(all_results: Runs, summary: dict[str, dict[str, tuple[float, float, int]]],
                     spec: ExperimentSpec | None = None) -> list[str]:
     """Markdown: cells of Hill et al.'s models next to every figure of the paper's Tables 3 and 4, then
     the paper's rows that no cell has results for (none when the grid has no Hill et al. model)."""
@@ -79,7 +77,7 @@ def _paper_table(rows: dict[str, str], summary: dict[str, dict[str, tuple[float,
     return lines
 
 
-def consistency_section(all_results: list[dict[str, Any]], summary: dict[str, dict[str, tuple[float, float, int]]]) -> list[str]:
+def consistency_section(all_results: Runs, summary: dict[str, dict[str, tuple[float, float, int]]]) -> list[str]:
     """Markdown: Hill et al.'s Table 6 cohorts' Cronbach's alpha over this grid's Hill cells, beside
     the paper's figures and the same formula on the paper's Tables 3 and 4; then SentEval's wider cohorts."""
     means = score_means(summary)

@@ -13,6 +13,7 @@ from typing import Any
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.costs import chain_train_cpu
 from sentkit.experiments.report.formatting import fmt, fmt_hours
+from sentkit.experiments.results import Runs
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def _beyond(line: list[Point], base: list[Point], margin: float) -> str:
 
 
 def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                    all_results: list[dict[str, Any]], png: Path, *, chart: bool = True) -> list[str]:
+                    all_results: Runs, png: Path, *, chart: bool = True) -> list[str]:
     """The spec's curves as a table (each point: its best version's training CPU-hours and scores), the budget at
     which each curve leads the baseline curve, and a chart of quality against CPU-hours, one line per curve, the
     reference cells as horizontal lines."""

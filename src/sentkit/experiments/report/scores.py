@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from sentkit.evaluation.report import mteb_scores
 from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
+from sentkit.experiments.results import RunResults, Runs, as_runs
 
 Summary = dict[str, dict[str, tuple[float, float, int]]]  # {cell: {score: (mean, std over seeds, n seeds)}}
 
@@ -85,8 +87,10 @@ def unsupervised_scores(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def cell_scores(res: dict[str, Any]) -> dict[str, float]:
-    """Every score of one results file on one scale (points, higher is better)."""
+def cell_scores(res: RunResults | Mapping[str, Any]) -> dict[str, float]:
+    """Every score of one results file on one scale (points, higher is better): a run of a grid, or the JSON
+    `sentkit evaluate` writes."""
+    res = dict(res.evaluation if isinstance(res, RunResults) else res)
     scores = dict(res.get("declutr_average", {}).get("per_task", {}))
     scores.update(unsupervised_scores(res.get("results", {})))
     avg = res.get("declutr_average", {})
@@ -111,11 +115,11 @@ def cell_scores(res: dict[str, Any]) -> dict[str, float]:
     return scores
 
 
-def summarise(all_results: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
+def summarise(all_results: Runs) -> dict[str, dict[str, tuple[float, float, int]]]:
     """{cell: {score: (mean, std over seeds, n seeds)}}."""
     by_cell: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for res in all_results:
-        by_cell[res["experiment"]["cell"]].append(cell_scores(res))
+    for run in as_runs(all_results):
+        by_cell[run.cell].append(cell_scores(run))
     out: dict[str, dict[str, tuple[float, float, int]]] = {}
     for cell, runs in by_cell.items():
         keys = sorted({k for r in runs for k in r})

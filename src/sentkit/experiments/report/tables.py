@@ -12,11 +12,12 @@ from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.costs import cell_costs, cell_cpu, chain_train_cpu
 from sentkit.experiments.report.formatting import fmt, fmt_hours
 from sentkit.experiments.report.scores import AVERAGE_HELP, PROBING, Summary
+from sentkit.experiments.results import Runs, as_runs
 
 
-def collect_status(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> list[str]:
+def collect_status(spec: ExperimentSpec, all_results: Runs) -> list[str]:
     """Markdown: how many of the declared (cell, seed) runs have results, and which are missing."""
-    have = {(r["experiment"]["cell"], int(r["experiment"].get("seed", 0))) for r in all_results}
+    have = {(r.cell, int(r.experiment.seed)) for r in as_runs(all_results)}
     declared = [(c.name, s) for c in spec.cells for s in spec.cell_seeds(c)]
     missing: dict[str, list[int]] = defaultdict(list)
     for cell, seed in declared:
@@ -35,7 +36,7 @@ def collect_status(spec: ExperimentSpec, all_results: list[dict[str, Any]]) -> l
 
 
 def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                   all_results: list[dict[str, Any]],
+                   all_results: Runs,
                    diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
     """The table a report opens with: the spec's headline cells, their seeds, the three averages, cosine STS and
     what each cost: wall-clock and CPU time per seed, and the training CPU-hours of the cell with every
@@ -93,7 +94,7 @@ def row_claim(claim: Any, spec: ExperimentSpec, summary: dict[str, dict[str, tup
 
 
 def best_versions_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                        all_results: list[dict[str, Any]]) -> list[str]:
+                        all_results: Runs) -> list[str]:
     """The table a study of [[row]]s opens with: each row's best version on each average (mean ± std over seeds,
     the version named), and the training CPU-hours (bases included) of the costliest version it uses."""
     best = best_versions(spec, summary)
