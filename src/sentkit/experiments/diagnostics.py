@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.experiments.grid import ExperimentSpec
+from sentkit.experiments.kinds import AsIs
 from sentkit.experiments.runner import CellRun, plan, resolve_settings
 from sentkit.io import atomic_write_text
 
@@ -124,10 +125,10 @@ def diagnose(spec: ExperimentSpec, *, only: list[str] | None = None, force: bool
         if dest.is_file() and not force:
             status[key] = "unchanged"
             continue
-        if run.cell.method == "pretrained":
-            settings = resolve_settings(spec, run)
+        kind = run.cell.kind
+        if isinstance(kind, AsIs):  # a given model: no training to report
             model_dir = None
-            encoder = sentkit.load(settings.pop("model"), **settings)
+            encoder = kind.load(resolve_settings(spec, run))
         else:
             model_dir = run.folder / "model"
             if not (model_dir / "sentkit.json").is_file():

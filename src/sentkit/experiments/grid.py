@@ -34,12 +34,9 @@ from typing import Any
 
 from sentkit.config import ConfigError, from_dict, load_toml
 from sentkit.experiments.claims import ClaimSpec
+from sentkit.experiments.kinds import CellKind, cell_kind
+from sentkit.experiments.refs import BadRefError, CellRef, refs_of
 from sentkit.registry import suggest
-
-
-def ref_cell(value: str) -> str:
-    """The cell a setting ``"@cell"`` or ``"@cell/sub/folder"`` names."""
-    return value[1:].split("/", 1)[0]
 
 
 @dataclass
@@ -54,6 +51,21 @@ class CellSpec:
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"cell name {self.name!r} must be non-empty and contain no '/'")
+        for key, value in self.settings.items():
+            try:
+                CellRef.parse(value)
+            except BadRefError as e:
+                raise ConfigError(f"cell {self.name!r} sets {key} = {value!r}: {e}") from None
+
+    @property
+    def refs(self) -> dict[str, CellRef]:
+        """{setting: the cell it names} for the settings that name another cell's model (``"@cell[/folder]"``)."""
+        return refs_of(self.settings)
+
+    @property
+    def kind(self) -> CellKind:
+        """What the cell does with its method: train it, or evaluate a given model as it is (`pretrained`)."""
+        return cell_kind(self.method)
 
 
 @dataclass
@@ -125,18 +137,17 @@ class ExperimentSpec:
             if c not in names:
                 raise ConfigError(f"experiment {self.name!r}: headline names unknown cell {c!r}{suggest(c, names)}")
         for i, cell in enumerate(self.cells):  # "@cell" settings name an earlier cell (cells run in order)
-            for key, value in cell.settings.items():
-                if not (isinstance(value, str) and value.startswith("@")):
-                    continue
-                if ref_cell(value) not in names[:i]:
-                    where = "a later cell" if ref_cell(value) in names else "no cell"
+            for key, ref in cell.refs.items():
+                value = cell.settings[key]
+                if ref.cell not in names[:i]:
+                    where = "a later cell" if ref.cell in names else "no cell"
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
                                       f"{where}; a cell may use the model of a cell above it"
-                                      f"{suggest(ref_cell(value), names[:i])}")
-                named = self.cells[names.index(ref_cell(value))]
-                if named.method == "pretrained":
+                                      f"{suggest(ref.cell, names[:i])}")
+                named = self.cells[names.index(ref.cell)]
+                if not named.kind.trains:
                     raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, but cell "
-                                      f"{named.name!r} trains no model (method pretrained evaluates "
+                                      f"{named.name!r} trains no model (method {named.method} evaluates "
                                       f"{named.settings.get('model')!r}): name that model instead")
         if sum(c.baseline for c in self.curves) > 1:
             raise ConfigError(f"experiment {self.name!r}: more than one curve has baseline = true")
@@ -178,11 +189,16 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
     rows_raw = raw.pop("row", [])
     if not isinstance(rows_raw, list):
         raise ConfigError(f"{p}: `row` must be an array of tables ([[row]])")
-    cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
-    rows = [from_dict(RowSpec, r, where=f"{p}: row {i + 1}") for i, r in enumerate(rows_raw)]
-    claims = [from_dict(ClaimSpec, c, where=f"{p}: claim {i + 1}") for i, c in enumerate(claims_raw)]
-    curves = [from_dict(CurveSpec, c, where=f"{p}: curve {i + 1}") for i, c in enumerate(curves_raw)]
-    raw.setdefault("name", p.stem)
-    raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
-    return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves, "rows": rows},
-                     where=str(p))
+    try:  # an error a table's own checks raise (a bad "@cell" reference, ...) names the file too
+        cells = [from_dict(CellSpec, c, where=f"{p}: cell {i + 1}") for i, c in enumerate(cells_raw)]
+        rows = [from_dict(RowSpec, r, where=f"{p}: row {i + 1}") for i, r in enumerate(rows_raw)]
+        claims = [from_dict(ClaimSpec, c, where=f"{p}: claim {i + 1}") for i, c in enumerate(claims_raw)]
+        curves = [from_dict(CurveSpec, c, where=f"{p}: curve {i + 1}") for i, c in enumerate(curves_raw)]
+        raw.setdefault("name", p.stem)
+        raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
+        return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves, "rows": rows},
+                         where=str(p))
+    except ConfigError as e:
+        if str(e).startswith(f"{p}:"):
+            raise
+        raise ConfigError(f"{p}: {e}") from None

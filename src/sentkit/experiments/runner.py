@@ -23,6 +23,8 @@ from typing import Any
 
 from sentkit.config import ConfigError, from_dict
 from sentkit.experiments.grid import CellSpec, ExperimentSpec
+from sentkit.experiments.kinds import AsIs
+from sentkit.experiments.refs import CellRef
 from sentkit.io import atomic_write_text
 from sentkit.methods import get_method, read_marker
 
@@ -56,39 +58,46 @@ def plan(spec: ExperimentSpec) -> list[CellRun]:
     return [CellRun(c, s, root / c.name / f"seed-{s}") for c in spec.cells for s in spec.cell_seeds(c)]
 
 
-def ref_run(spec: ExperimentSpec, ref: str, seed: int) -> CellRun:
+def _ref(ref: CellRef | str) -> CellRef:
+    parsed = CellRef.parse(ref) if isinstance(ref, str) else ref
+    if parsed is None:
+        raise ConfigError(f"{ref!r} is not a reference to a cell (\"@cell\" or \"@cell/folder\")")
+    return parsed
+
+
+def ref_run(spec: ExperimentSpec, ref: CellRef | str, seed: int) -> CellRun:
     """The run a setting ``"@cell[/folder]"`` of a run with `seed` names: that cell's run with the same seed, or
     its first seed when it has only others."""
-    name = ref[1:].partition("/")[0]
-    cell = next((c for c in spec.cells if c.name == name), None)
+    ref = _ref(ref)
+    cell = next((c for c in spec.cells if c.name == ref.cell), None)
     if cell is None:
-        raise ConfigError(f"setting {ref!r} names no cell of experiment {spec.name!r}")
+        raise ConfigError(f"setting {str(ref)!r} names no cell of experiment {spec.name!r}")
     seeds = spec.cell_seeds(cell)
     s = seed if seed in seeds else seeds[0]
-    return CellRun(cell, s, Path(spec.output) / name / f"seed-{s}")
+    return CellRun(cell, s, Path(spec.output) / ref.cell / f"seed-{s}")
 
 
-def model_of(spec: ExperimentSpec, ref: str, seed: int) -> Path:
+def model_of(spec: ExperimentSpec, ref: CellRef | str, seed: int) -> Path:
     """The trained model folder a setting ``"@cell"`` names: that cell's run with the same seed, or
     its first seed when it has only others (a base trained once, continued with several seeds).
     ``"@cell/sub/folder"`` names a folder inside it (a phase of the raw-text recipe: ``"@recipe/1-base"``)."""
-    name, _, sub = ref[1:].partition("/")
+    ref = _ref(ref)
     base = ref_run(spec, ref, seed)
     s, path = base.seed, base.folder / "model"
-    if sub:  # a folder inside the run: a finished phase, or a snapshot saved while the run goes on
-        if read_marker(path / sub) is None:
-            raise ConfigError(f"{ref} (seed {s}): {path / sub} is not a model folder (yet): run cell {name!r} (its "
-                              f"phase or step {sub!r}) first")
-        return path / sub
+    if ref.sub is not None:  # a folder inside the run: a finished phase, or a snapshot saved while the run goes on
+        if read_marker(path / ref.sub) is None:
+            raise ConfigError(f"{ref} (seed {s}): {path / ref.sub} is not a model folder (yet): run cell {ref.cell!r} "
+                              f"(its phase or step {ref.sub.as_posix()!r}) first")
+        return path / ref.sub
     if read_marker(path) is None:
-        raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {name!r} first")
+        raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {ref.cell!r} first")
     return path
 
 
 def resolve_settings(spec: ExperimentSpec, run: CellRun) -> dict[str, Any]:
     """The cell's settings with every ``"@cell"`` value replaced by that cell's model folder."""
-    return {k: str(model_of(spec, v, run.seed)) if isinstance(v, str) and v.startswith("@") else v
-            for k, v in run.cell.settings.items()}
+    refs = run.cell.refs
+    return {k: str(model_of(spec, refs[k], run.seed)) if k in refs else v for k, v in run.cell.settings.items()}
 
 
 def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float, bool]:
@@ -98,9 +107,9 @@ def _train(run: CellRun, spec: ExperimentSpec) -> tuple[Any, float, bool]:
     from sentkit.training.checkpoint import has_checkpoint
 
     settings = resolve_settings(spec, run)
-    if run.cell.method == "pretrained":
-        model = settings.pop("model")
-        return sentkit.load(model, **settings), 0.0, False
+    kind = run.cell.kind
+    if isinstance(kind, AsIs):  # evaluated as it is: nothing to train
+        return kind.load(settings), 0.0, False
     method = get_method(run.cell.method)
     out = run.folder / "model"
     if out.is_dir() and read_marker(out) is not None:  # methods write sentkit.json last
@@ -246,10 +255,10 @@ def recipe_record(model: Path) -> dict[str, Any] | None:
 def snapshot_record(spec: ExperimentSpec, run: CellRun) -> dict[str, Any] | None:
     """A `pretrained` cell evaluating a snapshot of another cell's run (``"@cell/snapshots/step-N"``): the step,
     the run's length and the CPU seconds the run had spent to that step (from the snapshot's sentkit.json)."""
-    model = run.cell.settings.get("model")
-    if run.cell.method != "pretrained" or not isinstance(model, str) or not model.startswith("@"):
+    ref = run.cell.refs.get("model")
+    if run.cell.kind.trains or ref is None:
         return None
-    marker = read_marker(model_of(spec, model, run.seed)) or {}
+    marker = read_marker(model_of(spec, ref, run.seed)) or {}
     return marker.get("snapshot")
 
 
@@ -336,7 +345,7 @@ def published_run(run: CellRun, spec: ExperimentSpec) -> bool:
 
 def base_runs(spec: ExperimentSpec, run: CellRun) -> list[CellRun]:
     """The runs whose model folders `run`'s ``"@cell"`` settings name (the seed as model_of picks it)."""
-    return [ref_run(spec, v, run.seed) for v in run.cell.settings.values() if isinstance(v, str) and v.startswith("@")]
+    return [ref_run(spec, ref, run.seed) for ref in run.cell.refs.values()]
 
 
 def retrain_missing_bases(spec: ExperimentSpec, run: CellRun) -> list[str]:
@@ -345,7 +354,7 @@ def retrain_missing_bases(spec: ExperimentSpec, run: CellRun) -> list[str]:
     neither a model folder nor committed results is left to model_of's error (run that cell first)."""
     done: list[str] = []
     for base in base_runs(spec, run):
-        if (base.cell.method == "pretrained" or read_marker(base.folder / "model") is not None
+        if (not base.cell.kind.trains or read_marker(base.folder / "model") is not None
                 or not published_run(base, spec)):
             continue
         done += retrain_missing_bases(spec, base)
