@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from sentkit.errors import InputError
+
 PREFIX = "@"
 SNAPSHOTS = "snapshots"  # the folder of a run's snapshots (sentkit.training: `snapshots = [...]`)
 _STEP = re.compile(r"step-(\d+)")
 
 
-class BadRefError(ValueError):
+class BadRefError(InputError):
     """A setting starts with "@" but is not ``@cell[/folder...]``; the message says what a reference looks like."""
 
 

@@ -10,10 +10,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentkit.errors import InputError
+
 RECORD = "experiment"  # the key of the run's record in a results file
 
 
-class NotARunError(ValueError):
+class NotARunError(InputError):
     """A results file without the `experiment` record `sentkit experiment run` writes (or a malformed one)."""
 
 
