@@ -111,8 +111,8 @@ def _near(text: str) -> str:
 
 # ----------------------------------------------------------------------------- load
 def load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder:
-    """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device)
-    apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`."""
+    """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
+    attention: a decoder's, "causal" or "bidirectional") apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`."""
     text = str(spec).strip()
     kind = describe(text)
     if kind == "code":
@@ -350,6 +350,8 @@ def fingerprint(encoder: Any, name: str) -> str | None:
     if path is not None:
         settings = {k: getattr(encoder, k, None) for k in ("pooling", "max_length", "normalize")}
         settings["class"] = type(encoder).__name__
+        if getattr(encoder, "attention", None) is not None:  # a decoder's attention switched at load time
+            settings["attention"] = encoder.attention
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
         return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[:20]

@@ -17,6 +17,7 @@ import torch
 from sentkit.config import ConfigError
 from sentkit.encoder import as_text_list
 from sentkit.logs import quiet_transformers
+from sentkit.models import decoder
 from sentkit.models.hub import (
     load_tokenizer,
     not_found,
@@ -91,12 +92,18 @@ class TransformerEncoder:
         name: str = "transformer",
         normalize: bool = False,
         dense: Sequence[DenseLayer] = (),
+        attention: str | None = None,
     ) -> None:
         self.model = model
         self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.pool_fn = POOLINGS.get(pooling)
+        self.attention = attention  # None: the model's own (a decoder's config may say bidirectional)
+        if decoder.is_decoder_config(model.config):  # padding token, EOS for last-token pooling, attention
+            decoder.prepare(model, tokenizer, pooling)
+        if attention is not None:
+            decoder.set_attention(model, attention)
         limit = position_limit(model.config)  # positions after the padding index for RoBERTa, MPNet, ...
         self.max_length = min(max_length or limit, limit)
         try:
@@ -118,8 +125,10 @@ class TransformerEncoder:
         pooling: str | None = None,
         max_length: int | None = None,
         device: str = "auto",
+        attention: str | None = None,
     ) -> TransformerEncoder:
-        """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id."""
+        """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id.
+        `attention` ("causal" or "bidirectional") switches a decoder's attention (sentkit.models.decoder)."""
         from transformers import AutoModel
 
         path = resolve(name_or_path)
@@ -152,6 +161,7 @@ class TransformerEncoder:
             name=name_or_path,
             normalize=st_norm,
             dense=st_dense,
+            attention=attention,
         )
 
     @property

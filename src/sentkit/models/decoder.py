@@ -1,0 +1,142 @@
+"""Decoder (causal) language models as sentence encoders: which models are decoders, what their tokenizer needs
+(a padding token, an end-of-sequence token for last-token pooling, right padding), position ids that do not
+depend on the padding side, and the attention switch (causal or bidirectional).
+
+- **Which**: a model whose family transformers lists among causal LMs and not among masked LMs (GPT-2, Llama,
+  Qwen2, Mistral, Gemma, ...; BERT-style families, listed in both, stay encoders), and not an encoder-decoder.
+- **Padding**: a tokenizer without a padding token (GPT-2, Llama) pads with its end-of-sequence token, as
+  sentence-transformers and LLM2Vec do; padding is on the right, and the attention mask (built from lengths, never
+  from token ids: the padding token may be a real end-of-sequence token of the text) keeps it out of every
+  state. `position_ids` counts positions from each row's first token, so a left-padded batch gives the same
+  states as a right-padded one and as one text at a time.
+- **End of sequence**: last-token pooling reads the state of the last token; decoder tokenizers of these families
+  add no end-of-sequence token (GPT-2 adds nothing, Llama a BOS alone, Qwen2 nothing), so with ``last-token`` an
+  EOS is appended to every text by the tokenizer itself (its post-processor, saved in tokenizer.json), so that
+  sentence-transformers, which tokenizes with the saved tokenizer, appends it too. Other poolings add nothing.
+- **Attention**: ``causal`` (the model's own) or ``bidirectional`` (LLM2Vec's first step): transformers 5's mask
+  interface builds a bidirectional mask for any model whose config says ``is_causal = False``
+  (`masking_utils.create_causal_mask`), and that flag is saved in the model's config.json, so the folder loads
+  bidirectional again in sentkit and in sentence-transformers (>= 5.2 with transformers >= 5.2: nothing to pass,
+  no remote code).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from sentkit.config import ConfigError
+from sentkit.registry import suggest
+
+log = logging.getLogger(__name__)
+
+ATTENTIONS = ("causal", "bidirectional")
+DECODER_DEFAULT_POOLING = "mean"  # LLM2Vec's pooling
+EOS_POOLINGS = frozenset({"last-token"})  # poolings that need an end-of-sequence token after the text
+
+
+def is_decoder_config(config: Any) -> bool:
+    """Whether `config` is of a decoder-only language model (see the module docstring)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    mtype = getattr(config, "model_type", "")
+    return (mtype in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mtype not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+            and not getattr(config, "is_encoder_decoder", False))
+
+
+def check_attention(attention: str) -> str:
+    if attention not in ATTENTIONS:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}.{suggest(attention, list(ATTENTIONS))}")
+    return attention
+
+
+def attention_of(config: Any) -> str:
+    """The attention a model's config asks for: ``bidirectional`` when it says ``is_causal = False``."""
+    return "bidirectional" if getattr(config, "is_causal", True) is False else "causal"
+
+
+def _configs(model: Any) -> list[Any]:
+    base = getattr(model, "base_model", model)
+    return list({id(c): c for c in (model.config, base.config)}.values())
+
+
+def set_attention(model: Any, attention: str) -> None:
+    """Make `model` (a decoder) attend causally or bidirectionally, through its config's ``is_causal`` (read by
+    transformers' mask interface at every forward; saved with the model)."""
+    check_attention(attention)
+    if attention == "bidirectional" and not is_decoder_config(model.config):
+        raise ConfigError(f"attention=bidirectional applies to decoder language models; this is a "
+                          f"{model.config.model_type!r} model, whose attention is already bidirectional")
+    for cfg in _configs(model):
+        cfg.is_causal = attention == "causal"
+
+
+def eos_appended(tokenizer: Any) -> bool:
+    """Whether the tokenizer puts its end-of-sequence token after a text."""
+    from sentkit.models.hub import special_affixes
+
+    _, suffix = special_affixes(tokenizer)
+    return bool(suffix) and suffix[-1] == tokenizer.eos_token_id
+
+
+def append_eos(tokenizer: Any) -> None:
+    """Make the tokenizer append its end-of-sequence token after every text (and after each of a pair), in its
+    post-processor (kept by ``save_pretrained``); nothing when it already does."""
+    from tokenizers import processors
+
+    if eos_appended(tokenizer):
+        return
+    eos = tokenizer.eos_token
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if eos is None or backend is None:
+        raise ConfigError("last-token pooling of a decoder needs an end-of-sequence token appended to each text, and "
+                          "this tokenizer has none (or is not a fast tokenizer); choose pooling mean or weighted-mean")
+    from sentkit.models.hub import special_affixes
+
+    prefix, suffix = (tokenizer.convert_ids_to_tokens(ids) for ids in special_affixes(tokenizer))
+    single = " ".join([*prefix, "$A", *suffix, eos])
+    specials = {t: int(tokenizer.convert_tokens_to_ids(t)) for t in (*prefix, *suffix, eos)}
+    # one template: the special tokens the tokenizer put around a text, then the EOS (it replaces the
+    # post-processor, whose only other work, byte-level offsets, changes no id)
+    backend.post_processor = processors.TemplateProcessing(single=single, pair=f"{single} $B:1 {eos}:1",
+                                                           special_tokens=list(specials.items()))
+    if not eos_appended(tokenizer):  # a tokenizer class that builds its post-processor another way
+        raise ConfigError(f"could not make the {type(tokenizer).__name__} tokenizer append its end-of-sequence token; "
+                          "choose pooling mean or weighted-mean")
+
+
+def prepare(model: Any, tokenizer: Any, pooling: str) -> None:
+    """Ready a decoder and its tokenizer to encode (see the module docstring): a padding token (the EOS when it has
+    none), right padding, an EOS after each text for `pooling` in `EOS_POOLINGS`, no key/value cache."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ConfigError(f"the tokenizer of this {model.config.model_type!r} decoder has neither a padding nor an "
+                              "end-of-sequence token to pad with")
+        tokenizer.pad_token = tokenizer.eos_token
+        log.info("decoder tokenizer without a padding token: padding with its end-of-sequence token %r",
+                 tokenizer.eos_token)
+    tokenizer.padding_side = "right"
+    if pooling in EOS_POOLINGS:
+        append_eos(tokenizer)
+    for cfg in _configs(model):
+        cfg.use_cache = False  # one forward per batch: no key/value cache to keep
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = int(tokenizer.pad_token_id)
+
+
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """Positions counted from each row's first token: mask [n, L] (1 = token) -> [n, L] (0 at padding before it)."""
+    return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+def decoder_inputs(ids: torch.Tensor, mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The forward arguments of a decoder for ids and mask [n, L] (None: no padding): position ids from the mask, so
+    that the padding side never changes a state."""
+    if mask is None:
+        return {"input_ids": ids}
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask)}
