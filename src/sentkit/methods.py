@@ -72,6 +72,9 @@ METHODS: dict[str, MethodEntry] = {
     "tsdae": MethodEntry("sentkit.training.recipes.tsdae:TSDAE",
                          "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words "
                          "deleted)"),
+    "mntp": MethodEntry("sentkit.training.recipes.mntp:MNTP",
+                        "Masked next-token prediction of a decoder LM (LLM2Vec's step 2): bidirectional attention, "
+                        "token i predicted from output i-1"),
     # a recipe made of other methods (a Method)
     "raw-text": MethodEntry("sentkit.training.raw_text:RAW_TEXT",
                             "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> "

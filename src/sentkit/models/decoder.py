@@ -49,6 +49,24 @@ def is_decoder_config(config: Any) -> bool:
             and not getattr(config, "is_encoder_decoder", False))
 
 
+def check_decoder(path: str, name_or_path: str) -> None:
+    """The model at `path` must be a decoder language model; else one error naming its family."""
+    from transformers import AutoConfig
+
+    from sentkit.logs import quiet_transformers
+    from sentkit.models.hub import not_found
+
+    try:
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise not_found(name_or_path, e) from None
+    if not is_decoder_config(config):
+        raise ConfigError(f"model {name_or_path} is a {config.model_type!r} model, not a decoder language model: this "
+                          "method adapts decoders (GPT-2, Llama, Qwen2, Mistral, ...); a masked LM trains with --method "
+                          "mlm, declutr, simcse or tsdae")
+
+
 def check_attention(attention: str) -> str:
     if attention not in ATTENTIONS:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}.{suggest(attention, list(ATTENTIONS))}")
@@ -69,9 +87,9 @@ def set_attention(model: Any, attention: str) -> None:
     """Make `model` (a decoder) attend causally or bidirectionally, through its config's ``is_causal`` (read by
     transformers' mask interface at every forward; saved with the model)."""
     check_attention(attention)
-    if attention == "bidirectional" and not is_decoder_config(model.config):
-        raise ConfigError(f"attention=bidirectional applies to decoder language models; this is a "
-                          f"{model.config.model_type!r} model, whose attention is already bidirectional")
+    if not is_decoder_config(model.config):
+        raise ConfigError(f"attention={attention} applies to decoder language models (GPT-2, Llama, Qwen2, ...); this "
+                          f"is a {model.config.model_type!r} model, whose attention is fixed: leave attention unset")
     for cfg in _configs(model):
         cfg.is_causal = attention == "causal"
 
@@ -140,3 +158,41 @@ def decoder_inputs(ids: torch.Tensor, mask: torch.Tensor | None) -> dict[str, to
     if mask is None:
         return {"input_ids": ids}
     return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask)}
+
+
+# ----------------------------------------------------------------------------- masked next-token prediction
+MASK_TOKENS = ("blank", "eos", "new")  # LLM2Vec's mask_token_type: "_", the EOS, or a new "<mask>" token
+
+
+def set_mask_token(model: Any, tokenizer: Any, kind: str) -> None:
+    """Give a decoder's tokenizer the mask token MNTP replaces chosen tokens with, as LLM2Vec does when it has none:
+    ``blank`` the token "_" (LLM2Vec's choice for Llama and Mistral), ``eos`` its end-of-sequence token, ``new`` a new
+    token "<mask>" (the embeddings grow by one row). A tokenizer with a mask token keeps it."""
+    if kind not in MASK_TOKENS:
+        raise ConfigError(f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}.{suggest(kind, list(MASK_TOKENS))}")
+    if tokenizer.mask_token is not None:
+        return
+    if kind == "new":
+        tokenizer.add_special_tokens({"mask_token": "<mask>"})
+        model.resize_token_embeddings(len(tokenizer))
+        return
+    token = "_" if kind == "blank" else tokenizer.eos_token
+    tid = tokenizer.convert_tokens_to_ids(token) if token is not None else None
+    if tid is None or (tid == tokenizer.unk_token_id and token != tokenizer.unk_token):
+        raise ConfigError(f"mask_token={kind}: the tokenizer has no {token or 'end-of-sequence'!r} token; use "
+                          "--set mask_token=new")
+    tokenizer.mask_token = token
+
+
+def mntp_sum(hidden: torch.Tensor, labels: torch.Tensor, head: Any) -> tuple[torch.Tensor, int]:
+    """Masked next-token prediction (LLM2Vec): the summed cross-entropy of each masked token (label not -100) at
+    position i predicted from the output at position i-1 through the LM head, and how many tokens that is (a token
+    masked at position 0 has no output before it and is not counted). hidden [n, L, d], labels [n, L].
+
+    The head runs even when nothing is masked (on zero rows), so its parameters always take part in the backward."""
+    from sentkit.objectives.mlm import IGNORE_INDEX
+
+    target = labels[:, 1:]
+    sel = target != IGNORE_INDEX  # [n, L-1]
+    logits = head(hidden[:, :-1][sel])  # [m, V]
+    return torch.nn.functional.cross_entropy(logits.float(), target[sel], reduction="sum"), int(sel.sum())

@@ -30,7 +30,8 @@ class TrainConfig:
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
-    pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max
+    pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max, last-token, ...
+    attention: str | None = None  # a decoder's attention: causal or bidirectional (None: the model's own)
     # optimisation
     batch_size: int = 16  # units (documents, texts, sequences) per optimizer step, all ranks and micro-batches
     grad_accum: int = 1  # micro-batches per step
@@ -71,6 +72,10 @@ class TrainConfig:
         if self.pooling not in saveable_poolings():
             why = f" (a folder cannot be saved with it; {load_with(self.pooling)})" if self.pooling in POOLINGS else ""
             raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
+        if self.attention is not None:
+            from sentkit.models.decoder import check_attention
+
+            check_attention(self.attention)
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in self.POSITIVE_INTS:
