@@ -14,11 +14,11 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from _decoder_helpers import tiny_decoder  # noqa: E402
+from _decoder_helpers import tiny_decoder
 
-from sentkit.training.loop import train  # noqa: E402
-from sentkit.training.recipe import Seeds  # noqa: E402
-from sentkit.training.recipes.mntp import MNTP, MNTPBatch, MNTPConfig  # noqa: E402
+from sentkit.training.loop import train
+from sentkit.training.recipe import Seeds
+from sentkit.training.recipes.mntp import MNTP, MNTPBatch, MNTPConfig
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]
 
@@ -61,12 +61,13 @@ def test_loss_equals_the_shifted_causal_lm_loss_and_a_hand_written_reference(fam
         lm = recipe.mlm_model
         want_hf = lm(input_ids=ids, labels=labels).loss  # transformers' causal-LM loss: logits[:, :-1] vs labels[:, 1:]
         logits = lm(input_ids=ids).logits.log_softmax(-1)
-    by_hand = [-float(logits[r, c - 1, int(labels[r, c])]) for r in range(3) for c in range(1, 12) if labels[r, c] != -100]
+    masked = [(r, c) for r in range(3) for c in range(1, 12) if labels[r, c] != -100]
+    by_hand = [-float(logits[r, c - 1, int(labels[r, c])]) for r, c in masked]
     assert len(by_hand) == 7
     assert float(got) == pytest.approx(float(want_hf), abs=1e-5)
     assert float(got) == pytest.approx(sum(by_hand) / 7, abs=1e-5)
     # the next-token shift matters: the loss of each token read at its own position is another number
-    own = [-float(logits[r, c, int(labels[r, c])]) for r in range(3) for c in range(1, 12) if labels[r, c] != -100]
+    own = [-float(logits[r, c, int(labels[r, c])]) for r, c in masked]
     assert abs(sum(own) / 7 - float(got)) > 1e-3
 
 
@@ -140,3 +141,64 @@ def test_a_masked_lm_is_refused_in_one_line(tiny_model_dir: Path, tiny_corpus: P
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert "is a 'bert' model, not a decoder language model" in err[0] and "--method mlm" in err[0]
+
+
+# ----------------------------------------------------------------------------- --method llm2vec
+LLM2VEC_SETTINGS = ["mntp_steps=2", "simcse_steps=3", "mntp_batch_size=4", "simcse_batch_size=4", "seq_len=32",
+                    "max_len=32", "progress=false", "checkpoint_every=1"]
+
+
+def llm2vec_args(model: Path, corpus: Path, out: Path, *extra: str) -> list[str]:
+    sets = [a for s in LLM2VEC_SETTINGS for a in ("--set", s)]
+    return ["train", "--method", "llm2vec", "--model", str(model), "--corpus", str(corpus), "--out", str(out),
+            *sets, *extra]
+
+
+def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(llama_dir: Path, tiny_corpus: Path,
+                                                                          tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    import sentkit
+    from sentkit.cli.main import main
+    from sentkit.models.decoder import attention_of
+
+    out = tmp_path / "run"
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out)) == 0
+    assert json.loads((out / "sentkit.json").read_text())["method"] == "llm2vec"
+    assert json.loads((out / "1-mntp" / "sentkit.json").read_text())["method"] == "mntp"
+    assert json.loads((out / "2-simcse" / "sentkit.json").read_text())["base_model"] == str(out / "1-mntp")
+    record = json.loads((out / "recipe.json").read_text())
+    assert set(record["phases"]) == {"1-mntp", "2-simcse"} and record["final"] == "2-simcse"
+    assert record["phases"]["2-simcse"]["settings"]["dropout"] == 0.3
+    enc = sentkit.load(str(out))
+    assert attention_of(enc.model.config) == "bidirectional" and enc.pooling == "mean"
+    got = enc.encode(TEXTS)
+    np.testing.assert_allclose(SentenceTransformer(str(out / "2-simcse"), device="cpu").encode(TEXTS), got, atol=1e-5)
+    mntp_only = sentkit.load(str(out / "1-mntp")).encode(TEXTS)
+    assert np.abs(got - mntp_only).max() > 1e-5  # SimCSE trained on top of MNTP
+
+
+def test_llm2vec_resumed_after_a_kill_equals_an_uninterrupted_run(
+        llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sentkit
+    import sentkit.training.loop as loop
+    from sentkit.cli.main import main
+
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "straight")) == 0
+    real = loop.train
+
+    def killed_in_simcse(cfg: object, recipe_cls: type, **kw: object) -> Path:
+        if recipe_cls.name != "simcse":
+            return real(cfg, recipe_cls, **kw)  # type: ignore[arg-type]
+        real(cfg, recipe_cls, stop_at=2)  # type: ignore[arg-type]  # its checkpoint at step 2 is written
+        raise SystemExit(137)  # as a kill -9 would end the process there
+
+    monkeypatch.setattr(loop, "train", killed_in_simcse)
+    with pytest.raises(SystemExit):
+        main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut"))
+    assert not (tmp_path / "cut" / "sentkit.json").exists() and (tmp_path / "cut" / "1-mntp" / "sentkit.json").exists()
+    monkeypatch.setattr(loop, "train", real)
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut", "--resume")) == 0
+    a = sentkit.load(str(tmp_path / "straight")).encode(TEXTS)
+    b = sentkit.load(str(tmp_path / "cut")).encode(TEXTS)
+    np.testing.assert_array_equal(a, b)

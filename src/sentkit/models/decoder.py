@@ -63,13 +63,14 @@ def check_decoder(path: str, name_or_path: str) -> None:
         raise not_found(name_or_path, e) from None
     if not is_decoder_config(config):
         raise ConfigError(f"model {name_or_path} is a {config.model_type!r} model, not a decoder language model: this "
-                          "method adapts decoders (GPT-2, Llama, Qwen2, Mistral, ...); a masked LM trains with --method "
-                          "mlm, declutr, simcse or tsdae")
+                          "method adapts decoders (GPT-2, Llama, Qwen2, Mistral, ...); a masked LM trains with "
+                          "--method mlm, declutr, simcse or tsdae")
 
 
 def check_attention(attention: str) -> str:
     if attention not in ATTENTIONS:
-        raise ConfigError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}.{suggest(attention, list(ATTENTIONS))}")
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}."
+                          f"{suggest(attention, list(ATTENTIONS))}")
     return attention
 
 
@@ -160,6 +161,21 @@ def decoder_inputs(ids: torch.Tensor, mask: torch.Tensor | None) -> dict[str, to
     return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask)}
 
 
+def set_dropout(model: Any, p: float) -> None:
+    """Dropout `p` in every layer of a decoder that has one: the attention weights' (``attention_dropout``: Llama,
+    Qwen2, Mistral; what LLM2Vec's simcse_dropout sets) and every ``nn.Dropout`` (GPT-2's attention, residual and
+    embedding dropout); recorded in its config, so the saved model says what it trained with."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = p
+        elif isinstance(getattr(m, "attention_dropout", None), float):
+            m.attention_dropout = p
+    for cfg in _configs(model):
+        for key in ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop"):
+            if hasattr(cfg, key):
+                setattr(cfg, key, p)
+
+
 # ----------------------------------------------------------------------------- masked next-token prediction
 MASK_TOKENS = ("blank", "eos", "new")  # LLM2Vec's mask_token_type: "_", the EOS, or a new "<mask>" token
 
@@ -169,7 +185,8 @@ def set_mask_token(model: Any, tokenizer: Any, kind: str) -> None:
     ``blank`` the token "_" (LLM2Vec's choice for Llama and Mistral), ``eos`` its end-of-sequence token, ``new`` a new
     token "<mask>" (the embeddings grow by one row). A tokenizer with a mask token keeps it."""
     if kind not in MASK_TOKENS:
-        raise ConfigError(f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}.{suggest(kind, list(MASK_TOKENS))}")
+        raise ConfigError(f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}."
+                          f"{suggest(kind, list(MASK_TOKENS))}")
     if tokenizer.mask_token is not None:
         return
     if kind == "new":

@@ -71,22 +71,21 @@ class MNTPModule(TrainModule):
         self.head = lm_model.get_output_embeddings()
 
     def forward(self, batch: Batch, group: Sequence[int], seeds: Seeds) -> StepOut:
+        """The summed MNTP loss of sequences `group`, chunk by chunk (each under its own dropout seed)."""
         assert isinstance(batch, MNTPBatch) and batch.ids is not None and batch.labels is not None
         device = next(self.parameters()).device
         rows = torch.as_tensor(list(group))
         ids, labels = batch.ids[rows].to(device), batch.labels[rows].to(device)
         mask = batch.mask[rows].to(device) if batch.mask is not None else None
+        parts = self.run_chunks([ids.shape[1]] * len(group), seeds,
+                                lambda chunk: self.chunk_loss(ids, labels, mask, torch.as_tensor(chunk, device=device)))
+        return StepOut(None, {"mntp": torch.stack([loss for _, loss in parts]).sum()})
 
-        def run(chunk: list[int]) -> torch.Tensor:
-            c = torch.as_tensor(chunk, device=device)
-            kw = {} if mask is None else {"attention_mask": mask[c]}
-            hidden = self.base(input_ids=ids[c], use_cache=False, **kw).last_hidden_state
-            return mntp_sum(hidden, labels[c], self.head)[0]
-
-        total = torch.zeros((), device=device)
-        for _, s in self.run_chunks([ids.shape[1]] * len(group), seeds, run):
-            total = total + s
-        return StepOut(None, {"mntp": total})
+    def chunk_loss(self, ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None,
+                   rows: torch.Tensor) -> torch.Tensor:
+        kw = {} if mask is None else {"attention_mask": mask[rows]}
+        hidden = self.base(input_ids=ids[rows], use_cache=False, **kw).last_hidden_state  # [c, L, d]
+        return mntp_sum(hidden, labels[rows], self.head)[0]
 
 
 class MNTP(MLM):
