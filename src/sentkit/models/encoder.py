@@ -391,7 +391,9 @@ def save_st_directory(
     from sentkit import __version__
     from sentkit.io import default_file_mode, make_temp_dir, remove_stale_temps
     from sentkit.methods import write_marker
+    from sentkit.models.lora import merged
 
+    model = merged(model)  # LoRA adapters folded into the weights (a copy; none: the model itself)
     out = Path(out)
     flags = POOLINGS.get(pooling).st_flags
     if not flags:

@@ -147,6 +147,13 @@ class Recipe:
             decoder.prepare(mlm_model, tokenizer, getattr(cfg, "pooling", "mean"))
         if getattr(cfg, "attention", None) is not None:  # --set attention=bidirectional
             decoder.set_attention(mlm_model, cfg.attention)
+        rank = getattr(cfg, "lora_r", None)
+        if rank is None or rank > 0:  # --set lora_r=16 (unset: a large decoder's default); merged when saved
+            from sentkit.models import lora
+
+            rank = lora.default_rank(mlm_model) if rank is None else rank
+            if rank:
+                lora.add_lora(mlm_model, rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
         self.cfg = cfg
         self.mlm_model = mlm_model
         self.tokenizer = tokenizer
