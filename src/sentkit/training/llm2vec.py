@@ -38,7 +38,7 @@ class LLM2VecConfig:
 
     corpus: str
     out: str
-    model: str  # a decoder language model (folder, registry name or Hugging Face id)
+    model: str = ""  # a decoder language model (folder or Hugging Face id); required
     seed: int = 0
     # phase 1: MNTP
     mntp_steps: int = 1000
@@ -63,6 +63,9 @@ class LLM2VecConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("--method llm2vec needs --model: a decoder language model (a folder or Hugging Face id "
+                              "of GPT-2, Llama, Qwen2, Mistral, ...)")
         for name in ("mntp_steps", "mntp_batch_size", "seq_len", "simcse_steps", "simcse_batch_size", "max_len",
                      "checkpoint_every"):
             if getattr(self, name) < 1:
