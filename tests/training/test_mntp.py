@@ -202,3 +202,13 @@ def test_llm2vec_resumed_after_a_kill_equals_an_uninterrupted_run(
     a = sentkit.load(str(tmp_path / "straight")).encode(TEXTS)
     b = sentkit.load(str(tmp_path / "cut")).encode(TEXTS)
     np.testing.assert_array_equal(a, b)
+
+
+def test_llm2vec_without_a_model_is_one_clear_error() -> None:
+    from sentkit.config import ConfigError
+    from sentkit.training.llm2vec import LLM2VecConfig
+
+    with pytest.raises(ConfigError, match="needs --model: a decoder"):
+        LLM2VecConfig(corpus="c", out="o")
+    with pytest.raises(ConfigError, match="simcse_dropout"):
+        LLM2VecConfig(corpus="c", out="o", model="m", simcse_dropout=1.0)
