@@ -112,8 +112,9 @@ def _near(text: str) -> str:
 # ----------------------------------------------------------------------------- load
 def load(spec: str | Path, *, allow_code: bool = True, prompts: dict[str, str] | None = None,
          default_prompt_name: str | None = None, **kwargs: Any) -> Encoder:
-    """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device)
-    apply to transformer models only. `allow_code=False` refuses `file.py:attr` / `module:attr`.
+    """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
+    attention: a decoder's, "causal" or "bidirectional") apply to transformer models only.
+    `allow_code=False` refuses `file.py:attr` / `module:attr`.
 
     `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
     model: a transformer merges them over its folder's own; any other encoder is wrapped so that the
@@ -371,6 +372,8 @@ def fingerprint(encoder: Any, name: str) -> str | None:
     if path is not None:
         settings = {k: getattr(encoder, k, None) for k in ("pooling", "max_length", "normalize")}
         settings["class"] = type(encoder).__name__
+        if getattr(encoder, "attention", None) is not None:  # a decoder's attention switched at load time
+            settings["attention"] = encoder.attention
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
         return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[:20]

@@ -72,7 +72,13 @@ METHODS: dict[str, MethodEntry] = {
     "tsdae": MethodEntry("sentkit.training.recipes.tsdae:TSDAE",
                          "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words "
                          "deleted)"),
-    # a recipe made of other methods (a Method)
+    "mntp": MethodEntry("sentkit.training.recipes.mntp:MNTP",
+                        "Masked next-token prediction of a decoder LM (LLM2Vec's step 2): bidirectional attention, "
+                        "token i predicted from output i-1"),
+    # recipes made of other methods (a Method each)
+    "llm2vec": MethodEntry("sentkit.training.llm2vec:LLM2VEC",
+                           "Recipe: LLM2Vec's unsupervised steps on a decoder LM (bidirectional attention, MNTP, then "
+                           "SimCSE on the same corpus), resumable"),
     "raw-text": MethodEntry("sentkit.training.raw_text:RAW_TEXT",
                             "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> "
                             "DeCLUTR with sentence-length spans); with --model, DeCLUTR with those spans on a given "

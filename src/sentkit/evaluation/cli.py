@@ -24,8 +24,8 @@ def register(subparsers: Any) -> None:
                         "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
                         "module:attr or file.py:attr")
     p.add_argument("--pooling", default=None,
-                   help="pool the model's token states another way: mean, cls, mean+max or first-last-avg for a "
-                        "transformer; mean, max or mean+max for a model that averages word vectors (default: the "
+                   help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
+                        "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: the "
                         "model's own)")
     p.add_argument("--tasks", default=None,
                    help="comma-separated task names, 'all' (every task whose data is present, and the user "

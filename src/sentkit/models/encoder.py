@@ -17,6 +17,7 @@ import torch
 from sentkit.config import ConfigError
 from sentkit.encoder import as_text_list, check_prompts, resolve_prompt
 from sentkit.logs import quiet_transformers
+from sentkit.models import decoder
 from sentkit.models.hub import (
     load_tokenizer,
     not_found,
@@ -99,12 +100,18 @@ class TransformerEncoder:
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         include_prompt: bool = True,
+        attention: str | None = None,
     ) -> None:
         self.model = model
         self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.pool_fn = POOLINGS.get(pooling)
+        self.attention = attention  # None: the model's own (a decoder's config may say bidirectional)
+        if decoder.is_decoder_config(model.config):  # padding token, EOS for last-token pooling, attention
+            decoder.prepare(model, tokenizer, pooling)
+        if attention is not None:
+            decoder.set_attention(model, attention)
         limit = position_limit(model.config)  # positions after the padding index for RoBERTa, MPNet, ...
         self.max_length = min(max_length or limit, limit)
         try:
@@ -131,11 +138,13 @@ class TransformerEncoder:
         device: str = "auto",
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
+        attention: str | None = None,
     ) -> TransformerEncoder:
         """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id.
 
         `prompts` are merged over the folder's own (a name given here wins); `default_prompt_name`, when
-        given, replaces the folder's (sentence-transformers' rules)."""
+        given, replaces the folder's (sentence-transformers' rules). `attention` ("causal" or
+        "bidirectional") switches a decoder's attention (sentkit.models.decoder)."""
         from transformers import AutoModel
 
         path = resolve(name_or_path)
@@ -172,6 +181,7 @@ class TransformerEncoder:
             prompts={**st_prompts, **check_prompts(prompts, None)},
             default_prompt_name=default_prompt_name if default_prompt_name is not None else st_default,
             include_prompt=st_include,
+            attention=attention,
         )
 
     @property
@@ -463,7 +473,9 @@ def save_st_directory(
     from sentkit import __version__
     from sentkit.io import default_file_mode, make_temp_dir, remove_stale_temps
     from sentkit.methods import write_marker
+    from sentkit.models.lora import merged
 
+    model = merged(model)  # LoRA adapters folded into the weights (a copy; none: the model itself)
     out = Path(out)
     flags = POOLINGS.get(pooling).st_flags
     if not flags:

@@ -176,6 +176,7 @@ def check_masked_lm_family(path: str, name_or_path: str) -> None:
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
+    from sentkit.models.decoder import is_decoder_config
     from sentkit.models.mlm import MLM_HEADS
 
     if not (Path(path) / "config.json").is_file():
@@ -183,35 +184,44 @@ def check_masked_lm_family(path: str, name_or_path: str) -> None:
                           "folder; give a folder saved by `sentkit train`, transformers or sentence-transformers")
     try:
         with quiet_transformers():
-            family = AutoConfig.from_pretrained(path).model_type
+            config = AutoConfig.from_pretrained(path)
+        family = config.model_type
     except (OSError, ValueError) as e:
         raise ConfigError(f"model {name_or_path}: its config.json cannot be read ({str(e).splitlines()[0][:200]})") from None
     if family not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise ConfigError(
             f"model {name_or_path} is a {family!r} model, which has no masked-LM head: sentkit's transformer methods "
             f"train masked LMs; choose a model of one of these families: {', '.join(MLM_HEADS.names())} "
-            "(--method declutr also takes other masked LMs, e.g. albert)")
+            "(--method declutr also takes other masked LMs, e.g. albert)"
+            + ("; a decoder language model is adapted by --method mntp" if is_decoder_config(config) else ""))
 
 
 def load_mlm(
-    name_or_path: str, *, from_scratch: bool = False, arch: dict[str, int] | None = None, tokenizer: Any = None
+    name_or_path: str, *, from_scratch: bool = False, arch: dict[str, int] | None = None, tokenizer: Any = None,
+    causal: bool = False,
 ) -> tuple[Any, Any]:
-    """Load (masked-LM model, fast tokenizer).
+    """Load (masked-LM model, fast tokenizer); with `causal`, (causal-LM model, tokenizer) of a decoder language
+    model (sentkit.models.decoder; what --method mntp adapts) instead.
 
-    A checkpoint without an MLM head gets a fresh head tied to its input embeddings (logged).
+    A checkpoint without an MLM (LM) head gets a fresh head tied to its input embeddings (logged).
     ``from_scratch`` builds the architecture of `name_or_path` with random weights (torch's global
     generator: seed it first), resized by `arch`; `tokenizer` replaces the model's own (e.g. one
     trained on the corpus)."""
-    from transformers import AutoModelForMaskedLM
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     path = resolve(name_or_path)
-    if Path(path).is_dir():
+    if causal:
+        from sentkit.models.decoder import check_decoder
+
+        check_decoder(path, name_or_path)
+    elif Path(path).is_dir():
         check_masked_lm_family(path, name_or_path)
+    auto: Any = AutoModelForCausalLM if causal else AutoModelForMaskedLM
     tok = tokenizer if tokenizer is not None else load_tokenizer(path)
     if from_scratch:
         cfg = scratch_config(name_or_path, tok, arch)
         with quiet_transformers():
-            model = AutoModelForMaskedLM.from_config(cfg)
+            model = auto.from_config(cfg)
         log.info("initialised %s from scratch (random weights, config of %s%s)", cfg.model_type, name_or_path,
                  f", {arch}" if arch else "")
         return model, tok
@@ -219,7 +229,7 @@ def load_mlm(
         raise ConfigError("an architecture or a new tokenizer needs from_scratch=true")
     try:
         with quiet_transformers():
-            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+            model, info = auto.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError) as e:
         raise not_found(name_or_path, e) from None
     missing = [k for k in info.get("missing_keys", ()) if "position_ids" not in k]

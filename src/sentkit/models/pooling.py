@@ -10,7 +10,13 @@ A pooling is a function ``(hidden [n, L, d], mask [n, L]) -> [n, width * d]`` of
 - ``first-last-avg``: the mean over tokens of the average of the input layer and the last layer (Su et al.
   2021's "first-last-avg", which keeps the input embeddings' word information beside the contextual states);
   sentence-transformers computes it with a WeightedLayerPooling module (weight 1 on the two layers) before
-  its mean Pooling.
+  its mean Pooling;
+- ``last-token``: the state of the last non-padding token (the pooling of decoder language models, whose last token
+  is the only one that has seen the whole text under causal attention), right for left and right padding alike;
+- ``weighted-mean``: a mean whose token weights grow with position, 1, 2, ..., n from the first non-padding token
+  (Muennighoff 2022, SGPT: later tokens of a causal model have seen more of the text).
+
+The last two are sentence-transformers' Pooling modes ``lasttoken`` and ``weightedmean``, computed as it does.
 """
 
 from __future__ import annotations
@@ -46,6 +52,29 @@ def max_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.cat([max_pool(hidden, mask), mean_pool(hidden, mask)], dim=-1)
 
 
+def last_token_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The state of the last non-padding token of each row (left or right padding); a row without a token gives
+    zeros. hidden [n, L, d], mask [n, L] -> [n, d]."""
+    length = mask.shape[1]
+    last = length - 1 - mask.flip(1).to(torch.int32).argmax(dim=1)  # [n]: the last position whose mask is 1
+    picked = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]  # [n, d]
+    return picked * mask.any(dim=1, keepdim=True).to(hidden.dtype)
+
+
+def position_weights(mask: torch.Tensor) -> torch.Tensor:
+    """SGPT's token weights [n, L]: position 1, 2, ... counted from each row's first non-padding token, zero at
+    padding (sentence-transformers' ``weightedmean``)."""
+    first = mask.to(torch.int32).argmax(dim=1, keepdim=True)  # [n, 1]
+    pos = torch.arange(1, mask.shape[1] + 1, device=mask.device).unsqueeze(0) - first  # [n, L]
+    return pos * mask
+
+
+def weighted_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Position-weighted mean over non-padding tokens (`position_weights`). hidden [n, L, d] -> [n, d]."""
+    w = position_weights(mask).to(hidden.dtype).unsqueeze(-1)  # [n, L, 1]
+    return (hidden * w).sum(dim=1) / w.sum(dim=1).clamp(min=1e-9)
+
+
 @dataclass(frozen=True)
 class Pooling:
     """A pooling function, the hidden-state layers it averages first (another than the last: a
@@ -77,6 +106,8 @@ POOLINGS.add("mean", Pooling(mean_pool, st_flags=("pooling_mode_mean_tokens",)))
 POOLINGS.add("cls", Pooling(cls_pool, st_flags=("pooling_mode_cls_token",)))
 POOLINGS.add("mean+max", Pooling(max_mean_pool, width=2, st_flags=("pooling_mode_max_tokens", "pooling_mode_mean_tokens")))
 POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1), st_flags=("pooling_mode_mean_tokens",)))
+POOLINGS.add("last-token", Pooling(last_token_pool, st_flags=("pooling_mode_lasttoken",)))
+POOLINGS.add("weighted-mean", Pooling(weighted_mean_pool, st_flags=("pooling_mode_weightedmean_tokens",)))
 
 
 def layer_weights(pooling: Pooling, num_layers: int) -> list[float]:

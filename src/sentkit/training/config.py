@@ -30,7 +30,13 @@ class TrainConfig:
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
-    pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max
+    pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max, last-token, ...
+    attention: str | None = None  # a decoder's attention: causal or bidirectional (None: the model's own)
+    # LoRA adapters (sentkit.models.lora; extra `lora`), merged on export. None: rank 16 for a decoder over 1B
+    # parameters, else none; 0: none
+    lora_r: int | None = None
+    lora_alpha: float | None = None  # None: 2 x lora_r
+    lora_dropout: float = 0.05
     # optimisation
     batch_size: int = 16  # units (documents, texts, sequences) per optimizer step, all ranks and micro-batches
     grad_accum: int = 1  # micro-batches per step
@@ -71,6 +77,14 @@ class TrainConfig:
         if self.pooling not in saveable_poolings():
             why = f" (a folder cannot be saved with it; {load_with(self.pooling)})" if self.pooling in POOLINGS else ""
             raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
+        if self.attention is not None:
+            from sentkit.models.decoder import check_attention
+
+            check_attention(self.attention)
+        if self.lora_r is not None and self.lora_r < 0:
+            raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {self.lora_r}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in self.POSITIVE_INTS:

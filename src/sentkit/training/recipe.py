@@ -140,8 +140,20 @@ class Recipe:
     unit_name: ClassVar[str] = "unit"  # what a unit is called in messages ("document", "text", ...)
 
     def __init__(self, cfg: Any, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
+        from sentkit.models import decoder
         from sentkit.models.hub import special_affixes
 
+        if decoder.is_decoder_config(mlm_model.config):  # its padding token, EOS for last-token pooling
+            decoder.prepare(mlm_model, tokenizer, getattr(cfg, "pooling", "mean"))
+        if getattr(cfg, "attention", None) is not None:  # --set attention=bidirectional
+            decoder.set_attention(mlm_model, cfg.attention)
+        rank = getattr(cfg, "lora_r", None)
+        if rank is None or rank > 0:  # --set lora_r=16 (unset: a large decoder's default); merged when saved
+            from sentkit.models import lora
+
+            rank = lora.default_rank(mlm_model) if rank is None else rank
+            if rank:
+                lora.add_lora(mlm_model, rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
         self.cfg = cfg
         self.mlm_model = mlm_model
         self.tokenizer = tokenizer
@@ -168,7 +180,8 @@ class Recipe:
 
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
-        """(masked-LM model, tokenizer) to train; torch's generator is seeded by the loop."""
+        """(masked-LM model, or causal LM for a decoder base, and tokenizer) to train; torch's generator is seeded
+        by the loop."""
         from sentkit.models.hub import load_mlm
 
         return load_mlm(cfg.model, from_scratch=cfg.from_scratch)

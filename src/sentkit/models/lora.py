@@ -1,0 +1,87 @@
+"""LoRA adapters (Hu et al. 2022) through `peft` (the optional extra ``lora``): low-rank updates of a transformer's
+linear layers trained in place of its weights, merged into the weights when the model is saved.
+
+`add_lora` injects adapters into every linear layer of the model's base (not its LM / MLM head, not BERT's unused
+pooler) and freezes every other parameter of the model; the model stays the same object of the same class, so every
+recipe of the loop trains it unchanged, and its checkpoints hold the adapters beside the frozen weights (a resume
+injects them again, then loads them). `merged` gives a copy with each adapter folded into its layer's weight
+(W + B A alpha / r): a plain transformers model that sentence-transformers and `AutoModel` load, the training model
+untouched. `default_rank` is what training uses unless told: LoRA of rank 16 (LLM2Vec's) for a decoder language
+model over 1B parameters, none otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from sentkit.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RANK = 16  # LLM2Vec's lora_r
+LARGE_DECODER = 1_000_000_000  # parameters: above this a decoder trains with LoRA by default
+SKIPPED = ["pooler"]  # linear layers of a base no recipe trains (BERT's pooler gets no gradient)
+
+
+def default_rank(model: Any) -> int:
+    """The rank training uses when `lora_r` is not set: DEFAULT_RANK for a large decoder, else 0 (no LoRA)."""
+    from sentkit.models.decoder import is_decoder_config
+
+    big = sum(p.numel() for p in model.parameters()) > LARGE_DECODER
+    return DEFAULT_RANK if big and is_decoder_config(model.config) else 0
+
+
+def add_lora(model: Any, r: int, *, alpha: float | None = None, dropout: float = 0.05) -> int:
+    """Inject LoRA adapters of rank `r` (scale alpha / r; alpha None: 2 r, LLM2Vec's 32 for 16) into every linear
+    layer of `model`'s base model and freeze every other parameter; returns the number of trainable parameters."""
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ModuleNotFoundError:
+        raise ConfigError("lora_r needs the peft package: pip install 'sentkit[lora]'") from None
+    if r < 1:
+        raise ConfigError(f"lora_r must be at least 1 to add adapters, got {r}")
+    from transformers.pytorch_utils import Conv1D
+
+    base = getattr(model, "base_model", model)
+    # GPT-2's linear layers are Conv1D (weight [in, out]): peft must know, or it merges the transposed update
+    conv = any(isinstance(m, Conv1D) for m in base.modules())
+    skipped = [n for n in SKIPPED if any(name.split(".")[0] == n for name, _ in base.named_modules())]
+    cfg = LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,  # type: ignore[arg-type]
+                     target_modules="all-linear", exclude_modules=skipped or None, fan_in_fan_out=conv)
+    inject_adapter_in_model(cfg, base)
+    trainable = 0
+    for name, p in model.named_parameters():
+        p.requires_grad_("lora_" in name)
+        trainable += p.numel() if p.requires_grad else 0
+    if not trainable:
+        raise ConfigError(f"lora_r: the {model.config.model_type!r} model has no linear layer LoRA can adapt")
+    log.info("LoRA rank %d: %d trainable parameters of %d", r, trainable, sum(p.numel() for p in model.parameters()))
+    return trainable
+
+
+def is_lora_layer(module: Any) -> bool:
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ModuleNotFoundError:  # no peft: no adapters
+        return False
+    return isinstance(module, LoraLayer)
+
+
+def has_lora(model: Any) -> bool:
+    return any(is_lora_layer(m) for m in model.modules())
+
+
+def merged(model: Any) -> Any:
+    """`model` itself when it has no adapters; else a copy with every adapter merged into its layer's weight and the
+    layer back to its plain class (the training model keeps its adapters)."""
+    if not has_lora(model):
+        return model
+    out = copy.deepcopy(model)
+    for name, module in list(out.named_modules()):
+        if is_lora_layer(module):
+            module.merge()
+            parent, _, child = name.rpartition(".")
+            setattr(out.get_submodule(parent) if parent else out, child, module.get_base_layer())
+    return out

@@ -1,0 +1,174 @@
+"""LLM2Vec's unsupervised recipe (BehnamGhader et al. 2024) on the one loop: `sentkit train --method llm2vec --model
+DECODER`, a decoder language model made a sentence encoder in two phases, each a recipe of the loop run in a
+sub-folder of `--out`, both with bidirectional attention (LLM2Vec's step 1, saved in the model's config.json):
+
+1. ``1-mntp``: masked next-token prediction (`sentkit.training.recipes.mntp`);
+2. ``2-simcse``: unsupervised SimCSE of phase 1's model on the same corpus, mean pooling, dropout `simcse_dropout`
+   (LLM2Vec's 0.3, on the attention weights) as the only augmentation.
+
+Rerunning the command (or with ``--resume``) skips a finished phase and resumes the unfinished one from its last
+checkpoint; `recipe.json` records each phase's settings and cost. The folder loads as phase 2's encoder
+(`sentkit.load(out)`; sentence-transformers loads ``out/2-simcse``). The defaults are LLM2Vec's train_configs
+(1000 steps each, MNTP batch 32 lr 5e-5, SimCSE batch 128 lr 3e-5, temperature 0.05 = its loss scale 20) except
+the sequence lengths (128) and LoRA (not used: every weight trains).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sentkit.config import ConfigError
+from sentkit.methods import Method
+from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
+
+log = logging.getLogger(__name__)
+
+PHASES = ("1-mntp", "2-simcse")
+RECIPE_FILE = "recipe.json"
+
+
+@dataclass
+class LLM2VecConfig:
+    """Every setting of the recipe; each phase's config is derived from these (`phases`)."""
+
+    corpus: str
+    out: str
+    model: str = ""  # a decoder language model (folder or Hugging Face id); required
+    seed: int = 0
+    # phase 1: MNTP
+    mntp_steps: int = 1000
+    mntp_batch_size: int = 32
+    mntp_lr: float = 5e-5
+    seq_len: int = 128
+    mlm_probability: float = 0.2
+    mask_token: str = "blank"
+    # phase 2: SimCSE
+    simcse_steps: int = 1000
+    simcse_batch_size: int = 128
+    simcse_lr: float = 3e-5
+    simcse_dropout: float = 0.3
+    temperature: float = 0.05
+    max_len: int = 128
+    pooling: str = "mean"
+    precision: str = "auto"
+    # bookkeeping
+    checkpoint_every: int = 100
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("--method llm2vec needs --model: a decoder language model (a folder or Hugging Face id "
+                              "of GPT-2, Llama, Qwen2, Mistral, ...)")
+        for name in ("mntp_steps", "mntp_batch_size", "seq_len", "simcse_steps", "simcse_batch_size", "max_len",
+                     "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.simcse_dropout < 1:
+            raise ConfigError(f"simcse_dropout must be in [0, 1), got {self.simcse_dropout}")
+
+    def phases(self, out: Path) -> list[tuple[str, Any]]:
+        """(folder, config) of each phase, validated."""
+        from sentkit.training.recipes.mntp import MNTPConfig
+
+        common: dict[str, Any] = {"corpus": self.corpus, "seed": self.seed, "progress": self.progress,
+                                  "precision": self.precision, "attention": "bidirectional",
+                                  "checkpoint_every": self.checkpoint_every}
+        mntp = MNTPConfig(**common, out=str(out / PHASES[0]), model=self.model, max_steps=self.mntp_steps,
+                          batch_size=self.mntp_batch_size, lr=self.mntp_lr, seq_len=self.seq_len,
+                          mlm_probability=self.mlm_probability, mask_token=self.mask_token,
+                          prepared_dir=str(out / "prepared" / "documents"))
+        simcse = DecoderSimCSEConfig(**common, out=str(out / PHASES[1]), model=str(out / PHASES[0]),
+                                     max_steps=self.simcse_steps, batch_size=self.simcse_batch_size,
+                                     lr=self.simcse_lr, temperature=self.temperature, max_len=self.max_len,
+                                     pooling=self.pooling, mlp=False, dropout=self.simcse_dropout,
+                                     prepared_dir=str(out / "prepared" / "sentences"))
+        return [(PHASES[0], mntp), (PHASES[1], simcse)]
+
+
+# ----------------------------------------------------------------------------- phase 2
+@dataclass
+class DecoderSimCSEConfig(SimCSEConfig):
+    """SimCSE of a decoder: `dropout` on its attention weights (LLM2Vec's simcse_dropout)."""
+
+    pooling: str = "mean"  # type: ignore[assignment]
+    mlp: bool = False
+    dropout: float = 0.3
+
+
+class DecoderSimCSE(SimCSE):
+    """`SimCSE` of a decoder's causal LM (the loop saves it with its head), with LLM2Vec's dropout."""
+
+    config_cls = DecoderSimCSEConfig
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
+        from sentkit.models.decoder import set_dropout
+        from sentkit.models.hub import load_mlm
+
+        model, tokenizer = load_mlm(cfg.model, causal=True)
+        set_dropout(model, cfg.dropout)
+        return model, tokenizer
+
+
+# ----------------------------------------------------------------------------- the run
+def _done(folder: Path) -> bool:
+    from sentkit.methods import read_marker
+
+    return folder.is_dir() and read_marker(folder) is not None  # a method writes its sentkit.json last
+
+
+def train_llm2vec(cfg: LLM2VecConfig) -> Path:
+    """Run the phases that are not done yet (see the module docstring); returns `cfg.out`."""
+    from sentkit.io import atomic_write_text
+    from sentkit.methods import write_marker
+    from sentkit.training.checkpoint import has_checkpoint
+    from sentkit.training.loop import train
+    from sentkit.training.recipes.mntp import MNTP
+    from sentkit.training.rundir import write_run
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record_file = out / RECIPE_FILE
+    record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    record.update({"recipe": "llm2vec", "config": asdict(cfg)})
+    costs = record.setdefault("phases", {})
+    write_run(out, "llm2vec", cfg, status="training")
+    for (folder, phase_cfg), recipe in zip(cfg.phases(out), (MNTP, DecoderSimCSE)):
+        target = out / folder
+        if _done(target):
+            log.info("llm2vec: phase %s already done", folder)
+            continue
+        phase_cfg.resume = has_checkpoint(target) or target.is_dir()  # continue it (from step 0 if no checkpoint)
+        log.info("llm2vec: phase %s%s", folder, " (resumed)" if phase_cfg.resume else "")
+        t, c = time.perf_counter(), time.process_time()
+        train(phase_cfg, recipe_cls=recipe)
+        prev = costs.get(folder, {})
+        costs[folder] = {"settings": asdict(phase_cfg),
+                         "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
+                         "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1)}
+        atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
+    record["final"] = PHASES[-1]
+    atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
+    write_marker(out, "llm2vec", final=PHASES[-1], base_model=cfg.model)
+    return out
+
+
+def load_llm2vec(path: Path) -> Any:
+    """The encoder of the last phase."""
+    from sentkit.loading import load
+    from sentkit.methods import read_marker
+
+    final = (read_marker(Path(path)) or {}).get("final")
+    if not final or not (Path(path) / final).is_dir():
+        raise ConfigError(f"{path}: the llm2vec run there has not finished; rerun the command that started it")
+    return load(str(Path(path) / final))
+
+
+LLM2VEC = Method("llm2vec", LLM2VecConfig, train_llm2vec, load_llm2vec)  # listed in sentkit.methods.METHODS

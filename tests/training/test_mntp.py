@@ -1,0 +1,214 @@
+"""`--method mntp` (sentkit.training.recipes.mntp) on tiny random-initialised decoders: its loss equals transformers'
+own shifted causal-LM loss and a hand-written reference on a fixed batch, its batches follow the masking rules, a
+run resumed after a stop equals an uninterrupted one, and `sentkit train --method mntp` runs end to end on a tiny
+Llama into a folder that sentkit and sentence-transformers load with equal (bidirectional) vectors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+from _decoder_helpers import tiny_decoder
+
+from sentkit.training.loop import train
+from sentkit.training.recipe import Seeds
+from sentkit.training.recipes.mntp import MNTP, MNTPBatch, MNTPConfig
+
+TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_decoder("llama", tmp_path_factory.mktemp("llama") / "model")
+
+
+def config(corpus: Path, out: Path, model: Path, **kw: object) -> MNTPConfig:
+    base: dict[str, object] = {"corpus": str(corpus), "out": str(out), "model": str(model), "progress": False,
+                               "log_every": 1, "batch_size": 4, "checkpoint_every": 1000, "seq_len": 32}
+    return MNTPConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def recipe_of(cfg: MNTPConfig) -> MNTP:
+    torch.manual_seed(0)
+    lm, tok = MNTP.load_model(cfg, Path(cfg.out))
+    return MNTP(cfg, lm, tok, 64)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_loss_equals_the_shifted_causal_lm_loss_and_a_hand_written_reference(family: str, tmp_path: Path) -> None:
+    from sentkit.models.decoder import attention_of
+
+    model = tiny_decoder(family, tmp_path / family)
+    recipe = recipe_of(config(tmp_path, tmp_path / "out", model))
+    module = recipe.module().eval()
+    module.autocast = lambda: torch.autocast("cpu", enabled=False)  # type: ignore[method-assign]
+    assert attention_of(recipe.mlm_model.config) == "bidirectional"  # LLM2Vec's MNTP attends both ways
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, len(recipe.tokenizer), (3, 12), generator=gen)
+    labels = torch.full_like(ids, -100)
+    for r, c in [(0, 0), (0, 3), (0, 11), (1, 1), (1, 6), (2, 2), (2, 9), (2, 10)]:  # (0, 0): nothing predicts it
+        labels[r, c] = int(ids[r, c])
+    ids[labels != -100] = recipe.tokenizer.mask_token_id
+    batch = MNTPBatch(3, {"mntp": 7.0}, int(ids.numel()), ids, labels)
+    with torch.no_grad():
+        got = module(batch, [0, 1, 2], Seeds(0, 0, 0, 0)).sums["mntp"] / 7
+        lm = recipe.mlm_model
+        want_hf = lm(input_ids=ids, labels=labels).loss  # transformers' causal-LM loss: logits[:, :-1] vs labels[:, 1:]
+        logits = lm(input_ids=ids).logits.log_softmax(-1)
+    masked = [(r, c) for r in range(3) for c in range(1, 12) if labels[r, c] != -100]
+    by_hand = [-float(logits[r, c - 1, int(labels[r, c])]) for r, c in masked]
+    assert len(by_hand) == 7
+    assert float(got) == pytest.approx(float(want_hf), abs=1e-5)
+    assert float(got) == pytest.approx(sum(by_hand) / 7, abs=1e-5)
+    # the next-token shift matters: the loss of each token read at its own position is another number
+    own = [-float(logits[r, c, int(labels[r, c])]) for r, c in masked]
+    assert abs(sum(own) / 7 - float(got)) > 1e-3
+
+
+def test_batches_mask_a_fifth_of_the_tokens_with_the_blank_token(llama_dir: Path, tiny_corpus: Path,
+                                                                 tmp_path: Path) -> None:
+    from sentkit.data.store import TokenStore
+
+    cfg = config(tiny_corpus, tmp_path / "out", llama_dir, max_steps=1)
+    train(cfg, MNTP)  # one short run prepares the store
+    recipe = recipe_of(cfg)
+    tok = recipe.tokenizer
+    assert tok.mask_token == "_" and tok.mask_token_id == tok.convert_tokens_to_ids("_")  # LLM2Vec's "blank"
+    store = TokenStore(tmp_path / "out" / "prepared")
+    n = recipe.units(store)
+    batch = recipe.batch(store, list(range(n)), 0)
+    assert batch.ids is not None and batch.labels is not None and batch.mask is None
+    chosen = batch.labels != -100
+    assert not chosen[:, 0].any()  # position 0: nothing before it predicts it
+    assert all(int(batch.ids[r, 0]) == tok.bos_token_id for r in range(n))  # Llama's BOS opens each sequence
+    assert not torch.isin(batch.labels[chosen], torch.tensor(tok.all_special_ids)).any()
+    rate = float(chosen.sum()) / float(batch.ids[:, 1:].numel())
+    assert 0.15 < rate < 0.25
+    as_mask = float(((batch.ids == tok.mask_token_id) & chosen).sum()) / float(chosen.sum())
+    assert 0.7 < as_mask < 0.9
+    assert batch.counts["mntp"] == float(chosen.sum())
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(llama_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    kw = {"max_steps": 4, "checkpoint_every": 2}
+    train(config(tiny_corpus, tmp_path / "straight", llama_dir, **kw), MNTP)
+    train(config(tiny_corpus, tmp_path / "cut", llama_dir, **kw), MNTP, stop_at=2)
+    train(config(tiny_corpus, tmp_path / "cut", llama_dir, resume=True, **kw), MNTP)
+    a = torch.load(tmp_path / "straight" / "checkpoint" / "state.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=False)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sentkit_train_method_mntp_end_to_end(llama_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    import sentkit
+    from sentkit.cli.main import main
+    from sentkit.models.decoder import attention_of
+    from sentkit.training.metrics import read_metrics
+
+    out = tmp_path / "run"
+    rc = main(["train", "--method", "mntp", "--model", str(llama_dir), "--corpus", str(tiny_corpus), "--out",
+               str(out), "--max-steps", "3", "--set", "progress=false", "--set", "batch_size=4", "--set", "seq_len=32",
+               "--set", "lr=1e-3", "--set", "log_every=1"])
+    assert rc == 0
+    assert json.loads((out / "sentkit.json").read_text())["method"] == "mntp"
+    assert json.loads((out / "config.json").read_text())["is_causal"] is False  # bidirectional, saved
+    rows = read_metrics(out / "metrics.csv")
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(np.isfinite(r["mntp"]) for r in rows)
+    enc = sentkit.load(str(out))
+    assert enc.pooling == "mean" and attention_of(enc.model.config) == "bidirectional"
+    got = enc.encode(TEXTS)
+    st = SentenceTransformer(str(out), device="cpu")
+    np.testing.assert_allclose(st.encode(TEXTS), got, atol=1e-5)
+    base = sentkit.load(str(llama_dir)).encode(TEXTS)
+    assert np.abs(got - base).max() > 1e-4  # trained (and bidirectional): not the base's vectors
+
+
+def test_a_masked_lm_is_refused_in_one_line(tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from sentkit.cli.main import main
+
+    capsys.readouterr()
+    rc = main(["train", "--method", "mntp", "--model", str(tiny_model_dir), "--corpus", str(tiny_corpus), "--out",
+               str(tmp_path / "run"), "--max-steps", "1", "--set", "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "is a 'bert' model, not a decoder language model" in err[0] and "--method mlm" in err[0]
+
+
+# ----------------------------------------------------------------------------- --method llm2vec
+LLM2VEC_SETTINGS = ["mntp_steps=2", "simcse_steps=3", "mntp_batch_size=4", "simcse_batch_size=4", "seq_len=32",
+                    "max_len=32", "progress=false", "checkpoint_every=1"]
+
+
+def llm2vec_args(model: Path, corpus: Path, out: Path, *extra: str) -> list[str]:
+    sets = [a for s in LLM2VEC_SETTINGS for a in ("--set", s)]
+    return ["train", "--method", "llm2vec", "--model", str(model), "--corpus", str(corpus), "--out", str(out),
+            *sets, *extra]
+
+
+def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(llama_dir: Path, tiny_corpus: Path,
+                                                                          tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    import sentkit
+    from sentkit.cli.main import main
+    from sentkit.models.decoder import attention_of
+
+    out = tmp_path / "run"
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out)) == 0
+    assert json.loads((out / "sentkit.json").read_text())["method"] == "llm2vec"
+    assert json.loads((out / "1-mntp" / "sentkit.json").read_text())["method"] == "mntp"
+    assert json.loads((out / "2-simcse" / "sentkit.json").read_text())["base_model"] == str(out / "1-mntp")
+    record = json.loads((out / "recipe.json").read_text())
+    assert set(record["phases"]) == {"1-mntp", "2-simcse"} and record["final"] == "2-simcse"
+    assert record["phases"]["2-simcse"]["settings"]["dropout"] == 0.3
+    enc = sentkit.load(str(out))
+    assert attention_of(enc.model.config) == "bidirectional" and enc.pooling == "mean"
+    got = enc.encode(TEXTS)
+    np.testing.assert_allclose(SentenceTransformer(str(out / "2-simcse"), device="cpu").encode(TEXTS), got, atol=1e-5)
+    mntp_only = sentkit.load(str(out / "1-mntp")).encode(TEXTS)
+    assert np.abs(got - mntp_only).max() > 1e-5  # SimCSE trained on top of MNTP
+
+
+def test_llm2vec_resumed_after_a_kill_equals_an_uninterrupted_run(
+        llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sentkit
+    import sentkit.training.loop as loop
+    from sentkit.cli.main import main
+
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "straight")) == 0
+    real = loop.train
+
+    def killed_in_simcse(cfg: object, recipe_cls: type, **kw: object) -> Path:
+        if recipe_cls.name != "simcse":
+            return real(cfg, recipe_cls, **kw)  # type: ignore[arg-type]
+        real(cfg, recipe_cls, stop_at=2)  # type: ignore[arg-type]  # its checkpoint at step 2 is written
+        raise SystemExit(137)  # as a kill -9 would end the process there
+
+    monkeypatch.setattr(loop, "train", killed_in_simcse)
+    with pytest.raises(SystemExit):
+        main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut"))
+    assert not (tmp_path / "cut" / "sentkit.json").exists() and (tmp_path / "cut" / "1-mntp" / "sentkit.json").exists()
+    monkeypatch.setattr(loop, "train", real)
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut", "--resume")) == 0
+    a = sentkit.load(str(tmp_path / "straight")).encode(TEXTS)
+    b = sentkit.load(str(tmp_path / "cut")).encode(TEXTS)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_llm2vec_without_a_model_is_one_clear_error() -> None:
+    from sentkit.config import ConfigError
+    from sentkit.training.llm2vec import LLM2VecConfig
+
+    with pytest.raises(ConfigError, match="needs --model: a decoder"):
+        LLM2VecConfig(corpus="c", out="o")
+    with pytest.raises(ConfigError, match="simcse_dropout"):
+        LLM2VecConfig(corpus="c", out="o", model="m", simcse_dropout=1.0)
