@@ -249,7 +249,7 @@ def _file_chunks(f: Path, doc_id: str, st: CorpusStats, progress: ProgressFn | N
     is raised."""
     try:
         with f.open("rb") as fh:
-            head = fh.read(READ_BYTES)
+            head = fh.read(max(READ_BYTES, 8192))  # the binary check looks at the first 8192 bytes
             wide = bom_encoding(head[:4])
             decoder = codecs.getincrementaldecoder(wide or "utf-8-sig")("strict")
             if wide is None and b"\x00" in head[:8192]:

@@ -191,14 +191,15 @@ CutFn = Callable[[str, int, int], "int | None"]
 
 
 def word_cut(buf: str, lo: int, hi: int) -> int | None:
-    """The last position p in (lo, hi) where a window may end: ``buf[p]`` is a space or a newline and
+    """The last position p in (lo, hi) where a window may end: ``buf[p]`` is a space and
     ``buf[p - 1]`` a letter or digit, so no word is split and a whitespace run stays whole (the next
     window starts with it). Tokenizers whose normaliser works character by character and whose
-    pre-tokenizer splits at whitespace (WordPiece, byte-level BPE, Metaspace) give the same ids for
-    the windows as for the whole text; :func:`windows_are_exact` checks a tokenizer before use."""
+    pre-tokenizer splits at spaces (WordPiece, byte-level BPE, Metaspace) give the same ids for the
+    windows as for the whole text (a newline is no cut: Metaspace keeps it inside a piece);
+    :func:`windows_are_exact` checks a tokenizer before use."""
     i = hi
     while i > lo + 1:
-        j = max(buf.rfind(" ", lo + 1, i), buf.rfind("\n", lo + 1, i))
+        j = buf.rfind(" ", lo + 1, i)
         if j < 0:
             return None
         if buf[j - 1].isalnum():
@@ -253,7 +254,7 @@ PROBE = ("Ünïcode cafe\u0301 ΟΔΟΣ ὁδός naïve — “quotes” 東京
          "tabs\r\nCRLF " + "x" * 130 + " " + "supercalifragilisticexpialidocious" * 4 + "\n\n\nend. ")
 
 
-def windows_are_exact(tokenizer: Any, cut: CutFn = word_cut) -> bool:
+def windows_are_exact(tokenizer: Any) -> bool:
     """Whether `tokenizer` gives the same ids for a probe text cut into tiny windows as for the text
     whole (accents, Greek final sigma, CJK, long words, whitespace runs, newlines)."""
     from sentkit.logs import quiet_transformers
@@ -261,7 +262,7 @@ def windows_are_exact(tokenizer: Any, cut: CutFn = word_cut) -> bool:
     text = PROBE * 3
     with quiet_transformers():
         whole = tokenizer([text], add_special_tokens=False)["input_ids"][0]
-        parts = tokenizer(list(cut_windows([text], cut, window=3)), add_special_tokens=False)["input_ids"]
+        parts = tokenizer(list(cut_windows([text], word_cut, window=3)), add_special_tokens=False)["input_ids"]
     return [int(i) for i in whole] == [int(i) for seq in parts for i in seq]
 
 
@@ -457,7 +458,8 @@ def prepare_store(
     rep = PrepareReport()
     tmp = make_temp_dir(out)
     try:
-        if window is not None and not windows_are_exact(tokenizer, paragraph_cut if unit == "sentence" else word_cut):
+        # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
+        if window is not None and unit == "document" and not windows_are_exact(tokenizer):
             log.warning("this tokenizer gives other ids for a text cut into windows than for the text whole: each "
                         "document is tokenized whole (memory grows with the longest document)")
             window = None
