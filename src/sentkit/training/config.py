@@ -28,6 +28,7 @@ class TrainConfig:
     model: str = DEFAULT_MODEL  # registry name, local directory or Hugging Face id
     from_scratch: bool = False  # random initialisation from the model's config
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
+    txt_mode: Literal["file", "lines"] = "file"  # a single .txt corpus: one document, or one per line (DeCLUTR's format)
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
     pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max
@@ -71,6 +72,8 @@ class TrainConfig:
         if self.pooling not in saveable_poolings():
             why = f" (a folder cannot be saved with it; {load_with(self.pooling)})" if self.pooling in POOLINGS else ""
             raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
+        if self.txt_mode not in ("file", "lines"):
+            raise ConfigError(f"txt_mode must be 'file' or 'lines', got {self.txt_mode!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in self.POSITIVE_INTS:
