@@ -49,7 +49,10 @@ finally:
 
 
 def books() -> list[Path]:
-    return sorted((data_dir() / "corpus" / "gutenberg").glob("*.txt"))
+    found = sorted((data_dir() / "corpus" / "gutenberg").glob("*.txt"))
+    if not found:
+        raise SystemExit(f"no books in {data_dir() / 'corpus' / 'gutenberg'}; set SENTKIT_DATA to the data folder")
+    return found
 
 
 def make_corpus(root: Path, shape: str, mb: int) -> Path:
