@@ -225,8 +225,7 @@ def iter_document_streams(
         files = corpus_files(p)
         if not files:
             raise CorpusError(f"corpus folder {p} holds no .txt files; put one document per .txt file there, or pass a .jsonl/.parquet file")
-        for f in files:
-            yield DocStream(str(f), _file_chunks(f, str(f), st, progress, folder=True))
+        yield from iter_file_streams(files, stats=st, progress=progress)
     elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         yield from _whole(_iter_jsonl(p, field, st, progress))
     elif p.suffix.lower() == ".parquet":
@@ -235,6 +234,13 @@ def iter_document_streams(
         yield from _iter_txt(p, txt_mode, st, progress)
     else:
         raise CorpusError(f"corpus {p}: unsupported file type {p.suffix!r}; use .txt, .jsonl, .parquet, a folder of .txt files or a saved Hugging Face dataset")
+
+
+def iter_file_streams(files: Iterable[Path], *, stats: CorpusStats, progress: ProgressFn | None = None) -> Iterator[DocStream]:
+    """The documents of these files of a folder corpus (one per file, `corpus_files` order), as
+    `iter_document_streams` reads a folder: a file that cannot be read is skipped and counted."""
+    for f in files:
+        yield DocStream(str(f), _file_chunks(f, str(f), stats, progress, folder=True))
 
 
 def _whole(docs: Iterator[Document]) -> Iterator[DocStream]:

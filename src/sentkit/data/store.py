@@ -407,6 +407,124 @@ def _tokenized(docs: Iterator[DocStream], tokenizer: Any, writer: _StoreWriter, 
     flush()
 
 
+@dataclass(frozen=True)
+class PrepareSettings:
+    """What a store is prepared with (besides the corpus and the tokenizer); recorded in meta.json."""
+
+    min_doc_tokens: int
+    max_doc_tokens: int | None = None
+    text_field: str = "text"
+    txt_mode: str = "file"
+    unit: str = "document"
+    tokenizer_name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_doc_tokens is not None and self.max_doc_tokens < self.min_doc_tokens:
+            raise CorpusError(
+                f"max_doc_tokens ({self.max_doc_tokens}) is below the minimum document length "
+                f"({self.min_doc_tokens}): no piece could be kept",
+                fixes=[Fix({"max_doc_tokens": self.min_doc_tokens})],
+            )
+        if self.unit not in ("document", "sentence"):
+            raise CorpusError(f"unit must be 'document' or 'sentence', got {self.unit!r}")
+        if self.txt_mode not in ("file", "lines"):
+            raise CorpusError(f"txt_mode must be 'file' or 'lines', got {self.txt_mode!r}")
+
+
+def exact_window(tokenizer: Any, unit: str, window: int | None) -> int | None:
+    """`window`, or None (whole documents, with a warning) for a tokenizer that windows would change."""
+    # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
+    if window is not None and unit == "document" and not windows_are_exact(tokenizer):
+        log.warning("this tokenizer gives other ids for a text cut into windows than for the text whole: each "
+                    "document is tokenized whole (memory grows with the longest document)")
+        return None
+    return window
+
+
+def progress_bar(total: int | None, *, show: bool, desc: str = "prepare") -> Any:
+    """A bar in bytes (MB/s) when the corpus's size is known, else in documents."""
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, total=total, unit="B" if total is not None else "doc", unit_scale=True,
+                unit_divisor=1024, disable=not show, smoothing=0.1)
+
+
+@dataclass
+class Tokenized:
+    """What tokenizing some documents into a folder's tokens.bin gave: the counts, the entries'
+    offsets (from 0) and the lengths of the pieces dropped as too short."""
+
+    rep: PrepareReport
+    offsets: np.ndarray
+    short: np.ndarray
+
+
+def tokenize_into(folder: Path, docs: Iterator[DocStream], tokenizer: Any, settings: PrepareSettings, *,
+                  window: int | None, bar: Any, bytes_known: bool) -> Tokenized:
+    """Tokenize `docs` into ``folder/tokens.bin`` (fsynced) by the length rule of `settings`."""
+    rep = PrepareReport()
+    counted = [0]
+
+    def on_doc() -> None:
+        counted[0] += 1
+        if not bytes_known:
+            bar.update(1)
+        elif counted[0] % 16 == 0:
+            bar.set_postfix(docs=counted[0], refresh=False)
+
+    with open(folder / "tokens.bin", "wb") as fout:
+        writer = _StoreWriter(fout, rep, settings.min_doc_tokens, settings.max_doc_tokens)
+        _tokenized(docs, tokenizer, writer, unit=settings.unit, window=window, on_doc=on_doc)
+        fout.flush()
+        os.fsync(fout.fileno())
+    bar.set_postfix(docs=counted[0], refresh=False)
+    offsets = np.frombuffer(writer.offsets, dtype=np.int64)
+    rep.tokens_kept = int(offsets[-1])
+    return Tokenized(rep, offsets, np.frombuffer(writer.short, dtype=np.int64))
+
+
+def write_store(tmp: Path, out: Path, corpus: str | Path, tokenizer: Any, settings: PrepareSettings, done: Tokenized,
+                stats: CorpusStats, *, seconds: float, rule: LengthRule | None, what: str) -> PrepareReport:
+    """Finish the store whose tokens.bin is in `tmp` (offsets, meta.json last) and move it onto `out`;
+    a CorpusError that words the fix when no document was kept."""
+    rep = done.rep
+    rep.corpus = stats.as_dict()
+    rep.seconds = seconds
+    if rep.kept == 0:
+        lengths = done.short  # every piece was too short
+        longest = int(lengths.max()) if len(lengths) else 0
+        need = settings.min_doc_tokens
+        raise CorpusError(
+            f"corpus {corpus}: no usable document. A document needs at least {need} tokens "
+            f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
+            f"{rep.too_short} too short, {stats.skipped} unreadable"
+            + (f" ({stats.skipped_text()})" if stats.skipped else ""),
+            fixes=relax_fixes(lengths, rule or LengthRule(), min_doc_tokens=need),
+        )
+    np.save(tmp / "offsets.npy", done.offsets)
+    meta = {
+        "format": STORE_FORMAT,
+        "version": STORE_VERSION,
+        "corpus": str(corpus),
+        "tokenizer": settings.tokenizer_name,
+        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+        "min_doc_tokens": settings.min_doc_tokens,
+        "max_doc_tokens": settings.max_doc_tokens,
+        "text_field": settings.text_field,
+        "unit": settings.unit,
+        **({"txt_mode": settings.txt_mode} if settings.txt_mode != "file" else {}),
+        "num_docs": rep.kept,
+        "num_tokens": rep.tokens_kept,
+        "report": {k: v for k, v in rep.__dict__.items()},
+    }
+    # meta.json (the marker) is written last: a folder without it is never taken for a store
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    for name in ("offsets.npy", "meta.json"):
+        _fsync(tmp / name)
+    _replace_dir(tmp, check_store_target(out, what=what))
+    return rep
+
+
 def prepare_store(
     corpus: str | Path,
     tokenizer: Any,
@@ -440,89 +558,26 @@ def prepare_store(
     Documents are read and tokenized in windows of about `window` characters cut between words (at
     paragraph breaks for sentences), so memory is flat in the corpus's and each document's size; the
     ids are those of tokenizing each document whole (a tokenizer for which the check
-    :func:`windows_are_exact` fails is given whole documents, with a warning; so is ``window=None``)."""
-    from tqdm.auto import tqdm
-
-    if max_doc_tokens is not None and max_doc_tokens < min_doc_tokens:
-        raise CorpusError(
-            f"max_doc_tokens ({max_doc_tokens}) is below the minimum document length ({min_doc_tokens}): "
-            "no piece could be kept",
-            fixes=[Fix({"max_doc_tokens": min_doc_tokens})],
-        )
-    if unit not in ("document", "sentence"):
-        raise CorpusError(f"unit must be 'document' or 'sentence', got {unit!r}")
+    :func:`windows_are_exact` fails is given whole documents, with a warning; so is ``window=None``).
+    Several processes share the work with `sentkit.data.prepare_shards`."""
+    settings = PrepareSettings(min_doc_tokens, max_doc_tokens, text_field, txt_mode, unit, tokenizer_name)
     out = check_store_target(out, what=what)
     remove_stale_temps(out.parent, out.name)
     t0 = time.perf_counter()
     stats = CorpusStats()
-    rep = PrepareReport()
     tmp = make_temp_dir(out)
     try:
-        # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
-        if window is not None and unit == "document" and not windows_are_exact(tokenizer):
-            log.warning("this tokenizer gives other ids for a text cut into windows than for the text whole: each "
-                        "document is tokenized whole (memory grows with the longest document)")
-            window = None
+        window = exact_window(tokenizer, unit, window)
         size = corpus_size(corpus, txt_mode=txt_mode)
-        bar = tqdm(desc="prepare", total=size, unit="B" if size is not None else "doc", unit_scale=True,
-                   unit_divisor=1024, disable=not show_progress, smoothing=0.1)
-        counted = [0]
-
-        def on_doc() -> None:
-            counted[0] += 1
-            if size is None:
-                bar.update(1)
-            elif counted[0] % 16 == 0:
-                bar.set_postfix(docs=counted[0], refresh=False)
-
-        with open(tmp / "tokens.bin", "wb") as fout:
-            writer = _StoreWriter(fout, rep, min_doc_tokens, max_doc_tokens)
+        with progress_bar(size, show=show_progress) as bar:
             docs = iter_document_streams(corpus, field=text_field, txt_mode=txt_mode, stats=stats,
                                          progress=bar.update if size is not None else None)
-            _tokenized(docs, tokenizer, writer, unit=unit, window=window, on_doc=on_doc)
-            fout.flush()
-            os.fsync(fout.fileno())
-        bar.set_postfix(docs=counted[0], refresh=False)
-        bar.close()
-        offsets = np.frombuffer(writer.offsets, dtype=np.int64)
-        rep.tokens_kept = int(offsets[-1])
-        rep.corpus = stats.as_dict()
-        rep.seconds = time.perf_counter() - t0
-        if rep.kept == 0:
-            lengths = np.frombuffer(writer.short, dtype=np.int64)  # every piece was too short
-            longest = int(lengths.max()) if len(lengths) else 0
-            raise CorpusError(
-                f"corpus {corpus}: no usable document. A document needs at least {min_doc_tokens} tokens "
-                f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
-                f"{rep.too_short} too short, {stats.skipped} unreadable"
-                + (f" ({stats.skipped_text()})" if stats.skipped else ""),
-                fixes=relax_fixes(lengths, rule or LengthRule(), min_doc_tokens=min_doc_tokens),
-            )
-        np.save(tmp / "offsets.npy", offsets)
-        meta = {
-            "format": STORE_FORMAT,
-            "version": STORE_VERSION,
-            "corpus": str(corpus),
-            "tokenizer": tokenizer_name,
-            "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-            "min_doc_tokens": min_doc_tokens,
-            "max_doc_tokens": max_doc_tokens,
-            "text_field": text_field,
-            "unit": unit,
-            **({"txt_mode": txt_mode} if txt_mode != "file" else {}),
-            "num_docs": rep.kept,
-            "num_tokens": rep.tokens_kept,
-            "report": {k: v for k, v in rep.__dict__.items()},
-        }
-        # meta.json (the marker) is written last: a folder without it is never taken for a store
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        for name in ("offsets.npy", "meta.json"):
-            _fsync(tmp / name)
-        _replace_dir(tmp, check_store_target(out, what=what))
+            done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=size is not None)
+        return write_store(tmp, out, corpus, tokenizer, settings, done, stats, seconds=time.perf_counter() - t0,
+                           rule=rule, what=what)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return rep
 
 
 def _fsync(path: Path) -> None:
