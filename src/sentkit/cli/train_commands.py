@@ -27,6 +27,8 @@ def register(sub: Any) -> None:
                    "whiten: any model name)")
     t.add_argument("--corpus", default=None, help="corpus path or a store made by `sentkit prepare`")
     t.add_argument("--out", default=None, help="output directory (model, checkpoint, metrics.csv, config)")
+    t.add_argument("--txt-mode", default=None, choices=["file", "lines"],
+                   help="a single .txt corpus: one document (file, default) or one per line (lines: DeCLUTR's format)")
     t.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
     t.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
@@ -79,7 +81,8 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
     all_fields = dataclasses.fields(method.config_cls)
     fields = {f.name for f in all_fields}
     required = {f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed}
+    flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed,
+             "txt_mode": getattr(args, "txt_mode", None)}
     for flag in ("resume", "overwrite", "allow_config_change"):
         if getattr(args, flag, False):
             flags[flag] = True

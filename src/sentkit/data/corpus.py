@@ -10,8 +10,12 @@ Accepted corpora:
 Text is UTF-8 (a byte-order mark is dropped); UTF-16 and UTF-32 files that start with a byte-order
 mark are decoded too. Documents that are empty, binary (a NUL byte), not UTF-8, unreadable, bad
 JSON lines or JSON records without the text field are skipped and counted in ``CorpusStats``, never
-a crash; a corpus where *no* record has the text field is an error naming the keys found. Memory
-stays bounded by the largest single document.
+a crash; a corpus where *no* record has the text field is an error naming the keys found.
+
+Two views of the same reader: :func:`iter_document_streams` gives each document as a `DocStream`
+whose text is decoded a block at a time as it is read (memory flat in the document's size: what
+``sentkit prepare`` uses), and :func:`iter_documents` gives each document's whole text (memory
+bounded by the largest single document).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,8 @@ from sentkit.errors import SentkitError
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".text")
+READ_BYTES = 1 << 20  # a text file is read and decoded this many bytes at a time
+ProgressFn = Callable[[int], None]  # called with the number of corpus bytes just read
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,41 @@ def corpus_files(path: Path) -> list[Path]:
     return files
 
 
+class SkipDocument(Exception):
+    """Raised by `DocStream.chunks` when the document turns out to be unusable part-way (not UTF-8,
+    binary, empty, unreadable); it is already counted in the `CorpusStats`. Text it gave before is to
+    be dropped."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class DocStream:
+    """One document whose text is read on demand: iterate `chunks` once, in order; their
+    concatenation is the document's text. A `SkipDocument` from it means the document is skipped."""
+
+    id: str
+    chunks: Iterator[str]
+
+
+def corpus_size(path: str | Path, *, txt_mode: str = "file") -> int | None:
+    """The bytes a plain-text or JSON-lines corpus holds (what the reader's progress callback
+    counts up to), or None for one whose reading is counted in documents (Parquet, a saved dataset)."""
+    p = Path(path)
+    try:
+        if _is_hf_dataset_dir(p):
+            return None
+        if p.is_dir():
+            return sum(f.stat().st_size for f in corpus_files(p))
+        if p.suffix.lower() == ".parquet":
+            return None
+        return p.stat().st_size
+    except OSError:
+        return None
+
+
 def iter_documents(
     path: str | Path,
     *,
@@ -155,54 +196,139 @@ def iter_documents(
     txt_mode: str = "file",
     stats: CorpusStats | None = None,
 ) -> Iterator[Document]:
-    """Stream the usable documents of a corpus (see module docstring for formats)."""
+    """Stream the usable documents of a corpus (see module docstring for formats), each whole."""
+    for doc in iter_document_streams(path, field=field, txt_mode=txt_mode, stats=stats):
+        try:
+            text = "".join(doc.chunks)
+        except SkipDocument:
+            continue
+        yield Document(doc.id, text)
+
+
+def iter_document_streams(
+    path: str | Path,
+    *,
+    field: str = "text",
+    txt_mode: str = "file",
+    stats: CorpusStats | None = None,
+    progress: ProgressFn | None = None,
+) -> Iterator[DocStream]:
+    """The documents of a corpus as `DocStream` s (text decoded a block at a time), in corpus order.
+
+    A document is counted in ``stats.read`` (or as skipped) when its chunks have been read to the end.
+    `progress` is called with the bytes read as they are read (plain-text and JSON-lines corpora)."""
     p = Path(path)
     st = stats if stats is not None else CorpusStats()
     if not p.exists():
         raise CorpusError(f"corpus {p} does not exist (expected a folder of .txt files, a .txt, .jsonl or .parquet file, or a saved Hugging Face dataset)")
     if _is_hf_dataset_dir(p):
-        yield from _iter_hf(p, field, st)
+        yield from _whole(_iter_hf(p, field, st))
     elif p.is_dir():
         files = corpus_files(p)
         if not files:
             raise CorpusError(f"corpus folder {p} holds no .txt files; put one document per .txt file there, or pass a .jsonl/.parquet file")
-        for f in files:
-            try:
-                raw = f.read_bytes()
-            except OSError as e:  # one unreadable file does not stop a folder corpus
-                st.skip("unreadable", str(f))
-                if st.unreadable <= 3:
-                    log.warning("%s: cannot read (%s); skipped", f, e.strerror or e)
-                continue
-            text = _decode(raw, str(f), st)
-            if text is not None:
-                st.read += 1
-                yield Document(str(f), text)
+        yield from iter_file_streams(files, stats=st, progress=progress)
     elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-        yield from _iter_jsonl(p, field, st)
+        yield from _whole(_iter_jsonl(p, field, st, progress))
     elif p.suffix.lower() == ".parquet":
-        yield from _iter_parquet(p, field, st)
+        yield from _whole(_iter_parquet(p, field, st))
     elif p.suffix.lower() in TEXT_SUFFIXES or p.suffix == "":
-        yield from _iter_txt(p, txt_mode, st)
+        yield from _iter_txt(p, txt_mode, st, progress)
     else:
         raise CorpusError(f"corpus {p}: unsupported file type {p.suffix!r}; use .txt, .jsonl, .parquet, a folder of .txt files or a saved Hugging Face dataset")
 
 
-def _iter_txt(p: Path, mode: str, st: CorpusStats) -> Iterator[Document]:
+def iter_file_streams(files: Iterable[Path], *, stats: CorpusStats, progress: ProgressFn | None = None) -> Iterator[DocStream]:
+    """The documents of these files of a folder corpus (one per file, `corpus_files` order), as
+    `iter_document_streams` reads a folder: a file that cannot be read is skipped and counted."""
+    for f in files:
+        yield DocStream(str(f), _file_chunks(f, str(f), stats, progress, folder=True))
+
+
+def _whole(docs: Iterator[Document]) -> Iterator[DocStream]:
+    for d in docs:
+        yield DocStream(d.id, iter((d.text,)))
+
+
+def _file_chunks(f: Path, doc_id: str, st: CorpusStats, progress: ProgressFn | None, *,
+                 folder: bool) -> Iterator[str]:
+    """The decoded text of file `f`, a block at a time, by the rules of `_decode` (the same text,
+    the same reason to skip). An unreadable file of a folder is skipped; a single file's OS error
+    is raised."""
+    try:
+        with f.open("rb") as fh:
+            head = fh.read(max(READ_BYTES, 8192))  # the binary check looks at the first 8192 bytes
+            wide = bom_encoding(head[:4])
+            decoder = codecs.getincrementaldecoder(wide or "utf-8-sig")("strict")
+            if wide is None and b"\x00" in head[:8192]:
+                st.skip("binary", doc_id)
+                raise SkipDocument("binary")
+            nul, blank = False, True
+            raw = head
+            while True:
+                final = not raw
+                try:
+                    text = decoder.decode(raw, final=final)
+                except UnicodeDecodeError:
+                    st.skip("not_utf8", doc_id)
+                    raise SkipDocument("not_utf8") from None
+                if progress is not None and raw:
+                    progress(len(raw))
+                if not nul and "\x00" in text:
+                    nul = True  # binary, unless a later byte is not UTF-8 (that reason comes first)
+                if not nul and text:
+                    if blank and text.strip():
+                        blank = False
+                    yield text
+                if final:
+                    break
+                raw = fh.read(READ_BYTES)
+    except OSError as e:
+        if not folder:
+            raise
+        st.skip("unreadable", doc_id)
+        if st.unreadable <= 3:
+            log.warning("%s: cannot read (%s); skipped", f, e.strerror or e)
+        raise SkipDocument("unreadable") from None
+    if nul:
+        st.skip("binary", doc_id)
+        raise SkipDocument("binary")
+    if blank:
+        st.skip("empty", doc_id)
+        raise SkipDocument("empty")
+    st.read += 1
+
+
+_LINES_HINT_MIN = 200  # newlines in the first block that, with no blank line, look like one document per line
+
+
+def looks_like_lines(head: bytes) -> bool:
+    """Whether the start of a single .txt looks like one document per line (DeCLUTR's format): many
+    lines and not one blank line between them (a book has blank lines between its paragraphs)."""
+    import re
+
+    return head.count(b"\n") >= _LINES_HINT_MIN and re.search(rb"\n[ \t\r]*\n", head) is None
+
+
+def _iter_txt(p: Path, mode: str, st: CorpusStats, progress: ProgressFn | None) -> Iterator[DocStream]:
     if mode == "file":
-        text = _decode(p.read_bytes(), str(p), st)
-        if text is not None:
-            st.read += 1
-            yield Document(str(p), text)
+        with p.open("rb") as fh:
+            head = fh.read(READ_BYTES)
+        if looks_like_lines(head):
+            log.warning("%s is read as ONE document (txt_mode=file), but it has many lines and no blank line: "
+                        "DeCLUTR's format is one document per line; to read it so, pass --txt-mode lines", p)
+        yield DocStream(str(p), _file_chunks(p, str(p), st, progress, folder=False))
         return
     if mode != "lines":
         raise CorpusError(f"txt_mode must be 'file' or 'lines', got {mode!r}")
     with p.open("rb") as f:
         for i, raw in enumerate(f, 1):
+            if progress is not None:
+                progress(len(raw))
             text = _decode(raw.rstrip(b"\r\n"), f"{p}:{i}", st)
             if text is not None:
                 st.read += 1
-                yield Document(f"{p}:{i}", text)
+                yield DocStream(f"{p}:{i}", iter((text,)))
 
 
 def guess_text_field(keys: Counter[str]) -> str | None:
@@ -215,7 +341,7 @@ def _field_fixes(string_keys: Counter[str]) -> list[Fix]:
     return [Fix({"text_field": guess})] if guess else []
 
 
-def _iter_jsonl(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
+def _iter_jsonl(p: Path, fld: str, st: CorpusStats, progress: ProgressFn | None = None) -> Iterator[Document]:
     kept = missing = 0
     keys_seen: set[str] = set()
     string_keys: Counter[str] = Counter()
@@ -223,6 +349,8 @@ def _iter_jsonl(p: Path, fld: str, st: CorpusStats) -> Iterator[Document]:
     with p.open("rb") as f:
         for i, raw in enumerate(f, 1):
             doc_id = f"{p}:{i}"
+            if progress is not None:
+                progress(len(raw))
             if i == 1 and raw.startswith(codecs.BOM_UTF8):  # json.loads refuses a byte-order mark
                 raw = raw[len(codecs.BOM_UTF8):]
             if not raw.strip():

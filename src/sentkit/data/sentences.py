@@ -29,6 +29,7 @@ ABBREVIATIONS = frozenset(
 )
 
 _PARA_RE = re.compile(r"\n[ \t]*\n+")
+PARAGRAPH_RE = _PARA_RE  # a paragraph break: no sentence crosses one (a document may be split at them)
 _WS_RE = re.compile(r"\s+")
 # A candidate end: terminal punctuation, optional closing quotes/brackets, then whitespace.
 _END_RE = re.compile(r"([.!?]+)([\"'”’)\]]*)\s+")

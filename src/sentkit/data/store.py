@@ -14,6 +14,7 @@ else is ever replaced; any other existing folder is refused, never deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -21,14 +22,23 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sentkit.data.corpus import CorpusError, CorpusStats, Document, Fix, iter_documents
+from sentkit.data.corpus import (
+    CorpusError,
+    CorpusStats,
+    DocStream,
+    Fix,
+    SkipDocument,
+    corpus_size,
+    iter_document_streams,
+)
 from sentkit.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 
 log = logging.getLogger(__name__)
@@ -134,17 +144,6 @@ class PrepareReport:
         return "\n".join(lines)
 
 
-def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
-    batch: list[Document] = []
-    for d in docs:
-        batch.append(d)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 @dataclass(frozen=True)
 class LengthRule:
     """The span settings behind ``min_doc_tokens = num_anchors * max_span_len * 2``, used to suggest
@@ -184,6 +183,348 @@ def relax_fixes(lengths: np.ndarray, rule: LengthRule, *, min_doc_tokens: int, w
     return [Fix(settings, f"keeps {kept} of {n} documents")]
 
 
+# ----------------------------------------------------------------------------- windows
+WINDOW_CHARS = 1 << 16  # a document is tokenized in windows of about this many characters
+BATCH_CHARS = 1 << 19  # characters of text given to the tokenizer in one call
+BATCH_TEXTS = 64  # texts (windows, short documents) in one call
+CutFn = Callable[[str, int, int], "int | None"]
+
+
+def word_cut(buf: str, lo: int, hi: int) -> int | None:
+    """The last position p in (lo, hi) where a window may end: ``buf[p]`` is a space and
+    ``buf[p - 1]`` a letter or digit, so no word is split and a whitespace run stays whole (the next
+    window starts with it). Tokenizers whose normaliser works character by character and whose
+    pre-tokenizer splits at spaces (WordPiece, byte-level BPE, Metaspace) give the same ids for the
+    windows as for the whole text (a newline is no cut: Metaspace keeps it inside a piece);
+    :func:`windows_are_exact` checks a tokenizer before use."""
+    i = hi
+    while i > lo + 1:
+        j = buf.rfind(" ", lo + 1, i)
+        if j < 0:
+            return None
+        if buf[j - 1].isalnum():
+            return j
+        i = j
+    return None
+
+
+def paragraph_cut(buf: str, lo: int, hi: int) -> int | None:
+    """The last position in (lo, hi) just after a paragraph break (`split_sentences` never lets a
+    sentence cross one), for documents split into sentences window by window."""
+    from sentkit.data.sentences import PARAGRAPH_RE
+
+    last = None
+    for m in PARAGRAPH_RE.finditer(buf, lo + 1, hi):
+        last = m.end()
+    return last
+
+
+def cut_windows(chunks: Iterable[str], cut: CutFn, window: int = WINDOW_CHARS) -> Iterator[str]:
+    """Regroup a text given in `chunks` of any size into windows of about `window` characters, each
+    ending where `cut` allows (`cut(buf, lo, hi)`: the last allowed end in (lo, hi), or None); their
+    concatenation is the text. A stretch with no place to cut is kept whole until one comes (memory
+    then grows with that stretch, never with the document)."""
+    buf = ""
+    scanned = 0  # no cut in buf[:scanned] (a stretch without one, waiting for more text)
+    for chunk in chunks:
+        buf = buf + chunk if buf else chunk
+        start = 0
+        while len(buf) - start > window:
+            # the last cut in the window; none there: in twice the window, and so on
+            lo, hi, p = max(start, scanned - 2), start + window, None
+            while True:
+                if lo < hi:
+                    p = cut(buf, lo, min(hi, len(buf)))
+                if p is not None or hi >= len(buf):
+                    break
+                lo, hi = max(lo, hi - 2), start + 2 * (hi - start)
+            if p is None:
+                scanned = len(buf)
+                break
+            yield buf[start:p]
+            start = scanned = p
+        if start:
+            buf = buf[start:]
+            scanned -= start
+    if buf:
+        yield buf
+
+
+PROBE = ("Ünïcode cafe\u0301 ΟΔΟΣ ὁδός naïve — “quotes” 東京タワー 123,456.78 e-mail@x.org\n\n  spaced   out\t"
+         "tabs\r\nCRLF " + "x" * 130 + " " + "supercalifragilisticexpialidocious" * 4 + "\n\n\nend. ")
+
+
+def windows_are_exact(tokenizer: Any) -> bool:
+    """Whether `tokenizer` gives the same ids for a probe text cut into tiny windows as for the text
+    whole (accents, Greek final sigma, CJK, long words, whitespace runs, newlines)."""
+    from sentkit.logs import quiet_transformers
+
+    text = PROBE * 3
+    with quiet_transformers():
+        whole = tokenizer([text], add_special_tokens=False)["input_ids"][0]
+        parts = tokenizer(list(cut_windows([text], word_cut, window=3)), add_special_tokens=False)["input_ids"]
+    return [int(i) for i in whole] == [int(i) for seq in parts for i in seq]
+
+
+# ----------------------------------------------------------------------------- writing
+class _StoreWriter:
+    """Appends entries to tokens.bin (with their offsets), a document at a time: `begin_doc`, then for
+    each entry (a document, or each of its sentences) `begin_entry`, `add` its ids in order,
+    `end_entry`; then `end_doc`, or `abort_doc` to drop all the document gave (it was unusable).
+
+    An entry longer than `max_tokens` is cut into pieces of that many tokens (the last shorter);
+    a piece shorter than `min_tokens` is dropped. A piece is held in memory only until it has
+    `min_tokens` tokens (then it is known to be kept), so memory is flat in the entry's size."""
+
+    def __init__(self, fout: Any, rep: PrepareReport, min_tokens: int, max_tokens: int | None) -> None:
+        self.fout, self.rep, self.min, self.max = fout, rep, min_tokens, max_tokens
+        self.offsets = array("q", [0])
+        self.short = array("q")  # lengths of the pieces dropped as too short (they word the fixes)
+
+    def begin_doc(self) -> None:
+        self.mark = (self.fout.tell(), len(self.offsets), len(self.short), dataclasses.replace(self.rep))
+
+    def abort_doc(self) -> None:
+        pos, n_off, n_short, rep = self.mark
+        self.fout.seek(pos)
+        self.fout.truncate()
+        del self.offsets[n_off:]
+        del self.short[n_short:]
+        for k in ("documents_read", "kept", "too_short", "pieces_from_splits"):
+            setattr(self.rep, k, getattr(rep, k))
+
+    def end_doc(self) -> None:
+        pass
+
+    def begin_entry(self) -> None:
+        self.total = 0  # tokens of the entry so far
+        self.piece = 0  # tokens of the current piece so far
+        self.held: list[np.ndarray] | None = []  # the current piece, while it is shorter than min_tokens
+
+    def add(self, ids: Any) -> None:
+        arr = np.asarray(ids, dtype=np.uint32)
+        while len(arr):
+            take = len(arr) if self.max is None else min(len(arr), self.max - self.piece)
+            self._write(arr[:take])
+            arr = arr[take:]
+            if self.max is not None and self.piece == self.max:
+                self._close_piece()
+
+    def _write(self, arr: np.ndarray) -> None:
+        self.total += len(arr)
+        self.piece += len(arr)
+        if self.held is not None:
+            self.held.append(arr)
+            if self.piece < self.min:
+                return
+            arr = np.concatenate(self.held)
+            self.held = None
+        self.fout.write(arr.tobytes())
+
+    def _close_piece(self) -> None:
+        if self.held is not None:  # shorter than min_tokens
+            self.short.append(self.piece)
+            self.rep.too_short += 1
+        else:
+            self.offsets.append(self.offsets[-1] + self.piece)
+            self.rep.kept += 1
+        self.piece = 0
+        self.held = []
+
+    def end_entry(self) -> None:
+        self.rep.documents_read += 1
+        if self.piece or not self.total:
+            self._close_piece()
+        if self.max is not None and self.total > self.max:
+            self.rep.pieces_from_splits += -(-self.total // self.max)
+
+
+def _tokenized(docs: Iterator[DocStream], tokenizer: Any, writer: _StoreWriter, *, unit: str,
+               window: int | None, on_doc: Callable[[], None]) -> None:
+    """Tokenize every document of `docs` into `writer`, in order, batching texts across documents.
+    ``window=None`` tokenizes each document whole (for a tokenizer that windows would change)."""
+    from sentkit.logs import quiet_transformers
+
+    events: list[tuple[str, Any]] = []  # ("doc" | "entry" | "ids" | "end" | "done" | "abort", payload)
+    texts: list[str] = []
+    chars = 0
+
+    def flush() -> None:
+        nonlocal chars
+        if texts:
+            with quiet_transformers():
+                ids = iter(tokenizer(texts, add_special_tokens=False)["input_ids"])
+        for kind, _ in events:
+            if kind == "ids":
+                writer.add(next(ids))
+            elif kind == "doc":
+                writer.begin_doc()
+            elif kind == "entry":
+                writer.begin_entry()
+            elif kind == "end":
+                writer.end_entry()
+            elif kind == "done":
+                writer.end_doc()
+                on_doc()
+            else:
+                writer.abort_doc()
+        events.clear()
+        texts.clear()
+        chars = 0
+
+    def text(t: str) -> None:
+        nonlocal chars
+        events.append(("ids", None))
+        texts.append(t)
+        chars += len(t)
+        if chars >= BATCH_CHARS or len(texts) >= BATCH_TEXTS or len(events) >= 64 * BATCH_TEXTS:
+            flush()
+
+    sentences = unit == "sentence"
+    if sentences:
+        from sentkit.data.sentences import split_sentences
+    for doc in docs:
+        events.append(("doc", None))
+        try:
+            if window is None:
+                parts: Iterable[str] = ["".join(doc.chunks)]
+            else:
+                parts = cut_windows(doc.chunks, paragraph_cut if sentences else word_cut, window)
+            if sentences:
+                for part in parts:
+                    for sent in split_sentences(part):
+                        events.append(("entry", None))
+                        text(sent)
+                        events.append(("end", None))
+            else:
+                events.append(("entry", None))
+                for part in parts:
+                    text(part)
+                events.append(("end", None))
+            events.append(("done", None))
+        except SkipDocument:
+            events.append(("abort", None))
+    flush()
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    """What a store is prepared with (besides the corpus and the tokenizer); recorded in meta.json."""
+
+    min_doc_tokens: int
+    max_doc_tokens: int | None = None
+    text_field: str = "text"
+    txt_mode: str = "file"
+    unit: str = "document"
+    tokenizer_name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_doc_tokens is not None and self.max_doc_tokens < self.min_doc_tokens:
+            raise CorpusError(
+                f"max_doc_tokens ({self.max_doc_tokens}) is below the minimum document length "
+                f"({self.min_doc_tokens}): no piece could be kept",
+                fixes=[Fix({"max_doc_tokens": self.min_doc_tokens})],
+            )
+        if self.unit not in ("document", "sentence"):
+            raise CorpusError(f"unit must be 'document' or 'sentence', got {self.unit!r}")
+        if self.txt_mode not in ("file", "lines"):
+            raise CorpusError(f"txt_mode must be 'file' or 'lines', got {self.txt_mode!r}")
+
+
+def exact_window(tokenizer: Any, unit: str, window: int | None) -> int | None:
+    """`window`, or None (whole documents, with a warning) for a tokenizer that windows would change."""
+    # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
+    if window is not None and unit == "document" and not windows_are_exact(tokenizer):
+        log.warning("this tokenizer gives other ids for a text cut into windows than for the text whole: each "
+                    "document is tokenized whole (memory grows with the longest document)")
+        return None
+    return window
+
+
+def progress_bar(total: int | None, *, show: bool, desc: str = "prepare") -> Any:
+    """A bar in bytes (MB/s) when the corpus's size is known, else in documents."""
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, total=total, unit="B" if total is not None else "doc", unit_scale=True,
+                unit_divisor=1024, disable=not show, smoothing=0.1)
+
+
+@dataclass
+class Tokenized:
+    """What tokenizing some documents into a folder's tokens.bin gave: the counts, the entries'
+    offsets (from 0) and the lengths of the pieces dropped as too short."""
+
+    rep: PrepareReport
+    offsets: np.ndarray
+    short: np.ndarray
+
+
+def tokenize_into(folder: Path, docs: Iterator[DocStream], tokenizer: Any, settings: PrepareSettings, *,
+                  window: int | None, bar: Any, bytes_known: bool) -> Tokenized:
+    """Tokenize `docs` into ``folder/tokens.bin`` (fsynced) by the length rule of `settings`."""
+    rep = PrepareReport()
+    counted = [0]
+
+    def on_doc() -> None:
+        counted[0] += 1
+        if not bytes_known:
+            bar.update(1)
+        elif counted[0] % 16 == 0:
+            bar.set_postfix(docs=counted[0], refresh=False)
+
+    with open(folder / "tokens.bin", "wb") as fout:
+        writer = _StoreWriter(fout, rep, settings.min_doc_tokens, settings.max_doc_tokens)
+        _tokenized(docs, tokenizer, writer, unit=settings.unit, window=window, on_doc=on_doc)
+        fout.flush()
+        os.fsync(fout.fileno())
+    bar.set_postfix(docs=counted[0], refresh=False)
+    offsets = np.frombuffer(writer.offsets, dtype=np.int64)
+    rep.tokens_kept = int(offsets[-1])
+    return Tokenized(rep, offsets, np.frombuffer(writer.short, dtype=np.int64))
+
+
+def write_store(tmp: Path, out: Path, corpus: str | Path, tokenizer: Any, settings: PrepareSettings, done: Tokenized,
+                stats: CorpusStats, *, seconds: float, rule: LengthRule | None, what: str) -> PrepareReport:
+    """Finish the store whose tokens.bin is in `tmp` (offsets, meta.json last) and move it onto `out`;
+    a CorpusError that words the fix when no document was kept."""
+    rep = done.rep
+    rep.corpus = stats.as_dict()
+    rep.seconds = seconds
+    if rep.kept == 0:
+        lengths = done.short  # every piece was too short
+        longest = int(lengths.max()) if len(lengths) else 0
+        need = settings.min_doc_tokens
+        raise CorpusError(
+            f"corpus {corpus}: no usable document. A document needs at least {need} tokens "
+            f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
+            f"{rep.too_short} too short, {stats.skipped} unreadable"
+            + (f" ({stats.skipped_text()})" if stats.skipped else ""),
+            fixes=relax_fixes(lengths, rule or LengthRule(), min_doc_tokens=need),
+        )
+    np.save(tmp / "offsets.npy", done.offsets)
+    meta = {
+        "format": STORE_FORMAT,
+        "version": STORE_VERSION,
+        "corpus": str(corpus),
+        "tokenizer": settings.tokenizer_name,
+        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+        "min_doc_tokens": settings.min_doc_tokens,
+        "max_doc_tokens": settings.max_doc_tokens,
+        "text_field": settings.text_field,
+        "unit": settings.unit,
+        **({"txt_mode": settings.txt_mode} if settings.txt_mode != "file" else {}),
+        "num_docs": rep.kept,
+        "num_tokens": rep.tokens_kept,
+        "report": {k: v for k, v in rep.__dict__.items()},
+    }
+    # meta.json (the marker) is written last: a folder without it is never taken for a store
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    for name in ("offsets.npy", "meta.json"):
+        _fsync(tmp / name)
+    _replace_dir(tmp, check_store_target(out, what=what))
+    return rep
+
+
 def prepare_store(
     corpus: str | Path,
     tokenizer: Any,
@@ -198,6 +539,7 @@ def prepare_store(
     rule: LengthRule | None = None,
     what: str = "store folder",
     unit: str = "document",
+    window: int | None = WINDOW_CHARS,
 ) -> PrepareReport:
     """Tokenize `corpus` once and write a store at `out` (atomically). Returns what was kept/skipped.
 
@@ -211,100 +553,31 @@ def prepare_store(
     the suggested settings when no document is usable.
 
     ``unit="sentence"`` splits every document into sentences first (`split_sentences`), each kept
-    as an entry of the store (methods that train on sentences: SimCSE, TSDAE)."""
-    from tqdm.auto import tqdm
+    as an entry of the store (methods that train on sentences: SimCSE, TSDAE).
 
-    from sentkit.logs import quiet_transformers
-
-    if max_doc_tokens is not None and max_doc_tokens < min_doc_tokens:
-        raise CorpusError(
-            f"max_doc_tokens ({max_doc_tokens}) is below the minimum document length ({min_doc_tokens}): "
-            "no piece could be kept",
-            fixes=[Fix({"max_doc_tokens": min_doc_tokens})],
-        )
+    Documents are read and tokenized in windows of about `window` characters cut between words (at
+    paragraph breaks for sentences), so memory is flat in the corpus's and each document's size; the
+    ids are those of tokenizing each document whole (a tokenizer for which the check
+    :func:`windows_are_exact` fails is given whole documents, with a warning; so is ``window=None``).
+    Several processes share the work with `sentkit.data.prepare_shards`."""
+    settings = PrepareSettings(min_doc_tokens, max_doc_tokens, text_field, txt_mode, unit, tokenizer_name)
     out = check_store_target(out, what=what)
     remove_stale_temps(out.parent, out.name)
     t0 = time.perf_counter()
     stats = CorpusStats()
-    rep = PrepareReport()
-    offsets = [0]
-    lengths: list[int] = []
     tmp = make_temp_dir(out)
     try:
-        bar = tqdm(desc="prepare", unit="doc", disable=not show_progress)
-        with open(tmp / "tokens.bin", "wb") as fout:
-            docs = iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=stats)
-            if unit == "sentence":
-                docs = _sentences(docs)
-            elif unit != "document":
-                raise CorpusError(f"unit must be 'document' or 'sentence', got {unit!r}")
-            for batch in _batches(docs, 32):
-                with quiet_transformers():
-                    ids = tokenizer([d.text for d in batch], add_special_tokens=False)["input_ids"]
-                for seq in ids:
-                    rep.documents_read += 1
-                    arr = np.asarray(seq, dtype=np.uint32)
-                    pieces = [arr]
-                    if max_doc_tokens is not None and len(arr) > max_doc_tokens:
-                        pieces = [arr[s : s + max_doc_tokens] for s in range(0, len(arr), max_doc_tokens)]
-                        rep.pieces_from_splits += len(pieces)
-                    for piece in pieces:
-                        lengths.append(len(piece))
-                        if len(piece) < min_doc_tokens:
-                            rep.too_short += 1
-                            continue
-                        fout.write(piece.tobytes())
-                        offsets.append(offsets[-1] + len(piece))
-                        rep.kept += 1
-                bar.update(len(batch))
-            fout.flush()
-            os.fsync(fout.fileno())
-        bar.close()
-        rep.tokens_kept = offsets[-1]
-        rep.corpus = stats.as_dict()
-        rep.seconds = time.perf_counter() - t0
-        if rep.kept == 0:
-            longest = max(lengths, default=0)
-            raise CorpusError(
-                f"corpus {corpus}: no usable document. A document needs at least {min_doc_tokens} tokens "
-                f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
-                f"{rep.too_short} too short, {stats.skipped} unreadable"
-                + (f" ({stats.skipped_text()})" if stats.skipped else ""),
-                fixes=relax_fixes(np.asarray(lengths), rule or LengthRule(), min_doc_tokens=min_doc_tokens),
-            )
-        np.save(tmp / "offsets.npy", np.asarray(offsets, dtype=np.int64))
-        meta = {
-            "format": STORE_FORMAT,
-            "version": STORE_VERSION,
-            "corpus": str(corpus),
-            "tokenizer": tokenizer_name,
-            "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-            "min_doc_tokens": min_doc_tokens,
-            "max_doc_tokens": max_doc_tokens,
-            "text_field": text_field,
-            "unit": unit,
-            "num_docs": rep.kept,
-            "num_tokens": rep.tokens_kept,
-            "report": {k: v for k, v in rep.__dict__.items()},
-        }
-        # meta.json (the marker) is written last: a folder without it is never taken for a store
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        for name in ("offsets.npy", "meta.json"):
-            _fsync(tmp / name)
-        _replace_dir(tmp, check_store_target(out, what=what))
+        window = exact_window(tokenizer, unit, window)
+        size = corpus_size(corpus, txt_mode=txt_mode)
+        with progress_bar(size, show=show_progress) as bar:
+            docs = iter_document_streams(corpus, field=text_field, txt_mode=txt_mode, stats=stats,
+                                         progress=bar.update if size is not None else None)
+            done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=size is not None)
+        return write_store(tmp, out, corpus, tokenizer, settings, done, stats, seconds=time.perf_counter() - t0,
+                           rule=rule, what=what)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return rep
-
-
-def _sentences(docs: Iterator[Document]) -> Iterator[Document]:
-    """Every sentence of every document, as a document of its own (id "<doc>#<n>")."""
-    from sentkit.data.sentences import split_sentences
-
-    for d in docs:
-        for i, sent in enumerate(split_sentences(d.text)):
-            yield Document(f"{d.id}#{i}", sent)
 
 
 def _fsync(path: Path) -> None:

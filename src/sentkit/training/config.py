@@ -28,6 +28,7 @@ class TrainConfig:
     model: str = DEFAULT_MODEL  # registry name, local directory or Hugging Face id
     from_scratch: bool = False  # random initialisation from the model's config
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
+    txt_mode: Literal["file", "lines"] = "file"  # a single .txt corpus: one document, or one per line (DeCLUTR's format)
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
     pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max, last-token, ...
@@ -85,6 +86,8 @@ class TrainConfig:
             raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {self.lora_r}")
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.txt_mode not in ("file", "lines"):
+            raise ConfigError(f"txt_mode must be 'file' or 'lines', got {self.txt_mode!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         for name in self.POSITIVE_INTS:

@@ -94,17 +94,18 @@ def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out
         if info.is_main:
             # runs sharing prepared_dir (several processes of an experiment grid) prepare it once
             with file_lock(target.with_name(f".{target.name}.lock")):
-                if not _store_matches(target, spec, tokenizer):
+                if not _store_matches(target, spec, tokenizer, cfg.txt_mode):
                     kw: dict[str, Any] = {"rule": rule} if rule is not None else {}
                     kw["what"] = "prepared_dir" if cfg.prepared_dir else "store folder"
                     if spec.unit != "document":
                         kw["unit"] = spec.unit
                     rep = prepare_store(
                         cfg.corpus, tokenizer, target, min_doc_tokens=spec.min_tokens, max_doc_tokens=spec.max_tokens,
-                        text_field=cfg.text_field, tokenizer_name=cfg.model, show_progress=cfg.progress, **kw,
+                        text_field=cfg.text_field, txt_mode=cfg.txt_mode, tokenizer_name=cfg.model,
+                        show_progress=cfg.progress, **kw,
                     )
                     log.info("prepared corpus:\n%s", rep.summary(spec.min_tokens))
-        elif not _store_matches(target, spec, tokenizer):
+        elif not _store_matches(target, spec, tokenizer, cfg.txt_mode):
             raise ConfigError(f"rank {info.rank} does not see the token store that rank 0 prepared in {target}: "
                               "--out (and prepared_dir) must be on a file system that every process sees")
         store = TokenStore(target)
@@ -115,15 +116,16 @@ def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out
     return store
 
 
-def _store_matches(target: Path, spec: StoreSpec, tokenizer: Any) -> bool:
-    """An existing store at target was prepared with these length settings and this tokenizer."""
+def _store_matches(target: Path, spec: StoreSpec, tokenizer: Any, txt_mode: str = "file") -> bool:
+    """An existing store at target was prepared with these length settings, this tokenizer and this
+    way of reading a single .txt (a store records `txt_mode` only when it is not "file")."""
     from sentkit.data.store import TokenStore, is_store, tokenizer_fingerprint
 
     if not is_store(target):
         return False
     meta = TokenStore(target).meta
     return bool(meta.get("min_doc_tokens") == spec.min_tokens and meta.get("max_doc_tokens") == spec.max_tokens
-                and meta.get("unit", "document") == spec.unit
+                and meta.get("unit", "document") == spec.unit and meta.get("txt_mode", "file") == txt_mode
                 and meta.get("tokenizer_fingerprint") == tokenizer_fingerprint(tokenizer))
 
 
