@@ -44,8 +44,9 @@ is the matmul FLOPs of the model on those tokens (`forward_flops`): per layer an
 positions, plus 2 (d^2 + d V) per masked token for the MLM head; a training step is 3 times its
 forward (backward twice the forward), encode once. Padding, the embedding lookups and the small
 heads (pooler, SimCSE's MLP) are not counted: the share is of the useful work. Divided by the
-seconds of the steady half of the run and by the matmul rate measured here of the dtype the work
-is meant to run in (bf16 for training, float32 for `encode`, which has no autocast), it is the
+seconds of the second half of the run (wall-clock on a GPU; on a CPU the process's CPU time, which
+other processes on a shared machine do not change) and by the matmul rate measured here, the
+same way, of the dtype the work is meant to run in (bf16 for training, float32 for `encode`, which has no autocast), it is the
 share of peak the run reached. On a GPU (a BERT-base, 10-25k tokens a step, bf16, SDPA attention)
 a healthy step is expected near 0.2-0.4 of the measured bf16 rate and encode near 0.3-0.6 of the
 float32 rate; the floors (`Sizes.floors`) sit well below that and above what a broken path can
@@ -56,14 +57,16 @@ reach:
   times the measured fp32 / bf16 ratio, so it fails even at perfect efficiency; and the dtypes
   of every Linear layer's outputs are recorded and must be bf16 (this also holds on a CPU);
 - a stall per step (a synchronisation or host work that keeps the GPU idle, e.g. a sleep):
-  `SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,NAME:FACTOR]` stretches every step (every batch for
-  encode) of those checks to FACTOR times its own duration, to show that the floor fails it;
+  `SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,NAME:FACTOR]` stretches every measured step (every batch
+  for encode) of those checks to FACTOR times its own duration (a sleep; a busy wait on the
+  CPU-time clock), to show that the floor fails it;
   a plain synchronisation per step alone costs little at these batch sizes (the loop already
   reads the loss every step), which is why the batches are that large.
 The measured bf16 matmul rate itself must reach half the datasheet's dense figure (`DATASHEET`,
-by device name) where the device is listed. On a CPU (`--cpu`) the same shares are measured
-against the CPU's own matmul rates with a tiny model, whose healthy shares were measured on the
-project's 2-core machine; the CPU floors are about a quarter of those.
+by device name) where the device is listed (an H200 here measures 770-800 of its 989 TFLOP/s).
+On a CPU (`--cpu`) the same shares are measured against the CPU's own matmul rates with a tiny
+model, whose healthy shares were measured on the project's 2-core machine; the CPU floors are
+about 0.4 of the lowest of those and above a tenth of the highest.
 """
 
 from __future__ import annotations
@@ -180,6 +183,9 @@ class Sizes:
     def __init__(self, cpu: bool, steps: int | None) -> None:
         self.cpu = cpu
         self.device = "cpu" if cpu else "cuda"
+        # what the throughput checks time with: wall-clock on a GPU; on a CPU the process's CPU time, so that
+        # other processes on a shared machine slow neither the matmul rate nor the steps measured against it
+        self.clock: Callable[[], float] = time.process_time if cpu else time.perf_counter
         self.hidden, self.layers, self.heads = (32, 2, 2) if cpu else (768, 12, 12)
         self.steps = steps or (4 if cpu else 20)  # even: the resume check cuts at half
         self.docs, self.words = (8, 300) if cpu else (256, 1500)
@@ -195,10 +201,10 @@ class Sizes:
         # precision of the training runs: bf16 asked on the CPU; on a GPU the default ("auto": bf16 where native)
         self.precision = "bf16" if cpu else "auto"
         # GPU: healthy BERT-base steps are expected near 0.2-0.4 of the bf16 rate, encode 0.3-0.6 of the fp32 one.
-        # CPU (tiny model, one thread), measured on the project's 2-core machine at load 4.5-7: encode 0.05-0.11,
-        # DeCLUTR 0.013-0.042, SimCSE 0.0066-0.015, MLM 0.020-0.044: floors about a third of the lowest, and above
-        # the highest / 15 (a step slowed 15 times fails: tests/training/test_gpu_check.py)
-        self.floors = ({"encode": 0.018, "declutr": 0.005, "simcse": 0.0022, "mlm": 0.007} if cpu else
+        # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 4.5-5: encode
+        # 0.11-0.15, DeCLUTR 0.026-0.031, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
+        # floors are about 0.4 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
+        self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013} if cpu else
                        {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10})
 
 
@@ -268,7 +274,8 @@ class Workspace:
 
         s = self.sizes
         return self._once("matmul rates", lambda: {  # type: ignore[no-any-return]
-            "fp32": matmul_rate(torch.float32, s.device, s.matmul), "bf16": matmul_rate(torch.bfloat16, s.device, s.matmul)})
+            k: matmul_rate(dtype, s.device, s.matmul, clock=s.clock)
+            for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))})
 
     def train_config(self, method: str, out: Path, model: Path) -> Any:
         """The config of a throughput run of `method`: the sizes' batch and lengths, `tp_steps`
@@ -341,9 +348,10 @@ def deterministic() -> Iterator[None]:
         torch.backends.cuda.enable_mem_efficient_sdp(flags[1])
 
 
-def matmul_rate(dtype: Any, device: str, size: int, reps: int = 10, tries: int = 3) -> float:
-    """Measured FLOP/s of a square matmul of `dtype`: the best of `tries` timings of `reps` products
-    (the best: what the device reaches, not what a busy moment left of it)."""
+def matmul_rate(dtype: Any, device: str, size: int, reps: int = 10, tries: int = 3,
+                clock: Callable[[], float] = time.perf_counter) -> float:
+    """Measured FLOP/s of a square matmul of `dtype`: the best of `tries` timings (by `clock`) of
+    `reps` products (the best: what the device reaches, not what a busy moment left of it)."""
     import torch
 
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -354,11 +362,11 @@ def matmul_rate(dtype: Any, device: str, size: int, reps: int = 10, tries: int =
     best = math.inf
     for _ in range(tries):
         sync()
-        t = time.perf_counter()
+        t = clock()
         for _ in range(reps):
             a @ b
         sync()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, clock() - t)
     return 2 * size**3 * reps / best
 
 
@@ -438,24 +446,24 @@ def parse_slow(value: str, names: Sequence[str]) -> dict[str, float]:
 
 
 class Probe:
-    """What a throughput run records through hooks: each step's sequence lengths and masked tokens
-    (from the batches the recipe makes) and the dtypes of every Linear layer's outputs inside the
-    module's own calls; and, when slowed (`factor` > 1), a stall: each call of the module after the
-    first `skip` waits until the time since the previous call is `factor` times what it took (the
-    device synchronised first), so those steps take `factor` times as long."""
+    """What a throughput run records through hooks on a module: the time (by `clock`) at the start
+    of each call, the work of each call (`shape_of_call(args, kwargs)`, or from the batches the
+    recipe makes: `on_batch`) as (sequence lengths, masked tokens), and the dtypes of every Linear
+    layer's outputs inside the module's own calls. Slowed (`factor` > 1), each call whose index is
+    above `skip` first waits until the time since the previous call is `factor` times what it took (the
+    device synchronised first): a stall per step (calls 0 .. skip are not held up). The wait is a sleep on the wall-clock, and a busy
+    wait on a CPU-time clock (a sleep takes no CPU time): host work that holds the step up."""
 
-    def __init__(self, shape_of: Callable[[Any], tuple[list[int], int]] | None = None, factor: float = 1.0,
-                 skip: int = 0) -> None:
-        self.shape_of, self.factor, self.skip = shape_of, factor, skip
-        self.steps: list[tuple[list[int], int]] = []
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, factor: float = 1.0, skip: int = 0,
+                 shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None) -> None:
+        self.clock, self.factor, self.skip, self.shape_of_call = clock, factor, skip, shape_of_call
+        self.times: list[float] = []  # the clock at the start of each call (after any wait)
+        self.work: list[tuple[list[int], int]] = []  # (lengths, masked) of each call or batch
         self.dtypes: set[str] = set()
         self.waited = 0.0
-        self.calls = 0
-        self._last: float | None = None
 
-    def on_batch(self, batch: Any) -> None:
-        if self.shape_of is not None:
-            self.steps.append(self.shape_of(batch))
+    def on_batch(self, shape: tuple[list[int], int]) -> None:
+        self.work.append(shape)
 
     def attach(self, module: Any) -> Any:
         """`module` with the hooks on (returned)."""
@@ -467,10 +475,12 @@ class Probe:
             if inside[0] and isinstance(output, torch.Tensor):
                 self.dtypes.add(str(output.dtype).removeprefix("torch."))
 
-        def enter(_m: Any, _args: Any) -> None:
-            self.calls += 1
-            if self.factor > 1:
-                self._stretch(module)
+        def enter(_m: Any, args: Any, kwargs: Any) -> None:
+            if self.factor > 1 and len(self.times) > self.skip:  # this call's index is above skip
+                self._stall(module)
+            if self.shape_of_call is not None:
+                self.work.append(self.shape_of_call(args, kwargs))
+            self.times.append(self.clock())
             inside[0] = True
 
         def leave(_m: Any, _args: Any, _out: Any) -> None:
@@ -479,21 +489,30 @@ class Probe:
         for m in module.modules():
             if isinstance(m, torch.nn.Linear):
                 m.register_forward_hook(record)
-        module.register_forward_pre_hook(enter)
+        module.register_forward_pre_hook(enter, with_kwargs=True)
         module.register_forward_hook(leave)
         return module
 
-    def _stretch(self, module: Any) -> None:
+    def _stall(self, module: Any) -> None:
         import torch
 
         if next(module.parameters()).device.type == "cuda":
             torch.cuda.synchronize()  # the GPU's work so far counts as the step's duration
-        now = time.perf_counter()
-        if self._last is not None and self.calls > self.skip:
-            wait = (self.factor - 1) * (now - self._last)
+        now = self.clock()
+        wait = (self.factor - 1) * (now - self.times[-1])
+        if self.clock is time.perf_counter:
             time.sleep(wait)
-            self.waited += wait
-        self._last = time.perf_counter()
+        else:
+            while self.clock() < now + wait:
+                pass
+        self.waited += wait
+
+    def rate(self, first: int, last: int, flops: Callable[[list[int], int], float]) -> tuple[float, int, float]:
+        """(FLOP/s, tokens, seconds) of calls first .. last-1 (0-based): from the start of call
+        `first` to the start of call `last`."""
+        seconds = self.times[last] - self.times[first]
+        work = self.work[first:last]
+        return sum(flops(*w) for w in work) / seconds, sum(sum(w[0]) for w in work), seconds
 
 
 # what a step of each method computes: (the token length of every sequence its encoder runs, masked tokens)
@@ -504,13 +523,14 @@ BATCH_SHAPES: dict[str, Callable[[Any], tuple[list[int], int]]] = {
 }
 
 
-def probed(recipe_cls: type, probe: Probe) -> type:
-    """A subclass of `recipe_cls` whose batches and module the probe sees (the loop is sentkit's own)."""
+def probed(recipe_cls: type, probe: Probe, shape_of: Callable[[Any], tuple[list[int], int]]) -> type:
+    """A subclass of `recipe_cls` whose batches (`shape_of` each) and module the probe sees (the
+    loop is sentkit's own)."""
 
     class Probed(recipe_cls):  # type: ignore[valid-type,misc]
         def batch(self, store: Any, units: list[int], step: int) -> Any:
             out = super().batch(store, units, step)
-            probe.on_batch(out)
+            probe.on_batch(shape_of(out))
             return out
 
         def module(self) -> Any:
@@ -518,13 +538,6 @@ def probed(recipe_cls: type, probe: Probe) -> type:
 
     Probed.__name__ = Probed.__qualname__ = f"Probed{recipe_cls.__name__}"
     return Probed
-
-
-def steady_window(rows: list[dict[str, Any]]) -> tuple[int, int, float]:
-    """(first step, last step, seconds) of the second half of a run's steps, from its metrics (one
-    row per step; the first steps warm the device up): steps first+1 .. last took those seconds."""
-    a, b = rows[len(rows) // 2], rows[-1]
-    return int(a["step"]), int(b["step"]), float(b["elapsed_s"]) - float(a["elapsed_s"])
 
 
 def share_verdict(key: str, share: float, floor: float, what: str) -> dict[str, Any]:
@@ -643,9 +656,15 @@ def check_matmul(ws: Workspace) -> dict[str, Any]:
     return {"ok": shares["bf16"] >= 0.5, **res}
 
 
-def check_encode(ws: Workspace) -> dict[str, Any]:
-    import torch
+def encode_call_shape(args: Any, kwargs: Any) -> tuple[list[int], int]:
+    """(the token lengths of a batch, 0) from a transformer's call: `input_ids` [b, L] and, when
+    padded, `attention_mask`."""
+    ids, mask = kwargs.get("input_ids", args[0] if args else None), kwargs.get("attention_mask")
+    return (mask.sum(dim=1).tolist() if mask is not None else [int(ids.shape[1])] * int(ids.shape[0])), 0
 
+
+def check_encode(ws: Workspace) -> dict[str, Any]:
+    """`encode` of synthetic sentences: its model FLOPs/s as a share of the float32 matmul rate."""
     import sentkit
     from check_support import WORDS
 
@@ -653,61 +672,52 @@ def check_encode(ws: Workspace) -> dict[str, Any]:
     model = ws.model(0.0)
     rng = random.Random(1)
     texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(s.sentences)]
-    enc: Any = sentkit.load(str(model), device=s.device)  # a TransformerEncoder: its tokenizer and model are used
-    probe = Probe()
+    enc: Any = sentkit.load(str(model), device=s.device)  # a TransformerEncoder: its model is probed
+    probe = Probe(s.clock, shape_of_call=encode_call_shape)
     probe.attach(enc.model)
-    enc.encode(texts[:256], batch_size=s.encode_batch)  # warm-up: not slowed
-    probe.factor, probe.skip = ws.slow.get("encode", 1.0), probe.calls + 1  # the measured call's batches after its first
-    lengths = [min(len(x), enc.max_length) for x in enc.tokenizer(texts)["input_ids"]]
-    sync = torch.cuda.synchronize if s.device == "cuda" else (lambda: None)
-    sync()
-    t = time.perf_counter()
+    enc.encode(texts[:256], batch_size=s.encode_batch)  # warm-up: not measured, not slowed
+    first = len(probe.times)
+    probe.factor, probe.skip = ws.slow.get("encode", 1.0), first
     enc.encode(texts, batch_size=s.encode_batch)
-    sync()
-    seconds = time.perf_counter() - t
-    flops = forward_flops(Shape.of(enc.model.config), lengths)
-    rate = flops / seconds
+    shape = Shape.of(enc.model.config)
+    rate, tokens, seconds = probe.rate(first, len(probe.times) - 1, lambda lengths, _: forward_flops(shape, lengths))
     verdict = share_verdict("encode", rate / ws.rates["fp32"], s.floors["encode"], "float32 matmul rate")
-    return {"ok": "below the floor" not in verdict, "sentences/s": round(len(texts) / seconds, 1),
-            "tokens/s": round(sum(lengths) / seconds), "model TFLOP/s": round(rate / 1e12, 4), **verdict,
+    return {"ok": "below the floor" not in verdict, "batches measured": len(probe.times) - 1 - first,
+            "tokens/s": round(tokens / seconds), "model TFLOP/s": round(rate / 1e12, 4), **verdict,
             **peak_shares(ws, rate, "fp32"), "Linear output dtypes": sorted(probe.dtypes),
             **({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)} if probe.factor > 1 else {})}
 
 
 def check_train(ws: Workspace, method: str) -> dict[str, Any]:
-    """A throughput run of `method` (sentkit's loop, the recipe probed): its model FLOPs/s in the
-    steady half as a share of the bf16 matmul rate, and every Linear output in bf16."""
+    """A throughput run of `method` (sentkit's loop, the recipe probed): its model FLOPs/s over the
+    second half of the steps as a share of the bf16 matmul rate, and every Linear output in bf16."""
     from transformers import AutoConfig
 
     from sentkit.methods import method_target
     from sentkit.training.loop import train
-    from sentkit.training.metrics import read_metrics
 
     s = ws.sizes
     model = ws.model(0.0)
-    out = ws.root / f"throughput-{method}"
-    cfg = ws.train_config(method, out, model)
-    probe = Probe(BATCH_SHAPES[method], ws.slow.get(method, 1.0), skip=s.tp_steps // 2 + 1)  # slowed: the measured steps
-    train(cfg, probed(method_target(method), probe))
-    first, last, seconds = steady_window(read_metrics(out / "metrics.csv"))
+    cfg = ws.train_config(method, ws.root / f"throughput-{method}", model)
+    half = s.tp_steps // 2
+    probe = Probe(s.clock, ws.slow.get(method, 1.0), skip=half)  # slowed: the measured steps
+    train(cfg, probed(method_target(method), probe, BATCH_SHAPES[method]))
+    n = len(probe.times)
+    if n != s.tp_steps or len(probe.work) != n:
+        raise RuntimeError(f"{method}: {n} calls of the module and {len(probe.work)} batches in {s.tp_steps} steps")
     shape = Shape.of(AutoConfig.from_pretrained(model))
-    steps = probe.steps[first:last]  # the batches of steps first+1 .. last
-    flops = sum(train_flops(shape, lengths, masked) for lengths, masked in steps)
-    tokens = sum(sum(lengths) for lengths, _ in steps)
-    rate = flops / seconds
+    rate, tokens, seconds = probe.rate(half, n - 1, lambda lengths, masked: train_flops(shape, lengths, masked))
     rates = ws.rates
     floor = train_floor(s.floors[method], rates, s.device == "cuda")
     verdict = share_verdict(method, rate / rates["bf16"], floor, "bf16 matmul rate")
-    dtype_ok = probe.dtypes == {"bfloat16"}
-    if not dtype_ok:
+    if probe.dtypes != {"bfloat16"}:
         verdict["not bf16"] = (f"the step's Linear layers gave {', '.join(sorted(probe.dtypes)) or 'nothing'} where bf16 "
                                f"was asked (precision={cfg.precision}): autocast was not applied")
-    return {"ok": dtype_ok and "below the floor" not in verdict, "precision asked": cfg.precision,
-            "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{first + 1}-{last} of {len(probe.steps)}",
-            "tokens per step": round(tokens / max(1, len(steps))), "tokens/s": round(tokens / seconds),
+    return {"ok": "not bf16" not in verdict and "below the floor" not in verdict, "precision asked": cfg.precision,
+            "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{half + 1}-{n - 1} of {n}",
+            "tokens per step": round(tokens / (n - 1 - half)), "tokens/s": round(tokens / seconds),
             "model TFLOP/s": round(rate / 1e12, 4), **verdict, **peak_shares(ws, rate, "bf16"),
             **({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)} if probe.factor > 1 else {})}
-
 
 
 def check_two_processes(ws: Workspace) -> dict[str, Any]:
