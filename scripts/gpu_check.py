@@ -66,7 +66,7 @@ The measured bf16 matmul rate itself must reach half the datasheet's dense figur
 by device name) where the device is listed (an H200 here measures 770-800 of its 989 TFLOP/s).
 On a CPU (`--cpu`) the same shares are measured against the CPU's own matmul rates with a tiny
 model, whose healthy shares were measured on the project's 2-core machine; the CPU floors are
-about 0.4 of the lowest of those and above a tenth of the highest.
+0.4-0.5 of the lowest of those and above a tenth of the highest.
 """
 
 from __future__ import annotations
@@ -201,9 +201,9 @@ class Sizes:
         # precision of the training runs: bf16 asked on the CPU; on a GPU the default ("auto": bf16 where native)
         self.precision = "bf16" if cpu else "auto"
         # GPU: healthy BERT-base steps are expected near 0.2-0.4 of the bf16 rate, encode 0.3-0.6 of the fp32 one.
-        # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 4.5-5: encode
-        # 0.11-0.15, DeCLUTR 0.026-0.031, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
-        # floors are about 0.4 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
+        # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 0.5-5: encode
+        # 0.09-0.15, DeCLUTR 0.025-0.035, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
+        # floors are 0.4-0.5 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
         self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013} if cpu else
                        {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10})
 
