@@ -46,11 +46,11 @@ forward (backward twice the forward), encode once. Padding, the embedding lookup
 heads (pooler, SimCSE's MLP) are not counted: the share is of the useful work. Divided by the
 seconds of the second half of the run (wall-clock on a GPU; on a CPU the process's CPU time, which
 other processes on a shared machine do not change) and by the matmul rate measured here, the
-same way, of the dtype the work is meant to run in (bf16 for training, float32 for `encode`, which has no autocast), it is the
-share of peak the run reached. On a GPU (a BERT-base, 10-25k tokens a step, bf16, SDPA attention)
-a healthy step is expected near 0.2-0.4 of the measured bf16 rate and encode near 0.3-0.6 of the
-float32 rate; the floors (`Sizes.floors`) sit well below that and above what a broken path can
-reach:
+same way, of the dtype the work is meant to run in (bf16 for training, float32 for `encode`,
+which has no autocast), it is the share of peak the run reached. On a GPU (a BERT-base, 10-25k
+tokens a step, bf16, SDPA attention) a healthy step is expected near 0.2-0.4 of the measured bf16
+rate and encode near 0.3-0.6 of the float32 rate; the floors (`Sizes.floors`) sit well below that
+and above what a broken path can reach:
 - a CPU fallback: a CPU's matmul rate is 1-3 % of a GPU's; far below every floor;
 - a silent fp32 where bf16 was asked: a float32 step cannot beat the float32 matmul rate, 0.07
   of the bf16 one on an H100/H200 (67 / 989 TFLOP/s dense); the training floor is at least 1.25
@@ -266,7 +266,6 @@ class Workspace:
                                     device=s.device, prepared_dir=str(self.root / "store"))
         return DeclutrConfig(**{**base, **kw})
 
-
     @property
     def rates(self) -> dict[str, float]:
         """The matmul rates (FLOP/s) of float32 and bf16 on this run's device, measured once."""
@@ -289,9 +288,9 @@ class Workspace:
         per_method: dict[str, dict[str, Any]] = {"simcse": {"text_unit": "span", "max_len": s.tp_len},
                                                  "mlm": {"seq_len": s.tp_len}}
         return method_target(method).config_cls(
-            corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.tp_steps, batch_size=s.tp_batch[method],
-            checkpoint_every=s.tp_steps, log_every=1, progress=False, lr=1e-4, device=s.device, precision=s.precision,
-            **per_method[method])
+            corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.tp_steps,
+            batch_size=s.tp_batch[method], checkpoint_every=s.tp_steps, log_every=1, progress=False, lr=1e-4,
+            device=s.device, precision=s.precision, **per_method[method])
 
 
 def weights(out: Path) -> dict[str, Any]:
@@ -434,7 +433,8 @@ def parse_slow(value: str, names: Sequence[str]) -> dict[str, float]:
         if name not in names:
             from sentkit.registry import suggest
 
-            raise ValueError(f"{name!r} is not a throughput check (one of {', '.join(names)}).{suggest(name, list(names))}")
+            hint = suggest(name, list(names))
+            raise ValueError(f"{name!r} is not a throughput check (one of {', '.join(names)}).{hint}")
         try:
             out[name] = float(factor)
         except ValueError:
@@ -450,9 +450,10 @@ class Probe:
     of each call, the work of each call (`shape_of_call(args, kwargs)`, or from the batches the
     recipe makes: `on_batch`) as (sequence lengths, masked tokens), and the dtypes of every Linear
     layer's outputs inside the module's own calls. Slowed (`factor` > 1), each call whose index is
-    above `skip` first waits until the time since the previous call is `factor` times what it took (the
-    device synchronised first): a stall per step (calls 0 .. skip are not held up). The wait is a sleep on the wall-clock, and a busy
-    wait on a CPU-time clock (a sleep takes no CPU time): host work that holds the step up."""
+    above `skip` first waits until the time since the previous call is `factor` times what it took
+    (the device synchronised first): a stall per step; calls 0 .. skip are not held up. The wait is
+    a sleep on the wall-clock, and a busy wait on a CPU-time clock (a sleep takes no CPU time):
+    host work that holds the step up."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, factor: float = 1.0, skip: int = 0,
                  shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None) -> None:
@@ -545,8 +546,8 @@ def share_verdict(key: str, share: float, floor: float, what: str) -> dict[str, 
     ok, _ = throughput_verdict({key: share}, {key: floor})
     out: dict[str, Any] = {f"share of the {what}": round(share, 4), "floor": round(floor, 4)}
     if not ok:
-        out["below the floor"] = (f"{key} reached {share:.4f} of the {what}, below its floor {floor:.4f}: a CPU fallback, "
-                                  "a silent fp32 or a stall per step (docs/benchmarks.md, GPU check)")
+        out["below the floor"] = (f"{key} reached {share:.4f} of the {what}, below its floor {floor:.4f}: a CPU "
+                                  "fallback, a silent fp32 or a stall per step (docs/benchmarks.md, GPU check)")
     return out
 
 
@@ -628,7 +629,9 @@ def throughput_verdict(shares: dict[str, float], floors: dict[str, float]) -> tu
 def device_name(sizes: Sizes) -> str:
     import torch
 
-    return torch.cuda.get_device_name() if sizes.device == "cuda" else f"CPU ({platform.processor() or platform.machine()})"
+    if sizes.device == "cuda":
+        return str(torch.cuda.get_device_name())
+    return f"CPU ({platform.processor() or platform.machine()})"
 
 
 def peak_shares(ws: Workspace, rate: float, dtype: str) -> dict[str, Any]:
@@ -651,8 +654,8 @@ def check_matmul(ws: Workspace) -> dict[str, Any]:
                 "bf16 share of the datasheet": round(shares["bf16"], 4),
                 "fp32 share of the datasheet": round(shares["fp32"], 4)})
     if shares["bf16"] < 0.5:
-        res["below the floor"] = (f"bf16 matmuls reached {shares['bf16']:.3f} of the datasheet's dense peak, below 0.5: "
-                                  "the GPU is throttled, shared, a MIG slice, or bf16 runs without tensor cores")
+        res["below the floor"] = (f"bf16 matmuls reached {shares['bf16']:.3f} of the datasheet's dense peak, below "
+                                  "0.5: the GPU is throttled, shared, a MIG slice, or bf16 runs without tensor cores")
     return {"ok": shares["bf16"] >= 0.5, **res}
 
 
@@ -711,8 +714,9 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
     floor = train_floor(s.floors[method], rates, s.device == "cuda")
     verdict = share_verdict(method, rate / rates["bf16"], floor, "bf16 matmul rate")
     if probe.dtypes != {"bfloat16"}:
-        verdict["not bf16"] = (f"the step's Linear layers gave {', '.join(sorted(probe.dtypes)) or 'nothing'} where bf16 "
-                               f"was asked (precision={cfg.precision}): autocast was not applied")
+        got = ", ".join(sorted(probe.dtypes)) or "nothing"
+        verdict["not bf16"] = (f"the step's Linear layers gave {got} where bf16 was asked (precision={cfg.precision}): "
+                               "autocast was not applied")
     return {"ok": "not bf16" not in verdict and "below the floor" not in verdict, "precision asked": cfg.precision,
             "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{half + 1}-{n - 1} of {n}",
             "tokens per step": round(tokens / (n - 1 - half)), "tokens/s": round(tokens / seconds),
@@ -865,7 +869,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.slow = parse_slow(os.environ.get("SENTKIT_GPU_CHECK_SLOW", ""), THROUGHPUT)
     except ValueError as e:
-        print(f"gpu_check: error: SENTKIT_GPU_CHECK_SLOW={os.environ['SENTKIT_GPU_CHECK_SLOW']!r}: {e}", file=sys.stderr)
+        value = os.environ["SENTKIT_GPU_CHECK_SLOW"]
+        print(f"gpu_check: error: SENTKIT_GPU_CHECK_SLOW={value!r}: {e}", file=sys.stderr)
         return USAGE
     stop = preflight(args.cpu)
     if stop is not None:

@@ -211,8 +211,9 @@ def test_the_work_counted_is_what_torch_counts() -> None:
 
 def test_the_datasheet_table_by_device_name() -> None:
     peak = gpu_check.datasheet_peak
-    for name, bf16, fp32 in [("NVIDIA H200", 989, 67), ("NVIDIA H100 80GB HBM3", 989, 67), ("NVIDIA H100 PCIe", 756, 51),
-                             ("NVIDIA H100 NVL", 835, 60), ("NVIDIA GH200 480GB", 989, 67),
+    for name, bf16, fp32 in [("NVIDIA H200", 989, 67), ("NVIDIA H100 80GB HBM3", 989, 67),
+                             ("NVIDIA H100 PCIe", 756, 51), ("NVIDIA H100 NVL", 835, 60),
+                             ("NVIDIA GH200 480GB", 989, 67),
                              ("NVIDIA A100-SXM4-80GB", 312, 19.5), ("NVIDIA A100-PCIE-40GB", 312, 19.5),
                              ("NVIDIA L4", 121, 30.3), ("NVIDIA L40S", 362, 91.6), ("NVIDIA A10", 125, 31.2)]:
         assert peak(name) == {"bf16": pytest.approx(bf16 * 1e12), "fp32": pytest.approx(fp32 * 1e12)}, name
