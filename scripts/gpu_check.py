@@ -47,7 +47,7 @@ heads (pooler, SimCSE's MLP) are not counted: the share is of the useful work. D
 seconds of the second half of the run (wall-clock on a GPU; on a CPU the process's CPU time, which
 other processes on a shared machine do not change) and by the matmul rate measured here, the
 same way, of the dtype the work is meant to run in (bf16 for training, float32 for `encode`,
-which has no autocast), it is the share of peak the run reached. On a GPU (a BERT-base, 10-25k
+which has no autocast), it is the share of peak the run reached. On a GPU (a BERT-base, 15-30k
 tokens a step, bf16, SDPA attention) a healthy step is expected near 0.2-0.4 of the measured bf16
 rate and encode near 0.3-0.6 of the float32 rate; the floors (`Sizes.floors`) sit well below that
 and above what a broken path can reach:
