@@ -59,7 +59,8 @@ and above what a broken path can reach:
 - a stall per step (a synchronisation or host work that keeps the GPU idle, e.g. a sleep):
   `SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,NAME:FACTOR]` stretches every measured step (every batch
   for encode) of those checks to FACTOR times its own duration (a sleep; a busy wait on the
-  CPU-time clock), to show that the floor fails it;
+  CPU-time clock), to show that the floor fails it; `NAME:sync` instead synchronises the GPU
+  after every submodule's forward (a sync per operation: what the first GPU run should try);
   a plain synchronisation per step alone costs little at these batch sizes (the loop already
   reads the loss every step), which is why the batches are that large.
 The measured bf16 matmul rate itself must reach half the datasheet's dense figure (`DATASHEET`,
@@ -212,9 +213,9 @@ class Workspace:
     """The corpus, models and token store the checks share, made on first use inside the check that
     needs them (a failure to make one is that check's failure, and is not retried by the next)."""
 
-    def __init__(self, root: Path, sizes: Sizes, slow: Mapping[str, float] | None = None) -> None:
+    def __init__(self, root: Path, sizes: Sizes, slow: Mapping[str, float | str] | None = None) -> None:
         self.root, self.sizes = root, sizes
-        self.slow = dict(slow or {})  # check -> factor its steps are stretched by (SENTKIT_GPU_CHECK_SLOW)
+        self.slow = dict(slow or {})  # check -> its steps' stretch factor, or "sync" (SENTKIT_GPU_CHECK_SLOW)
         self._made: dict[str, Any] = {}
 
     def _once(self, name: str, make: Callable[[], Any]) -> Any:
@@ -425,9 +426,10 @@ def train_floor(base: float, rates: Mapping[str, float], gpu: bool) -> float:
     return max(base, 1.25 * ratio) if gpu and ratio < 0.5 else base
 
 
-def parse_slow(value: str, names: Sequence[str]) -> dict[str, float]:
-    """SENTKIT_GPU_CHECK_SLOW's `NAME:FACTOR[,NAME:FACTOR]` -> {name: factor}; ValueError on a bad one."""
-    out: dict[str, float] = {}
+def parse_slow(value: str, names: Sequence[str]) -> dict[str, float | str]:
+    """SENTKIT_GPU_CHECK_SLOW's `NAME:FACTOR[,NAME:FACTOR]` -> {name: factor}, or `NAME:sync` ->
+    {name: "sync"} (a GPU synchronisation after every submodule's forward); ValueError on a bad one."""
+    out: dict[str, float | str] = {}
     for item in filter(None, (x.strip() for x in value.split(","))):
         name, _, factor = item.partition(":")
         if name not in names:
@@ -435,13 +437,17 @@ def parse_slow(value: str, names: Sequence[str]) -> dict[str, float]:
 
             hint = suggest(name, list(names))
             raise ValueError(f"{name!r} is not a throughput check (one of {', '.join(names)}).{hint}")
+        if factor == "sync":
+            out[name] = factor
+            continue
         try:
-            out[name] = float(factor)
+            number = float(factor)
         except ValueError:
-            out[name] = math.nan
-        if not out[name] > 1:
+            number = math.nan
+        if not number > 1:
             raise ValueError(f"{item!r}: the factor must be a number above 1 (each step stretched to that many times "
-                             "its duration), e.g. declutr:10")
+                             "its duration), e.g. declutr:10, or sync")
+        out[name] = number
     return out
 
 
@@ -456,8 +462,11 @@ class Probe:
     host work that holds the step up."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, factor: float = 1.0, skip: int = 0,
-                 shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None) -> None:
+                 shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None,
+                 sync: Callable[[], Any] | None = None) -> None:
         self.clock, self.factor, self.skip, self.shape_of_call = clock, factor, skip, shape_of_call
+        self.sync = sync  # called after every submodule's forward inside the module's calls (a sync per operation)
+        self.synced = 0
         self.times: list[float] = []  # the clock at the start of each call (after any wait)
         self.work: list[tuple[list[int], int]] = []  # (lengths, masked) of each call or batch
         self.dtypes: set[str] = set()
@@ -476,6 +485,11 @@ class Probe:
             if inside[0] and isinstance(output, torch.Tensor):
                 self.dtypes.add(str(output.dtype).removeprefix("torch."))
 
+        def synchronise(_m: Any, _args: Any, _out: Any) -> None:
+            if inside[0] and self.sync is not None:
+                self.sync()
+                self.synced += 1
+
         def enter(_m: Any, args: Any, kwargs: Any) -> None:
             if self.factor > 1 and len(self.times) > self.skip:  # this call's index is above skip
                 self._stall(module)
@@ -490,6 +504,8 @@ class Probe:
         for m in module.modules():
             if isinstance(m, torch.nn.Linear):
                 m.register_forward_hook(record)
+            if self.sync is not None and m is not module and not any(True for _ in m.children()):
+                m.register_forward_hook(synchronise)
         module.register_forward_pre_hook(enter, with_kwargs=True)
         module.register_forward_hook(leave)
         return module
@@ -666,6 +682,25 @@ def encode_call_shape(args: Any, kwargs: Any) -> tuple[list[int], int]:
     return (mask.sum(dim=1).tolist() if mask is not None else [int(ids.shape[1])] * int(ids.shape[0])), 0
 
 
+def slowed(ws: Workspace, key: str) -> tuple[float, Callable[[], Any] | None]:
+    """(stretch factor, sync per operation or None) that SENTKIT_GPU_CHECK_SLOW asks of check `key`."""
+    import torch
+
+    how = ws.slow.get(key, 1.0)
+    if how == "sync":
+        return 1.0, (torch.cuda.synchronize if ws.sizes.device == "cuda" else (lambda: None))
+    return float(how), None
+
+
+def slow_report(probe: Probe) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if probe.factor > 1:
+        out.update({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)})
+    if probe.sync is not None:
+        out["synchronised after each operation"] = probe.synced
+    return out
+
+
 def check_encode(ws: Workspace) -> dict[str, Any]:
     """`encode` of synthetic sentences: its model FLOPs/s as a share of the float32 matmul rate."""
     import sentkit
@@ -676,11 +711,13 @@ def check_encode(ws: Workspace) -> dict[str, Any]:
     rng = random.Random(1)
     texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(s.sentences)]
     enc: Any = sentkit.load(str(model), device=s.device)  # a TransformerEncoder: its model is probed
-    probe = Probe(s.clock, shape_of_call=encode_call_shape)
+    factor, sync = slowed(ws, "encode")
+    probe = Probe(s.clock, shape_of_call=encode_call_shape, sync=sync)
     probe.attach(enc.model)
+    probe.sync = None
     enc.encode(texts[:256], batch_size=s.encode_batch)  # warm-up: not measured, not slowed
     first = len(probe.times)
-    probe.factor, probe.skip = ws.slow.get("encode", 1.0), first
+    probe.factor, probe.sync, probe.skip = factor, sync, first
     enc.encode(texts, batch_size=s.encode_batch)
     shape = Shape.of(enc.model.config)
     rate, tokens, seconds = probe.rate(first, len(probe.times) - 1, lambda lengths, _: forward_flops(shape, lengths))
@@ -688,7 +725,7 @@ def check_encode(ws: Workspace) -> dict[str, Any]:
     return {"ok": "below the floor" not in verdict, "batches measured": len(probe.times) - 1 - first,
             "tokens/s": round(tokens / seconds), "model TFLOP/s": round(rate / 1e12, 4), **verdict,
             **peak_shares(ws, rate, "fp32"), "Linear output dtypes": sorted(probe.dtypes),
-            **({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)} if probe.factor > 1 else {})}
+            **slow_report(probe)}
 
 
 def check_train(ws: Workspace, method: str) -> dict[str, Any]:
@@ -703,7 +740,8 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
     model = ws.model(0.0)
     cfg = ws.train_config(method, ws.root / f"throughput-{method}", model)
     half = s.tp_steps // 2
-    probe = Probe(s.clock, ws.slow.get(method, 1.0), skip=half)  # slowed: the measured steps
+    factor, sync = slowed(ws, method)
+    probe = Probe(s.clock, factor, skip=half, sync=sync)  # slowed: the measured steps
     train(cfg, probed(method_target(method), probe, BATCH_SHAPES[method]))
     n = len(probe.times)
     if n != s.tp_steps or len(probe.work) != n:
@@ -721,7 +759,7 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
             "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{half + 1}-{n - 1} of {n}",
             "tokens per step": round(tokens / (n - 1 - half)), "tokens/s": round(tokens / seconds),
             "model TFLOP/s": round(rate / 1e12, 4), **verdict, **peak_shares(ws, rate, "bf16"),
-            **({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)} if probe.factor > 1 else {})}
+            **slow_report(probe)}
 
 
 def check_two_processes(ws: Workspace) -> dict[str, Any]:

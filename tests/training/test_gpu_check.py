@@ -241,6 +241,7 @@ def test_the_slow_variable_is_read_strictly(tmp_path: Path) -> None:
     assert gpu_check.parse_slow(" declutr:10 , encode:2.5", names) == {"declutr": 10.0, "encode": 2.5}
     with pytest.raises(ValueError, match="'declutrr' is not a throughput check .* Did you mean 'declutr'"):
         gpu_check.parse_slow("declutrr:10", names)
+    assert gpu_check.parse_slow("mlm:sync,simcse:3", names) == {"mlm": "sync", "simcse": 3.0}
     for bad in ("mlm:1", "mlm:0.5", "mlm:fast", "mlm", "mlm:nan"):
         with pytest.raises(ValueError, match="the factor must be a number above 1"):
             gpu_check.parse_slow(bad, names)
@@ -250,6 +251,28 @@ def test_the_slow_variable_is_read_strictly(tmp_path: Path) -> None:
     assert "SENTKIT_GPU_CHECK_SLOW='simcse:x'" in one_line(res) and not (tmp_path / "out").exists()
     res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--only", "declutr,mlmm", env=env_with())
     assert res.returncode == 2 and "no check 'mlmm'" in res.stderr and "Did you mean 'mlm'" in res.stderr
+
+
+def test_the_probe_times_calls_counts_work_and_can_synchronise_every_operation() -> None:
+    """On a small module: the work of each call, the clock at its start, the Linear dtypes inside
+    its calls only, and (asked for) the sync function after every leaf module's forward."""
+    import torch
+
+    ticks = iter(range(100))
+    synced: list[int] = []
+    probe = gpu_check.Probe(lambda: float(next(ticks)), sync=lambda: synced.append(1),
+                            shape_of_call=lambda args, kwargs: ([int(args[0].shape[0])], 0))
+    net = probe.attach(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
+    for n in (3, 5):
+        net(torch.zeros(n, 4))
+    assert probe.work == [([3], 0), ([5], 0)] and probe.times == [0.0, 1.0]
+    assert probe.dtypes == {"float32"} and probe.synced == len(synced) == 2 * 3  # 3 leaf modules, 2 calls
+    assert probe.rate(0, 1, lambda lengths, masked: 10.0 * sum(lengths)) == (30.0, 3, 1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert net[0](torch.zeros(1, 4)).dtype == torch.bfloat16  # outside the module's own calls: not recorded
+        assert probe.dtypes == {"float32"} and probe.synced == 6
+        net(torch.zeros(2, 4))  # inside: recorded
+    assert probe.dtypes == {"float32", "bfloat16"} and probe.synced == 9 and len(probe.times) == 3
 
 
 def test_the_throughput_checks_fail_below_their_floors(workspace: gpu_check.Workspace,
