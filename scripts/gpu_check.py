@@ -10,10 +10,11 @@ on one GPU, one more check with two or more).
    default precision, deterministic kernels: the final weights bit for bit;
 3. gradient caching with dropout on CUDA generators: the cached step against one graph over the
    same micro-batches and dropout seeds, and against the step without dropout (which must differ);
-4. throughput: `encode` tokens/s and the bf16 training step's tokens/s, each as a share of the
-   matmul rate of the same GPU measured in the same run with a plain square matmul (2 FLOPs per
-   non-embedding parameter per token forward, 6 with backward); below the floor (`Sizes`) the
-   check fails;
+4. throughput, one check each (`THROUGHPUT`): the matmul rate of the GPU against its datasheet,
+   `encode`, and the training steps of DeCLUTR, SimCSE and MLM, each as a share of the matmul
+   rate of its own dtype measured in the same run ("model FLOPs utilisation"); below its floor
+   the check fails. How the work is counted and why each floor catches a CPU fallback, a silent
+   fp32 or a stall per step: "Throughput floors" below;
 5. 2 processes: a run killed with kill -9 after a checkpoint and resumed, against the same run
    straight (NCCL with 2+ GPUs; gloo with --cpu; skipped with one GPU).
 
@@ -34,7 +35,39 @@ Exit status; each failure before the checks is one line on stderr:
   5  a package it needs is missing (torch, transformers, sentkit's dependencies)
   6  torch is a CPU-only build on a machine with an NVIDIA GPU: install a CUDA build
 `--cpu` runs every check that can run on a CPU with a tiny model and a few steps: it is how the
-test suite checks this script where there is no GPU.
+test suite checks this script where there is no GPU. `--only a,b` runs those checks alone.
+
+Throughput floors. Each throughput run records, through hooks on the recipe and its module, the
+token lengths of every sequence of every step and the masked tokens of the MLM loss; its work
+is the matmul FLOPs of the model on those tokens (`forward_flops`): per layer and token
+2 (4 d^2 + 2 d I) for the projections and the feed-forward, plus 4 s d for attention over s
+positions, plus 2 (d^2 + d V) per masked token for the MLM head; a training step is 3 times its
+forward (backward twice the forward), encode once. Padding, the embedding lookups and the small
+heads (pooler, SimCSE's MLP) are not counted: the share is of the useful work. Divided by the
+seconds of the second half of the run (wall-clock on a GPU; on a CPU the process's CPU time, which
+other processes on a shared machine do not change) and by the matmul rate measured here, the
+same way, of the dtype the work is meant to run in (bf16 for training, float32 for `encode`,
+which has no autocast), it is the share of peak the run reached. On a GPU (a BERT-base, 15-30k
+tokens a step, bf16, SDPA attention) a healthy step is expected near 0.2-0.4 of the measured bf16
+rate and encode near 0.3-0.6 of the float32 rate; the floors (`Sizes.floors`) sit well below that
+and above what a broken path can reach:
+- a CPU fallback: a CPU's matmul rate is 1-3 % of a GPU's; far below every floor;
+- a silent fp32 where bf16 was asked: a float32 step cannot beat the float32 matmul rate, 0.07
+  of the bf16 one on an H100/H200 (67 / 989 TFLOP/s dense); the training floor is at least 1.25
+  times the measured fp32 / bf16 ratio, so it fails even at perfect efficiency; and the dtypes
+  of every Linear layer's outputs are recorded and must be bf16 (this also holds on a CPU);
+- a stall per step (a synchronisation or host work that keeps the GPU idle, e.g. a sleep):
+  `SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,NAME:FACTOR]` stretches every measured step (every batch
+  for encode) of those checks to FACTOR times its own duration (a sleep; a busy wait on the
+  CPU-time clock), to show that the floor fails it; `NAME:sync` instead synchronises the GPU
+  after every submodule's forward (a sync per operation: what the first GPU run should try);
+  a plain synchronisation per step alone costs little at these batch sizes (the loop already
+  reads the loss every step), which is why the batches are that large.
+The measured bf16 matmul rate itself must reach half the datasheet's dense figure (`DATASHEET`,
+by device name) where the device is listed (an H200 here measures 770-800 of its 989 TFLOP/s).
+On a CPU (`--cpu`) the same shares are measured against the CPU's own matmul rates with a tiny
+model, whose healthy shares were measured on the project's 2-core machine; the CPU floors are
+0.4-0.5 of the lowest of those and above a tenth of the highest.
 """
 
 from __future__ import annotations
@@ -45,17 +78,20 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuB
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import platform
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +106,11 @@ NAMES = {
     "precision": "precision: bf16 and fp16 losses against fp32",
     "resume": "resume bit for bit (dropout on)",
     "grad_cache": "gradient caching with dropout replay",
-    "throughput": "throughput: encode and the training step",
+    "matmul": "throughput: the matmul rate against the datasheet",
+    "encode": "throughput: encode",
+    "declutr": "throughput: a DeCLUTR training step",
+    "simcse": "throughput: a SimCSE training step",
+    "mlm": "throughput: an MLM training step",
     "two_procs": "2 processes: kill -9 and resume",
 }
 
@@ -136,31 +176,46 @@ def default_out(env: Mapping[str, str] = os.environ) -> Path:
 class Sizes:
     """Model, corpus, step counts and throughput floors: BERT-base size on a GPU, a tiny BERT on the CPU.
 
-    The floors are shares of the matmul rate measured in the same run below which the throughput
-    check fails: set to catch a broken path (a step that runs on the CPU, synchronises per
-    operation or recompiles every time), not to rank GPUs. Raise them once a GPU run's figures
-    are in docs/benchmarks.md."""
+    A floor is the share of the matmul rate measured in the same run (of the dtype the work is
+    meant to run in) below which a throughput check fails; how they are set: the module's
+    docstring, "Throughput floors". The throughput runs use larger batches than the other checks
+    (enough tokens a step that a healthy GPU is busy computing, not waiting for the host)."""
 
     def __init__(self, cpu: bool, steps: int | None) -> None:
         self.cpu = cpu
         self.device = "cpu" if cpu else "cuda"
+        # what the throughput checks time with: wall-clock on a GPU; on a CPU the process's CPU time, so that
+        # other processes on a shared machine slow neither the matmul rate nor the steps measured against it
+        self.clock: Callable[[], float] = time.process_time if cpu else time.perf_counter
         self.hidden, self.layers, self.heads = (32, 2, 2) if cpu else (768, 12, 12)
         self.steps = steps or (4 if cpu else 20)  # even: the resume check cuts at half
-        self.docs, self.words = (8, 300) if cpu else (128, 1500)
+        self.docs, self.words = (8, 300) if cpu else (256, 1500)
         self.batch = 4 if cpu else 16
         self.spans = (8, 32) if cpu else (32, 128)
-        self.sentences = 300 if cpu else 20000
-        self.matmul = 1024 if cpu else 8192
-        # measured on the project's 2-core CPU (tiny model): encode 0.10-0.15, train step 0.010-0.015
-        self.floors = {"encode": 0.01, "train": 0.001} if cpu else {"encode": 0.02, "train": 0.005}
+        self.sentences = 500 if cpu else 20000
+        self.matmul = 512 if cpu else 8192
+        # throughput runs: steps (the second half is measured), batch per method, text lengths
+        self.tp_steps = max(self.steps, 8 if cpu else 30)
+        self.tp_batch = {"declutr": 4, "simcse": 8, "mlm": 8} if cpu else {"declutr": 64, "simcse": 128, "mlm": 128}
+        self.tp_len = 32 if cpu else 128  # SimCSE's max_len and MLM's seq_len
+        self.encode_batch = 32 if cpu else 128
+        # precision of the training runs: bf16 asked on the CPU; on a GPU the default ("auto": bf16 where native)
+        self.precision = "bf16" if cpu else "auto"
+        # GPU: healthy BERT-base steps are expected near 0.2-0.4 of the bf16 rate, encode 0.3-0.6 of the fp32 one.
+        # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 0.5-5: encode
+        # 0.09-0.15, DeCLUTR 0.025-0.035, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
+        # floors are 0.4-0.5 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
+        self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013} if cpu else
+                       {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10})
 
 
 class Workspace:
     """The corpus, models and token store the checks share, made on first use inside the check that
     needs them (a failure to make one is that check's failure, and is not retried by the next)."""
 
-    def __init__(self, root: Path, sizes: Sizes) -> None:
+    def __init__(self, root: Path, sizes: Sizes, slow: Mapping[str, float | str] | None = None) -> None:
         self.root, self.sizes = root, sizes
+        self.slow = dict(slow or {})  # check -> its steps' stretch factor, or "sync" (SENTKIT_GPU_CHECK_SLOW)
         self._made: dict[str, Any] = {}
 
     def _once(self, name: str, make: Callable[[], Any]) -> Any:
@@ -212,6 +267,32 @@ class Workspace:
                                     device=s.device, prepared_dir=str(self.root / "store"))
         return DeclutrConfig(**{**base, **kw})
 
+    @property
+    def rates(self) -> dict[str, float]:
+        """The matmul rates (FLOP/s) of float32 and bf16 on this run's device, measured once."""
+        import torch
+
+        s = self.sizes
+        return self._once("matmul rates", lambda: {  # type: ignore[no-any-return]
+            k: matmul_rate(dtype, s.device, s.matmul, clock=s.clock)
+            for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))})
+
+    def train_config(self, method: str, out: Path, model: Path) -> Any:
+        """The config of a throughput run of `method`: the sizes' batch and lengths, `tp_steps`
+        steps, the sizes' precision, one checkpoint (at the end); DeCLUTR reuses the shared store."""
+        from sentkit.methods import method_target
+
+        s = self.sizes
+        if method == "declutr":
+            return self.config(out, model, batch_size=s.tp_batch[method], max_steps=s.tp_steps,
+                               checkpoint_every=s.tp_steps, precision=s.precision)
+        per_method: dict[str, dict[str, Any]] = {"simcse": {"text_unit": "span", "max_len": s.tp_len},
+                                                 "mlm": {"seq_len": s.tp_len}}
+        return method_target(method).config_cls(
+            corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.tp_steps,
+            batch_size=s.tp_batch[method], checkpoint_every=s.tp_steps, log_every=1, progress=False, lr=1e-4,
+            device=s.device, precision=s.precision, **per_method[method])
+
 
 def weights(out: Path) -> dict[str, Any]:
     import torch
@@ -221,14 +302,6 @@ def weights(out: Path) -> dict[str, Any]:
 
 def max_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
-
-
-def steady_rate(rows: list[dict[str, Any]]) -> float:
-    """Tokens/s over the second half of a run's steps (the first steps warm the GPU up)."""
-    a, b = rows[len(rows) // 2], rows[-1]
-    done = {k: float(r["tokens_per_s"]) * float(r["elapsed_s"]) for k, r in (("a", a), ("b", b))}
-    span = float(b["elapsed_s"]) - float(a["elapsed_s"])
-    return (done["b"] - done["a"]) / span if span > 0 else float(b["tokens_per_s"])
 
 
 def losses_by_applied(rows: list[dict[str, Any]]) -> dict[int, float]:
@@ -275,8 +348,10 @@ def deterministic() -> Iterator[None]:
         torch.backends.cuda.enable_mem_efficient_sdp(flags[1])
 
 
-def matmul_rate(dtype: Any, device: str, size: int) -> float:
-    """Measured FLOP/s of one square matmul of `dtype`."""
+def matmul_rate(dtype: Any, device: str, size: int, reps: int = 10, tries: int = 3,
+                clock: Callable[[], float] = time.perf_counter) -> float:
+    """Measured FLOP/s of a square matmul of `dtype`: the best of `tries` timings (by `clock`) of
+    `reps` products (the best: what the device reaches, not what a busy moment left of it)."""
     import torch
 
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -284,13 +359,212 @@ def matmul_rate(dtype: Any, device: str, size: int) -> float:
     for _ in range(3):
         a @ b
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    sync()
-    reps = 20
-    t = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    sync()
-    return 2 * size**3 * reps / (time.perf_counter() - t)
+    best = math.inf
+    for _ in range(tries):
+        sync()
+        t = clock()
+        for _ in range(reps):
+            a @ b
+        sync()
+        best = min(best, clock() - t)
+    return 2 * size**3 * reps / best
+
+
+# ----------------------------------------------------------------------------- throughput: work, peaks, probes
+@dataclass(frozen=True)
+class Shape:
+    """The matmul shapes of a BERT-style encoder and its MLM head."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+
+    @classmethod
+    def of(cls, config: Any) -> Shape:
+        return cls(int(config.num_hidden_layers), int(config.hidden_size), int(config.intermediate_size),
+                   int(config.vocab_size))
+
+
+def forward_flops(shape: Shape, lengths: Sequence[int], masked: int = 0) -> float:
+    """Matmul FLOPs of one forward pass over sequences of `lengths` tokens (no padding): per layer
+    and token 2 (4 d^2 + 2 d I) for the Q, K, V and output projections and the feed-forward, plus
+    4 s d for attention (QK^T and AV over the s positions of its sequence); plus the MLM head,
+    2 (d^2 + d V), on each of the `masked` tokens. Biases, norms and embeddings are not counted."""
+    d = shape.hidden
+    per_token = 2 * (4 * d * d + 2 * d * shape.intermediate)
+    body = sum(shape.layers * s * (per_token + 4 * s * d) for s in lengths)
+    return float(body + masked * 2 * (d * d + d * shape.vocab))
+
+
+def train_flops(shape: Shape, lengths: Sequence[int], masked: int = 0) -> float:
+    """Matmul FLOPs of a training step: the forward and a backward of twice its work."""
+    return 3 * forward_flops(shape, lengths, masked)
+
+
+# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets: (device-name pattern, bf16 tensor cores,
+# float32 without tensor cores); the first pattern that matches `torch.cuda.get_device_name` is used
+DATASHEET: tuple[tuple[str, float, float], ...] = (
+    (r"H100.*PCIe", 756.0, 51.0), (r"H100.*NVL", 835.0, 60.0), (r"\b(G?H100|G?H200)\b", 989.0, 67.0),
+    (r"\bA100\b", 312.0, 19.5), (r"\bL40S\b", 362.0, 91.6), (r"\bL4\b", 121.0, 30.3), (r"\bA10\b", 125.0, 31.2),
+)
+
+
+def datasheet_peak(name: str) -> dict[str, float] | None:
+    """{"bf16": FLOP/s, "fp32": FLOP/s} of the device called `name` (DATASHEET), None if not listed."""
+    for pattern, bf16, fp32 in DATASHEET:
+        if re.search(pattern, name):
+            return {"bf16": bf16 * 1e12, "fp32": fp32 * 1e12}
+    return None
+
+
+def train_floor(base: float, rates: Mapping[str, float], gpu: bool) -> float:
+    """The training floor: `base`, on a GPU raised to 1.25 times the measured fp32 / bf16 matmul
+    ratio where tensor cores make bf16 at least twice as fast, so that a step run in float32 fails
+    even at perfect efficiency (on a CPU the recorded dtypes catch it: the rates are too close)."""
+    ratio = rates["fp32"] / rates["bf16"]
+    return max(base, 1.25 * ratio) if gpu and ratio < 0.5 else base
+
+
+def parse_slow(value: str, names: Sequence[str]) -> dict[str, float | str]:
+    """SENTKIT_GPU_CHECK_SLOW's `NAME:FACTOR[,NAME:FACTOR]` -> {name: factor}, or `NAME:sync` ->
+    {name: "sync"} (a GPU synchronisation after every submodule's forward); ValueError on a bad one."""
+    out: dict[str, float | str] = {}
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        name, _, factor = item.partition(":")
+        if name not in names:
+            from sentkit.registry import suggest
+
+            hint = suggest(name, list(names))
+            raise ValueError(f"{name!r} is not a throughput check (one of {', '.join(names)}).{hint}")
+        if factor == "sync":
+            out[name] = factor
+            continue
+        try:
+            number = float(factor)
+        except ValueError:
+            number = math.nan
+        if not number > 1:
+            raise ValueError(f"{item!r}: the factor must be a number above 1 (each step stretched to that many times "
+                             "its duration), e.g. declutr:10, or sync")
+        out[name] = number
+    return out
+
+
+class Probe:
+    """What a throughput run records through hooks on a module: the time (by `clock`) at the start
+    of each call, the work of each call (`shape_of_call(args, kwargs)`, or from the batches the
+    recipe makes: `on_batch`) as (sequence lengths, masked tokens), and the dtypes of every Linear
+    layer's outputs inside the module's own calls. Slowed (`factor` > 1), each call whose index is
+    above `skip` first waits until the time since the previous call is `factor` times what it took
+    (the device synchronised first): a stall per step; calls 0 .. skip are not held up. The wait is
+    a sleep on the wall-clock, and a busy wait on a CPU-time clock (a sleep takes no CPU time):
+    host work that holds the step up."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, factor: float = 1.0, skip: int = 0,
+                 shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None,
+                 sync: Callable[[], Any] | None = None) -> None:
+        self.clock, self.factor, self.skip, self.shape_of_call = clock, factor, skip, shape_of_call
+        self.sync = sync  # called after every submodule's forward inside the module's calls (a sync per operation)
+        self.synced = 0
+        self.times: list[float] = []  # the clock at the start of each call (after any wait)
+        self.work: list[tuple[list[int], int]] = []  # (lengths, masked) of each call or batch
+        self.dtypes: set[str] = set()
+        self.waited = 0.0
+
+    def on_batch(self, shape: tuple[list[int], int]) -> None:
+        self.work.append(shape)
+
+    def attach(self, module: Any) -> Any:
+        """`module` with the hooks on (returned)."""
+        import torch
+
+        inside = [False]  # dtypes count inside `module`'s own calls only (not, e.g., a check of the base model)
+
+        def record(_m: Any, _args: Any, output: Any) -> None:
+            if inside[0] and isinstance(output, torch.Tensor):
+                self.dtypes.add(str(output.dtype).removeprefix("torch."))
+
+        def synchronise(_m: Any, _args: Any, _out: Any) -> None:
+            if inside[0] and self.sync is not None:
+                self.sync()
+                self.synced += 1
+
+        def enter(_m: Any, args: Any, kwargs: Any) -> None:
+            if self.factor > 1 and len(self.times) > self.skip:  # this call's index is above skip
+                self._stall(module)
+            if self.shape_of_call is not None:
+                self.work.append(self.shape_of_call(args, kwargs))
+            self.times.append(self.clock())
+            inside[0] = True
+
+        def leave(_m: Any, _args: Any, _out: Any) -> None:
+            inside[0] = False
+
+        for m in module.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.register_forward_hook(record)
+            if self.sync is not None and m is not module and not any(True for _ in m.children()):
+                m.register_forward_hook(synchronise)
+        module.register_forward_pre_hook(enter, with_kwargs=True)
+        module.register_forward_hook(leave)
+        return module
+
+    def _stall(self, module: Any) -> None:
+        import torch
+
+        if next(module.parameters()).device.type == "cuda":
+            torch.cuda.synchronize()  # the GPU's work so far counts as the step's duration
+        now = self.clock()
+        wait = (self.factor - 1) * (now - self.times[-1])
+        if self.clock is time.perf_counter:
+            time.sleep(wait)
+        else:
+            while self.clock() < now + wait:
+                pass
+        self.waited += wait
+
+    def rate(self, first: int, last: int, flops: Callable[[list[int], int], float]) -> tuple[float, int, float]:
+        """(FLOP/s, tokens, seconds) of calls first .. last-1 (0-based): from the start of call
+        `first` to the start of call `last`."""
+        seconds = self.times[last] - self.times[first]
+        work = self.work[first:last]
+        return sum(flops(*w) for w in work) / seconds, sum(sum(w[0]) for w in work), seconds
+
+
+# what a step of each method computes: (the token length of every sequence its encoder runs, masked tokens)
+BATCH_SHAPES: dict[str, Callable[[Any], tuple[list[int], int]]] = {
+    "declutr": lambda b: ([len(x) for x in b.seqs], int(b.counts.get("mlm", 0))),  # anchors and positives
+    "simcse": lambda b: ([len(x) for x in b.seqs] * 2, 0),  # each text twice (two dropout views)
+    "mlm": lambda b: ([int(b.ids.shape[1])] * int(b.ids.shape[0]), int((b.labels != -100).sum())),
+}
+
+
+def probed(recipe_cls: type, probe: Probe, shape_of: Callable[[Any], tuple[list[int], int]]) -> type:
+    """A subclass of `recipe_cls` whose batches (`shape_of` each) and module the probe sees (the
+    loop is sentkit's own)."""
+
+    class Probed(recipe_cls):  # type: ignore[valid-type,misc]
+        def batch(self, store: Any, units: list[int], step: int) -> Any:
+            out = super().batch(store, units, step)
+            probe.on_batch(shape_of(out))
+            return out
+
+        def module(self) -> Any:
+            return probe.attach(super().module())
+
+    Probed.__name__ = Probed.__qualname__ = f"Probed{recipe_cls.__name__}"
+    return Probed
+
+
+def share_verdict(key: str, share: float, floor: float, what: str) -> dict[str, Any]:
+    """The throughput part of a check's result: the share, its floor, and a line when below it."""
+    ok, _ = throughput_verdict({key: share}, {key: floor})
+    out: dict[str, Any] = {f"share of the {what}": round(share, 4), "floor": round(floor, 4)}
+    if not ok:
+        out["below the floor"] = (f"{key} reached {share:.4f} of the {what}, below its floor {floor:.4f}: a CPU "
+                                  "fallback, a silent fp32 or a stall per step (docs/benchmarks.md, GPU check)")
+    return out
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -368,41 +642,124 @@ def throughput_verdict(shares: dict[str, float], floors: dict[str, float]) -> tu
     return not low, low
 
 
-def check_throughput(ws: Workspace) -> dict[str, Any]:
+def device_name(sizes: Sizes) -> str:
     import torch
 
+    if sizes.device == "cuda":
+        return str(torch.cuda.get_device_name())
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def peak_shares(ws: Workspace, rate: float, dtype: str) -> dict[str, Any]:
+    """`rate` (FLOP/s) as a share of the datasheet peak of `dtype`, where the device is listed."""
+    sheet = datasheet_peak(device_name(ws.sizes)) if ws.sizes.device == "cuda" else None
+    return {f"share of the datasheet {dtype} peak": round(rate / sheet[dtype], 4)} if sheet else {}
+
+
+def check_matmul(ws: Workspace) -> dict[str, Any]:
+    """The matmul rates every throughput floor is a share of; on a listed GPU, bf16 at least half the datasheet's."""
+    name, rates = device_name(ws.sizes), ws.rates
+    sheet = datasheet_peak(name) if ws.sizes.device == "cuda" else None
+    res: dict[str, Any] = {"device": name, "matmul size": ws.sizes.matmul,
+                           "float32 matmul TFLOP/s": round(rates["fp32"] / 1e12, 3),
+                           "bf16 matmul TFLOP/s": round(rates["bf16"] / 1e12, 3)}
+    if sheet is None:
+        return {"ok": True, **res, "note": "not in the datasheet table: the floors use the rates measured here"}
+    shares = {k: rates[k] / sheet[k] for k in ("bf16", "fp32")}
+    res.update({"datasheet TFLOP/s (bf16, fp32)": [sheet["bf16"] / 1e12, sheet["fp32"] / 1e12],
+                "bf16 share of the datasheet": round(shares["bf16"], 4),
+                "fp32 share of the datasheet": round(shares["fp32"], 4)})
+    if shares["bf16"] < 0.5:
+        res["below the floor"] = (f"bf16 matmuls reached {shares['bf16']:.3f} of the datasheet's dense peak, below "
+                                  "0.5: the GPU is throttled, shared, a MIG slice, or bf16 runs without tensor cores")
+    return {"ok": shares["bf16"] >= 0.5, **res}
+
+
+def encode_call_shape(args: Any, kwargs: Any) -> tuple[list[int], int]:
+    """(the token lengths of a batch, 0) from a transformer's call: `input_ids` [b, L] and, when
+    padded, `attention_mask`."""
+    ids, mask = kwargs.get("input_ids", args[0] if args else None), kwargs.get("attention_mask")
+    return (mask.sum(dim=1).tolist() if mask is not None else [int(ids.shape[1])] * int(ids.shape[0])), 0
+
+
+def slowed(ws: Workspace, key: str) -> tuple[float, Callable[[], Any] | None]:
+    """(stretch factor, sync per operation or None) that SENTKIT_GPU_CHECK_SLOW asks of check `key`."""
+    import torch
+
+    how = ws.slow.get(key, 1.0)
+    if how == "sync":
+        return 1.0, (torch.cuda.synchronize if ws.sizes.device == "cuda" else (lambda: None))
+    return float(how), None
+
+
+def slow_report(probe: Probe) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if probe.factor > 1:
+        out.update({"slowed by": probe.factor, "seconds waited": round(probe.waited, 3)})
+    if probe.sync is not None:
+        out["synchronised after each operation"] = probe.synced
+    return out
+
+
+def check_encode(ws: Workspace) -> dict[str, Any]:
+    """`encode` of synthetic sentences: its model FLOPs/s as a share of the float32 matmul rate."""
     import sentkit
     from check_support import WORDS
-    from sentkit.training.loop import train
-    from sentkit.training.metrics import read_metrics
-    from sentkit.training.recipes.declutr import Declutr
 
     s = ws.sizes
     model = ws.model(0.0)
-    out = ws.root / "throughput-bf16"
-    train(ws.config(out, model, precision="bf16", checkpoint_every=s.steps), Declutr)
-    train_tokens = steady_rate(read_metrics(out / "metrics.csv"))
     rng = random.Random(1)
     texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(s.sentences)]
-    enc: Any = sentkit.load(str(model))  # a TransformerEncoder: its tokenizer and model are used
-    enc.encode(texts[:256])
-    tokens = sum(len(x) for x in enc.tokenizer(texts)["input_ids"])
-    sync = torch.cuda.synchronize if s.device == "cuda" else (lambda: None)
-    sync()
-    t = time.perf_counter()
-    enc.encode(texts, batch_size=128)
-    sync()
-    seconds = time.perf_counter() - t
-    params = sum(p.numel() for n, p in enc.model.named_parameters() if "embeddings" not in n)
-    fp32, bf16 = matmul_rate(torch.float32, s.device, s.matmul), matmul_rate(torch.bfloat16, s.device, s.matmul)
-    shares = {"encode": 2 * params * tokens / seconds / fp32, "train": 6 * params * train_tokens / bf16}
-    ok, low = throughput_verdict(shares, s.floors)
-    return {"ok": ok, "encode sentences/s": round(len(texts) / seconds, 1), "encode tokens/s": round(tokens / seconds),
-            "float32 matmul TFLOP/s": round(fp32 / 1e12, 3), "bf16 matmul TFLOP/s": round(bf16 / 1e12, 3),
-            "encode share of fp32 matmul rate": round(shares["encode"], 4),
-            "bf16 train step tokens/s": round(train_tokens),
-            "bf16 train step share of bf16 matmul rate": round(shares["train"], 4),
-            "floors (encode, train)": [s.floors["encode"], s.floors["train"]], "below the floor": low}
+    enc: Any = sentkit.load(str(model), device=s.device)  # a TransformerEncoder: its model is probed
+    factor, sync = slowed(ws, "encode")
+    probe = Probe(s.clock, shape_of_call=encode_call_shape, sync=sync)
+    probe.attach(enc.model)
+    probe.sync = None
+    enc.encode(texts[:256], batch_size=s.encode_batch)  # warm-up: not measured, not slowed
+    first = len(probe.times)
+    probe.factor, probe.sync, probe.skip = factor, sync, first
+    enc.encode(texts, batch_size=s.encode_batch)
+    shape = Shape.of(enc.model.config)
+    rate, tokens, seconds = probe.rate(first, len(probe.times) - 1, lambda lengths, _: forward_flops(shape, lengths))
+    verdict = share_verdict("encode", rate / ws.rates["fp32"], s.floors["encode"], "float32 matmul rate")
+    return {"ok": "below the floor" not in verdict, "batches measured": len(probe.times) - 1 - first,
+            "tokens/s": round(tokens / seconds), "model TFLOP/s": round(rate / 1e12, 4), **verdict,
+            **peak_shares(ws, rate, "fp32"), "Linear output dtypes": sorted(probe.dtypes),
+            **slow_report(probe)}
+
+
+def check_train(ws: Workspace, method: str) -> dict[str, Any]:
+    """A throughput run of `method` (sentkit's loop, the recipe probed): its model FLOPs/s over the
+    second half of the steps as a share of the bf16 matmul rate, and every Linear output in bf16."""
+    from transformers import AutoConfig
+
+    from sentkit.methods import method_target
+    from sentkit.training.loop import train
+
+    s = ws.sizes
+    model = ws.model(0.0)
+    cfg = ws.train_config(method, ws.root / f"throughput-{method}", model)
+    half = s.tp_steps // 2
+    factor, sync = slowed(ws, method)
+    probe = Probe(s.clock, factor, skip=half, sync=sync)  # slowed: the measured steps
+    train(cfg, probed(method_target(method), probe, BATCH_SHAPES[method]))
+    n = len(probe.times)
+    if n != s.tp_steps or len(probe.work) != n:
+        raise RuntimeError(f"{method}: {n} calls of the module and {len(probe.work)} batches in {s.tp_steps} steps")
+    shape = Shape.of(AutoConfig.from_pretrained(model))
+    rate, tokens, seconds = probe.rate(half, n - 1, lambda lengths, masked: train_flops(shape, lengths, masked))
+    rates = ws.rates
+    floor = train_floor(s.floors[method], rates, s.device == "cuda")
+    verdict = share_verdict(method, rate / rates["bf16"], floor, "bf16 matmul rate")
+    if probe.dtypes != {"bfloat16"}:
+        got = ", ".join(sorted(probe.dtypes)) or "nothing"
+        verdict["not bf16"] = (f"the step's Linear layers gave {got} where bf16 was asked (precision={cfg.precision}): "
+                               "autocast was not applied")
+    return {"ok": "not bf16" not in verdict and "below the floor" not in verdict, "precision asked": cfg.precision,
+            "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{half + 1}-{n - 1} of {n}",
+            "tokens per step": round(tokens / (n - 1 - half)), "tokens/s": round(tokens / seconds),
+            "model TFLOP/s": round(rate / 1e12, 4), **verdict, **peak_shares(ws, rate, "bf16"),
+            **slow_report(probe)}
 
 
 def check_two_processes(ws: Workspace) -> dict[str, Any]:
@@ -433,8 +790,11 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
 
 CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     "precision": check_precision, "resume": check_resume, "grad_cache": check_grad_cache,
-    "throughput": check_throughput, "two_procs": check_two_processes,
+    "matmul": check_matmul, "encode": check_encode,
+    **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm")},
+    "two_procs": check_two_processes,
 }
+THROUGHPUT = ("encode", "declutr", "simcse", "mlm")  # the checks SENTKIT_GPU_CHECK_SLOW can slow
 
 
 # ----------------------------------------------------------------------------- main
@@ -484,8 +844,10 @@ def _run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-runs-", dir=out))
     try:
-        ws = Workspace(work, sizes)
+        ws = Workspace(work, sizes, args.slow)
         for key, fn in CHECKS.items():
+            if args.only and key not in args.only:
+                continue
             name = NAMES[key]
             if key == "two_procs" and not args.cpu and gpus < 2:
                 results["checks"][name] = {"ok": None, "skipped": f"needs 2 GPUs ({gpus} visible)"}
@@ -522,15 +884,32 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
                                  epilog="Exit status: 0 passed, 1 a check failed, 2 bad command line, 3 no GPU, "
-                                 "4 no Python environment, 5 a package missing, 6 a CPU-only torch on a GPU machine.")
+                                 "4 no Python environment, 5 a package missing, 6 a CPU-only torch on a GPU machine. "
+                                 "SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,...] (NAME one of "
+                                 f"{', '.join(THROUGHPUT)}) stretches that check's steps FACTOR times: its floor "
+                                 "must fail it.")
     ap.add_argument("--cpu", action="store_true", help="every check that runs on a CPU, with a tiny model (tests the script)")
     ap.add_argument("--steps", type=int, default=None, help="training steps per run (even; default 20, --cpu 4)")
     ap.add_argument("--out", default=None, help="folder for gpu_check.json and the runs' folders "
                     "(default: $OUT when set, else <temp>/sentkit-gpu-check)")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders (models, checkpoints, metrics) under --out")
+    ap.add_argument("--only", default=None, metavar="CHECK[,CHECK]",
+                    help=f"run only these checks (of {', '.join(CHECKS)})")
     args = ap.parse_args(argv)
     if args.steps is not None and (args.steps < 2 or args.steps % 2):
         ap.error("--steps must be an even number of at least 2")
+    args.only = [x.strip() for x in args.only.split(",") if x.strip()] if args.only else None
+    for key in args.only or []:
+        if key not in CHECKS:
+            from sentkit.registry import suggest
+
+            ap.error(f"--only: no check {key!r} (checks: {', '.join(CHECKS)}).{suggest(key, list(CHECKS))}")
+    try:
+        args.slow = parse_slow(os.environ.get("SENTKIT_GPU_CHECK_SLOW", ""), THROUGHPUT)
+    except ValueError as e:
+        value = os.environ["SENTKIT_GPU_CHECK_SLOW"]
+        print(f"gpu_check: error: SENTKIT_GPU_CHECK_SLOW={value!r}: {e}", file=sys.stderr)
+        return USAGE
     stop = preflight(args.cpu)
     if stop is not None:
         print(f"gpu_check: error: {stop[1]}", file=sys.stderr)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Check sentkit on this machine's GPU(s) in one command: bf16/fp16 against fp32, resume bit for bit,
-# gradient caching with dropout on CUDA generators, encode and training-step throughput against the
-# GPU's own matmul rate, and with 2+ GPUs a 2-process NCCL run killed and resumed. What it checks,
-# how long it takes and how to read the result: docs/benchmarks.md, "GPU check".
+# gradient caching with dropout on CUDA generators, the throughput of encode and of DeCLUTR, SimCSE and
+# MLM training steps (BERT-base, model FLOPs as a share of the GPU's measured matmul rate, against
+# floors a CPU fallback, a silent fp32 or a stall per step fails), and with 2+ GPUs a 2-process NCCL
+# run killed and resumed. What it checks, how long it takes and how to read the result:
+# docs/benchmarks.md, "GPU check".
 #
-#   bash scripts/gpu_check.sh [--out DIR] [--steps N] [--keep]   # DIR: default $OUT when set, else /tmp/sentkit-gpu-check
+#   bash scripts/gpu_check.sh [--out DIR] [--steps N] [--keep] [--only CHECK,...]   # DIR: default $OUT when set, else /tmp/sentkit-gpu-check
 #   bash scripts/gpu_check.sh --cpu --out DIR                     # every check that runs on a CPU, tiny (tests the script)
+#   SENTKIT_GPU_CHECK_SLOW=declutr:10 bash scripts/gpu_check.sh ...   # stretch that check's steps 10x: its floor must fail
 #
 # Results: a table on stdout and DIR/gpu_check.json. Exit status (a failure before the checks is one
 # line on stderr):

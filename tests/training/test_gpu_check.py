@@ -3,10 +3,13 @@ in one line with an exit status of its own (no .venv 4, torch missing 5, a CPU-o
 machine with an NVIDIA GPU 6, no GPU 3); `--cpu --out DIR` runs every check that runs on a CPU,
 without pytest or the tests/ tree, and leaves only DIR/gpu_check.json. What only a GPU would
 exercise is checked here with stand-ins: fp16 steps that the loss scaler skips, the throughput
-floor, a check that cannot build what it needs. scripts/setup.sh passes SENTKIT_TORCH_INDEX to pip."""
+floors (each fails a step slowed through SENTKIT_GPU_CHECK_SLOW; a step without autocast is caught
+by the dtypes it computes in), the work counted (against torch's FLOP counter), the datasheet
+table, a check that cannot build what it needs. scripts/setup.sh passes SENTKIT_TORCH_INDEX to pip."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -172,21 +175,167 @@ def workspace(tmp_path: Path) -> gpu_check.Workspace:
     return gpu_check.Workspace(tmp_path / "runs", gpu_check.Sizes(cpu=True, steps=None))
 
 
-def test_the_throughput_check_fails_below_its_floor(workspace: gpu_check.Workspace,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+# ----------------------------------------------------------------------------- throughput: work, peaks, floors
+def test_the_work_counted_is_what_torch_counts() -> None:
+    """forward_flops / train_flops against torch's FlopCounterMode on a small BERT masked LM: two
+    sequences of other lengths (SDPA attention) and the MLM head on 3 tokens, forward, then forward
+    and backward."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import BertConfig, BertForMaskedLM
+
+    cfg = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=48)
+    torch.manual_seed(0)
+    mlm = BertForMaskedLM(cfg)
+    shape = gpu_check.Shape.of(cfg)
+    assert shape == gpu_check.Shape(layers=3, hidden=32, intermediate=48, vocab=120)
+    lengths, masked = [7, 12], 3
+
+    def step(backward: bool) -> int:
+        with FlopCounterMode(display=False) as fc:
+            loss = torch.zeros(())
+            for n in lengths:
+                hidden = mlm.bert(input_ids=torch.randint(5, 120, (1, n))).last_hidden_state
+                loss = loss + hidden.sum() + (mlm.cls(hidden[0, :masked]).sum() if n == lengths[0] else 0)
+            if backward:
+                loss.backward()
+        return int(fc.get_total_flops())
+
+    assert gpu_check.forward_flops(shape, lengths, masked) == step(backward=False) > 0
+    assert gpu_check.train_flops(shape, lengths, masked) == step(backward=True)
+    # by hand: per layer and token 2 (4 d^2 + 2 d I) + 4 s d; the head 2 (d^2 + d V) per masked token
+    d, i = 32, 48
+    by_hand = sum(3 * n * (2 * (4 * d * d + 2 * d * i) + 4 * n * d) for n in lengths) + 3 * 2 * (d * d + d * 120)
+    assert gpu_check.forward_flops(shape, lengths, masked) == by_hand
+
+
+def test_the_datasheet_table_by_device_name() -> None:
+    peak = gpu_check.datasheet_peak
+    for name, bf16, fp32 in [("NVIDIA H200", 989, 67), ("NVIDIA H100 80GB HBM3", 989, 67),
+                             ("NVIDIA H100 PCIe", 756, 51), ("NVIDIA H100 NVL", 835, 60),
+                             ("NVIDIA GH200 480GB", 989, 67),
+                             ("NVIDIA A100-SXM4-80GB", 312, 19.5), ("NVIDIA A100-PCIE-40GB", 312, 19.5),
+                             ("NVIDIA L4", 121, 30.3), ("NVIDIA L40S", 362, 91.6), ("NVIDIA A10", 125, 31.2)]:
+        assert peak(name) == {"bf16": pytest.approx(bf16 * 1e12), "fp32": pytest.approx(fp32 * 1e12)}, name
+    for name in ("NVIDIA A10G", "Tesla T4", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "CPU"):
+        assert peak(name) is None, name
+
+
+def test_a_float32_step_fails_the_training_floor_even_at_perfect_efficiency() -> None:
+    """On a GPU the floor is above the fp32 / bf16 matmul ratio: a step in float32 cannot pass it."""
+    h200 = {"fp32": 60e12, "bf16": 750e12}  # about what an H200 measures (ratio 0.08)
+    assert gpu_check.train_floor(0.10, h200, gpu=True) == 0.10
+    fast_fp32 = {"fp32": 120e12, "bf16": 750e12}  # TF32 on, say: ratio 0.16
+    floor = gpu_check.train_floor(0.10, fast_fp32, gpu=True)
+    assert floor == pytest.approx(0.2) and fast_fp32["fp32"] / fast_fp32["bf16"] < floor
+    for ratio in (0.01, 0.07, 0.2, 0.45):
+        rates = {"fp32": ratio * 1e14, "bf16": 1e14}
+        assert ratio < gpu_check.train_floor(0.05, rates, gpu=True)
+    assert gpu_check.train_floor(0.005, {"fp32": 0.4, "bf16": 1.0}, gpu=False) == 0.005  # a CPU: the dtypes catch it
+    assert gpu_check.train_floor(0.10, {"fp32": 1.0, "bf16": 1.0}, gpu=True) == 0.10  # no tensor cores: ratio ignored
+
+
+def test_the_slow_variable_is_read_strictly(tmp_path: Path) -> None:
+    names = gpu_check.THROUGHPUT
+    assert gpu_check.parse_slow("", names) == {}
+    assert gpu_check.parse_slow(" declutr:10 , encode:2.5", names) == {"declutr": 10.0, "encode": 2.5}
+    with pytest.raises(ValueError, match="'declutrr' is not a throughput check .* Did you mean 'declutr'"):
+        gpu_check.parse_slow("declutrr:10", names)
+    assert gpu_check.parse_slow("mlm:sync,simcse:3", names) == {"mlm": "sync", "simcse": 3.0}
+    for bad in ("mlm:1", "mlm:0.5", "mlm:fast", "mlm", "mlm:nan"):
+        with pytest.raises(ValueError, match="the factor must be a number above 1"):
+            gpu_check.parse_slow(bad, names)
+    res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--out", str(tmp_path / "out"),
+                     env=env_with(SENTKIT_GPU_CHECK_SLOW="simcse:x"))
+    assert res.returncode == gpu_check.USAGE == 2
+    assert "SENTKIT_GPU_CHECK_SLOW='simcse:x'" in one_line(res) and not (tmp_path / "out").exists()
+    res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--only", "declutr,mlmm", env=env_with())
+    assert res.returncode == 2 and "no check 'mlmm'" in res.stderr and "Did you mean 'mlm'" in res.stderr
+
+
+def test_the_probe_times_calls_counts_work_and_can_synchronise_every_operation() -> None:
+    """On a small module: the work of each call, the clock at its start, the Linear dtypes inside
+    its calls only, and (asked for) the sync function after every leaf module's forward."""
+    import torch
+
+    ticks = iter(range(100))
+    synced: list[int] = []
+    probe = gpu_check.Probe(lambda: float(next(ticks)), sync=lambda: synced.append(1),
+                            shape_of_call=lambda args, kwargs: ([int(args[0].shape[0])], 0))
+    net = probe.attach(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
+    for n in (3, 5):
+        net(torch.zeros(n, 4))
+    assert probe.work == [([3], 0), ([5], 0)] and probe.times == [0.0, 1.0]
+    assert probe.dtypes == {"float32"} and probe.synced == len(synced) == 2 * 3  # 3 leaf modules, 2 calls
+    assert probe.rate(0, 1, lambda lengths, masked: 10.0 * sum(lengths)) == (30.0, 3, 1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert net[0](torch.zeros(1, 4)).dtype == torch.bfloat16  # outside the module's own calls: not recorded
+        assert probe.dtypes == {"float32"} and probe.synced == 6
+        net(torch.zeros(2, 4))  # inside: recorded
+    assert probe.dtypes == {"float32", "bfloat16"} and probe.synced == 9 and len(probe.times) == 3
+
+
+def test_the_throughput_checks_fail_below_their_floors(workspace: gpu_check.Workspace,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpu_check.throughput_verdict({"encode": 0.5, "train": 0.2}, {"encode": 0.02, "train": 0.005}) == (True, [])
     ok, low = gpu_check.throughput_verdict({"encode": 0.01, "train": float("nan")}, {"encode": 0.02, "train": 0.005})
     assert not ok and len(low) == 2
-    monkeypatch.setattr(gpu_check, "matmul_rate", lambda dtype, device, size: 1e18)  # a far faster "GPU"
-    res = gpu_check.check_throughput(workspace)
-    assert res["ok"] is False and len(res["below the floor"]) == 2
-    assert res["encode share of fp32 matmul rate"] < workspace.sizes.floors["encode"]
+    monkeypatch.setattr(gpu_check, "matmul_rate", lambda dtype, device, size, **kw: 1e18)  # a far faster "GPU"
+    res = gpu_check.check_encode(workspace)
+    assert res["ok"] is False and res["share of the float32 matmul rate"] < workspace.sizes.floors["encode"]
+    assert "encode reached" in res["below the floor"]
+    res = gpu_check.check_train(workspace, "mlm")
+    assert res["ok"] is False and "mlm reached" in res["below the floor"] and "not bf16" not in res
+    assert res["Linear output dtypes"] == ["bfloat16"] and res["steps measured"] == "5-7 of 8"
+
+
+def _slowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str) -> dict[str, Any]:
+    monkeypatch.setenv("SENTKIT_GPU_CHECK_SLOW", slow)
+    out = tmp_path / "out"
+    code = gpu_check.main(["--cpu", "--out", str(out), "--only", ",".join(("matmul", *gpu_check.THROUGHPUT))])
+    data = json.loads((out / "gpu_check.json").read_text())
+    assert data["finished"] is True and code == gpu_check.FAILED
+    return {k: data["checks"][gpu_check.NAMES[k]] for k in gpu_check.THROUGHPUT}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slowed", [("declutr", "mlm"), ("encode", "simcse")])
+def test_each_floor_fails_a_step_slowed_10_times(slowed: tuple[str, ...], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """SENTKIT_GPU_CHECK_SLOW stretches the measured steps of two checks 10 times: exactly those two
+    fail (one readable line each, exit 1), the others pass in the same run, all are in the JSON."""
+    checks = _slowed_run(tmp_path, monkeypatch, ",".join(f"{k}:10" for k in slowed))
+    assert {k: r["ok"] for k, r in checks.items()} == {k: k not in slowed for k in gpu_check.THROUGHPUT}
+    printed = capsys.readouterr().out
+    for k in slowed:
+        assert checks[k]["slowed by"] == 10.0 and checks[k]["seconds waited"] > 0
+        line = checks[k]["below the floor"]
+        assert line.startswith(f"{k} reached ") and "below its floor" in line and "\n" not in line
+        assert f"[FAIL] {gpu_check.NAMES[k]}" in printed and line in printed
+    for k in set(gpu_check.THROUGHPUT) - set(slowed):
+        assert "below the floor" not in checks[k] and "slowed by" not in checks[k]
+    assert "3 of 5 checks passed" in printed
+
+
+def test_a_step_without_autocast_is_caught_by_its_dtypes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 asked, but the loop's autocast gone (a silent fp32): every Linear output is float32 and
+    the check fails with a line that says so, whatever its throughput."""
+    import sentkit.training.loop as loop
+
+    monkeypatch.setattr(loop, "autocast_factory", lambda device, precision: contextlib.nullcontext)
+    out = tmp_path / "out"
+    assert gpu_check.main(["--cpu", "--out", str(out), "--only", "declutr"]) == gpu_check.FAILED
+    res = json.loads((out / "gpu_check.json").read_text())["checks"][gpu_check.NAMES["declutr"]]
+    assert res["ok"] is False and res["precision asked"] == "bf16" and res["Linear output dtypes"] == ["float32"]
+    assert res["not bf16"].startswith("the step's Linear layers gave float32 where bf16 was asked")
 
 
 def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The corpus cannot be written: every check that needs it fails with that error (tried once),
-    the JSON is written, the runs' folder is removed, exit 1."""
+    the two that need no corpus (the matmul rate, encode) pass, the JSON is written, the runs'
+    folder is removed, exit 1."""
     import check_support
 
     calls: list[Path] = []
@@ -199,12 +348,16 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkey
     out = tmp_path / "out"
     assert gpu_check.main(["--cpu", "--out", str(out)]) == gpu_check.FAILED == 1
     data = json.loads((out / "gpu_check.json").read_text())
-    assert data["finished"] is True and len(data["checks"]) == 5
+    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 9
+    no_corpus = {gpu_check.NAMES["matmul"], gpu_check.NAMES["encode"]}
     for name, res in data["checks"].items():
-        assert res["ok"] is False and "No space left on device" in res["error"], name
+        if name in no_corpus:
+            assert res["ok"] is True, (name, res)
+        else:
+            assert res["ok"] is False and "No space left on device" in res["error"], name
     assert len(calls) == 1
     assert [p.name for p in out.iterdir()] == ["gpu_check.json"]
-    assert "0 of 5 checks passed" in capsys.readouterr().out
+    assert "2 of 9 checks passed" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the CPU self-test
@@ -224,6 +377,10 @@ def test_every_check_that_runs_on_a_cpu_passes(tmp_path: Path) -> None:
     assert checks[gpu_check.NAMES["grad_cache"]]["cached vs dropout off (must differ)"] > 0
     assert checks[gpu_check.NAMES["two_procs"]]["backend"] == "gloo (CPU)"
     assert checks[gpu_check.NAMES["two_procs"]]["killed rank reported"] is True
+    for key in ("declutr", "simcse", "mlm"):  # each share of peak printed, the step computed in bf16
+        assert checks[gpu_check.NAMES[key]]["Linear output dtypes"] == ["bfloat16"], key
+        assert checks[gpu_check.NAMES[key]]["share of the bf16 matmul rate"] >= checks[gpu_check.NAMES[key]]["floor"]
+    assert "share of the bf16 matmul rate: " in res.stdout and "share of the float32 matmul rate: " in res.stdout
     assert "[PASS] precision" in res.stdout and "[FAIL]" not in res.stdout
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["gpu_check.json"]  # the runs' folders are removed
 
