@@ -338,3 +338,23 @@ def ensure(vectors: str | Path, folder: str | Path, settings: IndexSettings | No
             log.warning("%s; rebuilding it", e)
     build(vectors, folder, settings, progress=progress)
     return VectorIndex(folder, vectors, check=False)
+
+
+ANN_DIR = "ann"  # the approximate index of a neighbour cache's embeddings.npy, inside its folder
+
+
+def attach(index: Any, folder: str | Path, *, progress: bool = True) -> Any:
+    """Give a :class:`sentkit.neighbours.NeighbourIndex` cached in ``folder`` its approximate index
+    past :data:`EXACT_BELOW` dense sentences (built on first use in ``folder/ann``, rebuilt when the
+    embeddings changed); below it, for a sparse index, or without faiss, its search stays exact."""
+    from sentkit.neighbours import EMB_FILE
+
+    emb = Path(folder) / EMB_FILE
+    if index.sparse or len(index) < EXACT_BELOW or not emb.is_file():
+        return index
+    try:
+        index.ann = ensure(emb, Path(folder) / ANN_DIR, progress=progress)
+        log.info("searching %d sentences through the approximate index %s", len(index), Path(folder) / ANN_DIR)
+    except (VectorIndexError, OSError) as e:
+        log.warning("searching %d sentences exactly: %s", len(index), e)
+    return index

@@ -50,6 +50,9 @@ def _neighbours(args: argparse.Namespace) -> int:
     encoder = sentkit.load(args.model)
     index, built, where = get_index(args.model, args.corpus, encoder, cache_dir=args.cache_dir,
                                     max_sentences=args.max_sentences, rebuild=args.rebuild)
+    from sentkit.index import attach
+
+    index = attach(index, where)  # past sentkit.index.EXACT_BELOW sentences: the approximate index
     t1 = time.perf_counter()
     print(f"index: {len(index)} sentences, {'built' if built else 'loaded'} in {t1 - t0:.1f}s "
           f"({where})", file=sys.stderr)
