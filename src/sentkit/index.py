@@ -53,7 +53,7 @@ class IndexSettings:
     ``codes`` is the faiss scalar quantiser of the stored codes (sq8, sq4 or fp16)."""
 
     nlist: int = 0
-    nprobe: int = 64
+    nprobe: int = 128
     candidates: int = 100  # approximate hits re-ranked exactly per query (at least k are)
     train_size: int = 100_000  # rows sampled to train k-means
     kmeans_iters: int = 10
