@@ -117,7 +117,7 @@ def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[
               "build_s": round(b["seconds"], 1), "build_peak_rss_mb": round(b["peak_rss_mb"]), "nlist": b["nlist"],
               "index_mb": round((folder / "index.faiss").stat().st_size / 1e6), "exact_ms_per_query_batched": round(exact_ms, 2),
               "default_nprobe": vi.settings.nprobe, "search": rows}
-    del vi, x
+    vi = x = None  # type: ignore[assignment]  # close the memory maps before the files go
     npy.unlink()
     shutil.rmtree(folder)
     return result
