@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +92,15 @@ class NeighbourIndex:
     sentences: list[str]
     embeddings: Any
     sparse: bool = False
+    ann: Any = field(default=None, repr=False, compare=False)  # sentkit.index.attach: the approximate index past its size
 
     def __len__(self) -> int:
         return len(self.sentences)
 
     def search(self, queries: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Cosine top-k for query embeddings (dense [m, d] or CSR): (idx [m, k], scores)."""
+        if self.ann is not None and not self.sparse:
+            return self.ann.search(queries, k)  # type: ignore[no-any-return]
         if self.sparse:
             import scipy.sparse as sp
 
@@ -272,3 +275,4 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     if writable:
         _save_cached(index, d, {**key, "build_seconds": secs})
     return index, True, d
+

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "sentkit.cli.embed_commands",     # embed, similarity
     "sentkit.evaluation.cli",         # evaluate, report, data
     "sentkit.cli.neighbours_command",          # neighbours
+    "sentkit.cli.index_command",      # index
     "sentkit.cli.experiment",         # experiment
     "sentkit.explore.cli",
 )

@@ -58,6 +58,9 @@ def _neighbours(args: argparse.Namespace) -> int:
     prompt_used(encoder, **query_side)  # an unknown prompt name fails before the corpus is indexed
     index, built, where = get_index(args.model, args.corpus, encoder, cache_dir=args.cache_dir,
                                     max_sentences=args.max_sentences, rebuild=args.rebuild)
+    from sentkit.index import attach
+
+    index = attach(index, where)  # past sentkit.index.EXACT_BELOW sentences: the approximate index
     t1 = time.perf_counter()
     print(f"index: {len(index)} sentences, {'built' if built else 'loaded'} in {t1 - t0:.1f}s "
           f"({where})", file=sys.stderr)

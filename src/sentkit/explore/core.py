@@ -269,6 +269,9 @@ class Explorer:
             job.phase = "reading corpus"
             index, built, folder = get_index(job.model, job.corpus, counting(enc, progress), cache_dir=self.cache_dir,
                                              max_sentences=self.max_sentences, progress=False)
+            from sentkit.index import attach
+
+            index = attach(index, folder, progress=False)  # past sentkit.index.EXACT_BELOW: the approximate index
             if len(index) == 0:
                 raise ExploreError(f"corpus {job.corpus} has no sentence of at least 3 words to index")
             job.index, job.built, job.folder = index, built, str(folder)

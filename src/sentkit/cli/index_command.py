@@ -1,0 +1,54 @@
+"""``sentkit index``: an approximate nearest-neighbour index of an ``embed`` output (sentkit.index)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import fields
+
+# flags of the command that are IndexSettings fields
+SETTINGS_FLAGS = ("nlist", "nprobe", "candidates", "train_size", "kmeans_iters", "codes", "chunk", "seed")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from sentkit.index import CODES, EXACT_BELOW, IndexSettings
+
+    d = {f.name: f.default for f in fields(IndexSettings)}
+    p = subparsers.add_parser(
+        "index",
+        help="build an approximate nearest-neighbour index of an embed output (.npy)",
+        description="Build a faiss IVF index (8-bit codes, exact re-ranking of the candidates from the vectors) "
+        "of the [n, dim] vectors `sentkit embed --output X.npy` wrote, reading them through a memory map in "
+        "chunks: sentkit index --input vectors.npy --output vectors.index. The folder records the settings, the "
+        "metric (cosine) and the .npy's size and sha256; an index whose .npy changed is refused. "
+        f"neighbours and explore use an index past {EXACT_BELOW} vectors and search exactly below. "
+        "Needs faiss: pip install 'sentkit[index]'.",
+    )
+    p.add_argument("--input", required=True, help="the .npy of vectors that `sentkit embed` wrote")
+    p.add_argument("--output", required=True, help="index folder (new, empty, or an index to replace)")
+    p.add_argument("--nlist", type=int, default=None,
+                   help="inverted lists (default: about 4*sqrt(n), a power of two)")
+    p.add_argument("--nprobe", type=int, default=None, help=f"lists probed per query (default {d['nprobe']})")
+    p.add_argument("--candidates", type=int, default=None,
+                   help=f"approximate hits re-ranked exactly per query (default {d['candidates']})")
+    p.add_argument("--train-size", type=int, default=None,
+                   help=f"rows sampled to train k-means (default {d['train_size']})")
+    p.add_argument("--kmeans-iters", type=int, default=None, help=f"k-means iterations (default {d['kmeans_iters']})")
+    p.add_argument("--codes", choices=list(CODES), default=None,
+                   help=f"stored codes: sq8 (1 byte a dimension), sq4, fp16 (default {d['codes']})")
+    p.add_argument("--chunk", type=int, default=None, help=f"rows read and added at a time (default {d['chunk']})")
+    p.add_argument("--seed", type=int, default=None, help=f"seed of the training sample and k-means (default {d['seed']})")
+    p.set_defaults(func=_index)
+
+
+def _index(args: argparse.Namespace) -> int:
+    from sentkit.config import from_dict
+    from sentkit.index import IndexSettings, build
+
+    given = {k: getattr(args, k) for k in SETTINGS_FLAGS if getattr(args, k) is not None}
+    settings = from_dict(IndexSettings, given, where="sentkit index")
+    t = time.perf_counter()
+    meta = build(args.input, args.output, settings, progress=not getattr(args, "quiet", False))
+    print(f"indexed {meta['n']} vectors of {meta['dim']} dimensions ({meta['nlist']} lists, {settings.codes} codes, "
+          f"cosine) in {time.perf_counter() - t:.1f}s into {args.output}")
+    return 0

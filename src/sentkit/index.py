@@ -1,0 +1,360 @@
+"""An approximate nearest-neighbour index over an ``embed`` output, for search past a size.
+
+``sentkit index`` (:func:`build`) reads a ``.npy`` of [n, dim] float32/float16 vectors through a
+memory map, never whole: k-means is trained on a seeded sample of rows, then the rows are added in
+chunks to a faiss IVF index with 8-bit scalar-quantised codes (a quarter of float32's bytes). A
+query probes ``nprobe`` of the ``nlist`` lists, takes the ``candidates`` best codes and re-ranks
+them by their exact cosine, read from the memory-mapped vectors; the scores returned are exact.
+
+The index folder holds ``index.faiss`` and ``index.json`` (settings, metric, the source file's
+path, size, mtime and sha256). Opening it checks the source: a file that changed since is refused
+with the command that rebuilds the index.
+
+Below :data:`EXACT_BELOW` vectors search stays exact (one matrix product): :func:`search`,
+``sentkit neighbours`` and ``sentkit explore`` use the index only past it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentkit.config import ConfigError, from_dict, to_dict
+from sentkit.neighbours import normalise_rows, top_k
+
+log = logging.getLogger(__name__)
+
+# Vectors below this count are searched exactly (a query then takes ~0.1 s or less on one core);
+# at and past it neighbours / explore / search() use an approximate index.
+EXACT_BELOW = 200_000
+INDEX_FILE, META_FILE = "index.faiss", "index.json"
+INDEX_FORMAT, INDEX_VERSION = "sentkit-vector-index", 1
+METRIC = "cosine"
+DTYPES = (np.dtype("float32"), np.dtype("float16"))
+INSTALL = "pip install 'sentkit[index]' (faiss-cpu)"
+
+
+class VectorIndexError(ConfigError):
+    """A vector file or index folder that cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """How an index is built and searched. ``nlist=0`` picks about 4*sqrt(n) lists (a power of two);
+    ``codes`` is the faiss scalar quantiser of the stored codes (sq8, sq4 or fp16)."""
+
+    nlist: int = 0
+    nprobe: int = 128
+    candidates: int = 100  # approximate hits re-ranked exactly per query (at least k are)
+    train_size: int = 100_000  # rows sampled to train k-means
+    kmeans_iters: int = 10
+    codes: str = "sq8"
+    chunk: int = 65_536  # rows read and added at a time
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("nprobe", "candidates", "train_size", "kmeans_iters", "chunk"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"index setting {name} must be >= 1, got {getattr(self, name)}")
+        if self.nlist < 0:
+            raise ConfigError(f"index setting nlist must be >= 0 (0: chosen from the size), got {self.nlist}")
+        if self.codes not in CODES:
+            from sentkit.registry import suggest
+
+            raise ConfigError(f"index setting codes: unknown {self.codes!r}.{suggest(self.codes, list(CODES))} "
+                              f"Known: {', '.join(CODES)}")
+
+
+# code name -> faiss ScalarQuantizer attribute
+CODES = {"sq8": "QT_8bit", "sq4": "QT_4bit", "fp16": "QT_fp16"}
+
+
+def auto_nlist(n: int) -> int:
+    """About 4*sqrt(n) lists, a power of two, with at least 39 rows per list (faiss's floor)."""
+    want = 4 * np.sqrt(max(n, 1))
+    nlist = 1 << int(np.round(np.log2(max(want, 1))))
+    return int(max(1, min(nlist, n // 39)))
+
+
+def _faiss() -> Any:
+    logging.getLogger("faiss.loader").setLevel(max(logging.WARNING, log.getEffectiveLevel()))  # its CPU probing
+    try:
+        import faiss
+    except ModuleNotFoundError:
+        raise VectorIndexError(f"the vector index needs faiss: {INSTALL}") from None
+    return faiss
+
+
+# ----------------------------------------------------------------------------- the vectors
+def open_vectors(path: str | Path, what: str = "--input") -> np.ndarray:
+    """The [n, dim] float32/float16 rows of an ``embed`` output (.npy), memory-mapped read-only."""
+    p = Path(path)
+    if not p.is_file():
+        raise VectorIndexError(f"{what} {p}: no such file; give the .npy that `sentkit embed --output X.npy` wrote")
+    if p.suffix.lower() != ".npy":
+        raise VectorIndexError(f"{what} {p}: not a .npy; the index reads embed's .npy output "
+                               "(`sentkit embed --output vectors.npy`)")
+    try:
+        x = np.load(p, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise VectorIndexError(f"{what} {p}: not a .npy array ({str(e).splitlines()[0][:120]}); give the .npy "
+                               "that `sentkit embed --output X.npy` wrote") from None
+    if x.ndim != 2 or x.dtype not in DTYPES or x.shape[0] == 0 or x.shape[1] == 0:
+        raise VectorIndexError(f"{what} {p}: holds a {x.dtype} array of shape {tuple(x.shape)}, not the "
+                               "[n, dim] float32/float16 vectors (n, dim >= 1) of `sentkit embed --output X.npy`")
+    return x
+
+
+def _file_facts(p: Path) -> dict[str, Any]:
+    st = p.stat()
+    return {"path": str(p.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _chunks(x: np.ndarray, chunk: int) -> Any:
+    for s in range(0, x.shape[0], chunk):
+        yield s, normalise_rows(x[s : s + chunk])
+
+
+# ----------------------------------------------------------------------------- building
+def build(vectors: str | Path, out: str | Path, settings: IndexSettings | None = None, *,
+          progress: bool = True) -> dict[str, Any]:
+    """Build the index of the ``.npy`` at ``vectors`` into folder ``out`` (written whole in a
+    temporary sibling, then renamed: ``out`` is at every moment the old index or the new one).
+    Returns the metadata written to ``index.json``."""
+    from tqdm.auto import tqdm
+
+    from sentkit.data.store import _replace_dir
+    from sentkit.io import check_output_dir, make_temp_dir, remove_stale_temps
+
+    faiss = _faiss()
+    s = settings or IndexSettings()
+    src = Path(vectors)
+    x = open_vectors(src)
+    dst = _check_target(Path(os.path.abspath(out)))
+    check_output_dir(dst, what="--output")
+    n, d = (int(v) for v in x.shape)
+    nlist = min(s.nlist, n) if s.nlist else auto_nlist(n)
+    rng = np.random.default_rng(s.seed)
+    m = min(n, max(s.train_size, nlist))
+    sample = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
+    quantizer = faiss.IndexFlatIP(d)
+    index = faiss.IndexIVFScalarQuantizer(quantizer, d, nlist, getattr(faiss.ScalarQuantizer, CODES[s.codes]),
+                                          faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = s.kmeans_iters
+    index.cp.seed = s.seed
+    index.cp.min_points_per_centroid = 1  # a small file: no warning for few rows per list
+    log.info("index: training %d lists on %d of %d rows", nlist, m, n)
+    train = np.concatenate([normalise_rows(x[sample[i : i + s.chunk]]) for i in range(0, m, s.chunk)])
+    index.train(train)
+    del train
+    h = hashlib.sha256()
+    with open(src, "rb") as f:
+        h.update(f.read(int(x.offset)))  # type: ignore[attr-defined]  # the .npy header
+    before = _file_facts(src)
+    with tqdm(total=n, desc="index", unit=" vectors", disable=not progress) as bar:
+        for start, rows in _chunks(x, s.chunk):
+            h.update(np.ascontiguousarray(x[start : start + len(rows)]).tobytes())
+            index.add(rows)
+            bar.update(len(rows))
+    if _file_facts(src) != before:
+        raise VectorIndexError(f"--input {src} changed while it was being indexed; run again")
+    meta = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "metric": METRIC, "n": n, "dim": d,
+            "dtype": str(x.dtype), "nlist": nlist, "settings": to_dict(s), "faiss": faiss.__version__,
+            "source": {**before, "sha256": h.hexdigest()}}
+    remove_stale_temps(dst.parent, dst.name)
+    tmp = make_temp_dir(dst)
+    try:
+        faiss.write_index(index, str(tmp / INDEX_FILE))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
+        for name in (INDEX_FILE, META_FILE):
+            with open(tmp / name, "rb+") as fh:
+                os.fsync(fh.fileno())
+        _replace_dir(tmp, dst)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return meta
+
+
+def _check_target(p: Path) -> Path:
+    """``out`` may be missing, empty, or an index sentkit wrote (replaced); anything else is refused."""
+    if p.is_symlink():
+        p = p.resolve()
+    if p.exists() and not p.is_dir():
+        raise VectorIndexError(f"--output {p}: is a file; give a folder for the index")
+    if p.is_dir() and any(p.iterdir()) and not (p / META_FILE).is_file():
+        raise VectorIndexError(f"--output {p}: exists and is not a sentkit index; give a new folder, or move this one "
+                               "away yourself")
+    if p.is_dir() and set(e.name for e in p.iterdir()) - {INDEX_FILE, META_FILE}:
+        raise VectorIndexError(f"--output {p}: is an index but also holds other files; give a new folder")
+    return p
+
+
+# ----------------------------------------------------------------------------- searching
+def read_meta(folder: str | Path) -> dict[str, Any]:
+    d = Path(folder)
+    try:
+        meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise VectorIndexError(f"index {d}: not a sentkit index ({type(e).__name__}); build one: "
+                               "sentkit index --input vectors.npy --output DIR") from None
+    if not isinstance(meta, dict) or meta.get("format") != INDEX_FORMAT:
+        raise VectorIndexError(f"index {d}: {META_FILE} is not a sentkit index's; build one: "
+                               "sentkit index --input vectors.npy --output DIR")
+    return meta
+
+
+def stale_reason(meta: dict[str, Any], vectors: Path) -> str | None:
+    """Why the vectors at ``vectors`` are not the ones the index was built from, or None. Size
+    first; a changed mtime alone is settled by the sha256 (a file touched but unchanged is fine)."""
+    src = meta["source"]
+    if not vectors.is_file():
+        return f"its vectors {vectors} are gone"
+    now = _file_facts(vectors)
+    if now["bytes"] != src["bytes"]:
+        return f"{vectors} changed since it was built ({src['bytes']} bytes then, {now['bytes']} now)"
+    if now["mtime_ns"] != src["mtime_ns"]:
+        from sentkit.io import sha256_file
+
+        if sha256_file(vectors) != src["sha256"]:
+            return f"{vectors} changed since it was built (its sha256 differs)"
+    return None
+
+
+class VectorIndex:
+    """A built index and its memory-mapped vectors: ``search(queries, k)`` -> (ids, exact cosines)."""
+
+    def __init__(self, folder: str | Path, vectors: str | Path | None = None, *, check: bool = True) -> None:
+        faiss = _faiss()
+        self.folder = Path(folder)
+        self.meta = read_meta(self.folder)
+        src = Path(vectors) if vectors is not None else Path(self.meta["source"]["path"])
+        why = stale_reason(self.meta, src) if check else None
+        if why is not None:
+            raise VectorIndexError(f"index {self.folder} is stale: {why}; rebuild it: sentkit index --input {src} "
+                                   f"--output {self.folder}")
+        self.vectors = open_vectors(src, what="vectors")
+        if tuple(self.vectors.shape) != (self.meta["n"], self.meta["dim"]):
+            raise VectorIndexError(f"index {self.folder} holds {self.meta['n']} x {self.meta['dim']} vectors, {src} "
+                                   f"{self.vectors.shape[0]} x {self.vectors.shape[1]}; rebuild it: sentkit index "
+                                   f"--input {src} --output {self.folder}")
+        try:
+            self.index = faiss.read_index(str(self.folder / INDEX_FILE))
+        except RuntimeError as e:  # faiss's own error for a torn or missing file
+            raise VectorIndexError(f"index {self.folder}: {INDEX_FILE} cannot be read ({str(e).splitlines()[0][:100]}); "
+                                   f"rebuild it: sentkit index --input {src} --output {self.folder}") from None
+        self.settings = from_dict(IndexSettings, dict(self.meta.get("settings", {})), where=str(self.folder / META_FILE))
+        self.index.nprobe = self.settings.nprobe
+
+    def __len__(self) -> int:
+        return int(self.meta["n"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    def search(self, queries: Any, k: int = 10, *, nprobe: int | None = None,
+               candidates: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k cosine for query vectors [m, dim]: (int64 [m, k'], float32 [m, k']), best first,
+        k' = min(k, n); the scores are exact (re-ranked from the vectors)."""
+        q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
+        if q.shape[1] != self.dim:
+            raise VectorIndexError(f"queries are {q.shape[1]}-dimensional, the index {self.folder} {self.dim}-dimensional: "
+                                   "encode them with the model that made its vectors")
+        k = min(int(k), len(self))
+        if k < 1:
+            raise VectorIndexError(f"k must be >= 1, got {k}")
+        self.index.nprobe = nprobe or self.settings.nprobe
+        c = min(max(k, candidates or self.settings.candidates), len(self))
+        _, cand = self.index.search(q, c)
+        ids = np.zeros((len(q), k), np.int64)
+        scores = np.full((len(q), k), -np.inf, np.float32)
+        for r in range(len(q)):
+            rows = np.unique(cand[r][cand[r] >= 0])  # sorted: the memory map is read in order
+            exact = normalise_rows(self.vectors[rows]) @ q[r]
+            i, s = top_k(exact[None, :], k)
+            ids[r, : i.shape[1]], scores[r, : s.shape[1]] = rows[i[0]], s[0]
+        return ids, scores
+
+
+# ----------------------------------------------------------------------------- exact and the entry point
+def exact_search(vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int = 262_144) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine top-k over (possibly memory-mapped) rows, ``chunk`` rows at a time."""
+    q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
+    n = vectors.shape[0]
+    if q.shape[1] != vectors.shape[1]:
+        raise VectorIndexError(f"queries are {q.shape[1]}-dimensional, the vectors {vectors.shape[1]}-dimensional: "
+                               "encode them with the model that made the vectors")
+    if n <= chunk:
+        return top_k(q @ normalise_rows(vectors).T, k)
+    best_i = np.zeros((len(q), 0), np.int64)
+    best_s = np.zeros((len(q), 0), np.float32)
+    for s in range(0, n, chunk):
+        i, sc = top_k(q @ normalise_rows(vectors[s : s + chunk]).T, k)
+        pi, ps = top_k(np.concatenate([best_s, sc], axis=1), k)
+        best_i = np.take_along_axis(np.concatenate([best_i, i + s], axis=1), pi, axis=1)
+        best_s = ps
+    return best_i, best_s
+
+
+def search(queries: Any, k: int = 10, *, vectors: str | Path | np.ndarray, index: str | Path | None = None,
+           encoder: Any = None, exact_below: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
+    (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given.
+    Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact; past it it needs
+    ``index``, a folder ``sentkit index`` built from ``vectors``."""
+    if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
+        texts = [queries] if isinstance(queries, str) else list(queries)
+        queries = np.asarray(encoder.encode(texts), dtype=np.float32)
+    limit = EXACT_BELOW if exact_below is None else exact_below
+    x = open_vectors(vectors, what="vectors") if isinstance(vectors, (str, Path)) else np.asarray(vectors)
+    if x.shape[0] < limit:
+        return exact_search(x, queries, k)
+    if index is None:
+        raise VectorIndexError(f"{x.shape[0]} vectors are past the exact-search limit ({limit}); build an index "
+                               "(sentkit index --input vectors.npy --output DIR) and pass index=DIR")
+    if not isinstance(vectors, (str, Path)):
+        raise VectorIndexError("an index searches the .npy it was built from: pass vectors as its path")
+    return VectorIndex(index, vectors).search(queries, k)
+
+
+def ensure(vectors: str | Path, folder: str | Path, settings: IndexSettings | None = None, *,
+           progress: bool = True) -> VectorIndex:
+    """The index in ``folder`` of ``vectors``, built (or rebuilt, when stale or damaged) first if needed."""
+    folder = Path(folder)
+    if (folder / META_FILE).is_file():
+        try:
+            return VectorIndex(folder, vectors)
+        except VectorIndexError as e:
+            log.warning("%s; rebuilding it", e)
+    build(vectors, folder, settings, progress=progress)
+    return VectorIndex(folder, vectors, check=False)
+
+
+ANN_DIR = "ann"  # the approximate index of a neighbour cache's embeddings.npy, inside its folder
+
+
+def attach(index: Any, folder: str | Path, *, progress: bool = True) -> Any:
+    """Give a :class:`sentkit.neighbours.NeighbourIndex` cached in ``folder`` its approximate index
+    past :data:`EXACT_BELOW` dense sentences (built on first use in ``folder/ann``, rebuilt when the
+    embeddings changed); below it, for a sparse index, or without faiss, its search stays exact."""
+    from sentkit.neighbours import EMB_FILE
+
+    emb = Path(folder) / EMB_FILE
+    if index.sparse or len(index) < EXACT_BELOW or not emb.is_file():
+        return index
+    try:
+        index.ann = ensure(emb, Path(folder) / ANN_DIR, progress=progress)
+        log.info("searching %d sentences through the approximate index %s", len(index), Path(folder) / ANN_DIR)
+    except (VectorIndexError, OSError) as e:
+        log.warning("searching %d sentences exactly: %s", len(index), e)
+    return index
