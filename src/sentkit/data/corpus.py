@@ -154,10 +154,10 @@ def corpus_files(path: Path) -> list[Path]:
     return files
 
 
-class SkipDocument(Exception):
+class SkipDocument(SentkitError):
     """Raised by `DocStream.chunks` when the document turns out to be unusable part-way (not UTF-8,
     binary, empty, unreadable); it is already counted in the `CorpusStats`. Text it gave before is to
-    be dropped."""
+    be dropped. Caught inside prepare (the document is skipped), so it never reaches a user."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
