@@ -13,7 +13,7 @@ Run ``.venv/bin/python scripts/hostile_inputs.py`` (``--subprocess`` runs each c
 ``--commands embed,prepare --giant-mb 1`` a few of them); ``--help`` for options. Tracebacks, internal
 errors and exit 0 with garbage are flagged with !! and make the script exit 1.
 
-This is test tooling, not part of the installed package: the test suite (tests/hostile) loads this
+This is test tooling, not part of the installed package: the test suite (tests/cli/test_hostile_inputs.py) loads this
 file and runs the same cases.
 """
 
@@ -90,7 +90,7 @@ class Case:
     argv: list[str]
     expect: str  # "ok", "error" or "either"
     check: Callable[[Outcome], str | None] | None = None  # on exit 0: None when the output is right
-    owner: str = ""  # who fixes a failure of this case (for the xfail markers of tests/hostile)
+    owner: str = ""  # who fixes a failure of this case (for the xfail markers of tests/cli/test_hostile_inputs.py)
     notes: list[str] = field(default_factory=list)
 
 

@@ -1,6 +1,6 @@
 """Draw the hand-check sample of the probing builder's labels (docs/evaluation.md, "How good the
 labels are"): build the ten tasks from the Gutenberg books listed in
-``tests/probing/data/label_check/books.txt`` with ``sentkit data build-probing``'s code (seed 1111,
+``tests/data/probing/data/label_check/books.txt`` with ``sentkit data build-probing``'s code (seed 1111,
 ``--fit``, 100 WC target words), then draw 50 rows per task (seed 0, every split) into a JSONL file, each row with what
 a checker needs beside the label: the Penn-Treebank-style tree for TreeDepth and TopConst, the
 target word for Tense / SubjNum / ObjNum, the original sentence for a changed SOMO, BShift or
@@ -12,7 +12,7 @@ and CoordInv, ``undetectable`` (the change is real but reads as naturally as an 
     python scripts/probing_label_sample.py --books ../shared/data/corpus/gutenberg \\
         --work /tmp/probing-label-check --out sample.jsonl
 
-``tests/probing/test_label_check.py`` recomputes the published error rates from the committed
+``tests/data/probing/test_label_check.py`` recomputes the published error rates from the committed
 verdicts.
 """
 
@@ -30,7 +30,7 @@ from sentkit.data.probing.build import BuildSettings, build_probing
 from sentkit.data.probing.tasks import TASK_ORDER
 from sentkit.evaluation.tasks import PROBING_FILES
 
-HERE = Path(__file__).resolve().parent.parent / "tests" / "probing" / "data" / "label_check"
+HERE = Path(__file__).resolve().parent.parent / "tests" / "data" / "probing" / "data" / "label_check"
 PER_TASK = 50
 SIZES = (20_000, 2_000, 2_000)  # --fit brings each task down to what the books give
 

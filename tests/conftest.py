@@ -4,7 +4,6 @@ corpus (built by scripts/check_support.py, which the GPU check shares)."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,20 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from check_support import bert_mlm, make_docs
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))  # check_support: what the tests share with scripts/gpu_check.py
-
-from check_support import WORDS, bert_mlm, make_docs  # noqa: E402
-
-__all__ = ["WORDS", "make_docs"]  # tests import these from conftest
 
 
 # The shared data of this workplace (CI has it at the same place), unless SENTKIT_DATA says otherwise;
 # set in the environment so that sentkit (whose default is the user cache folder) and the
 # subprocesses tests start find it too.
 os.environ.setdefault("SENTKIT_DATA", str(REPO.parent / "shared" / "data"))
+
+# The processes tests start (torchrun workers, `python -c` children) import tests/support and
+# scripts/check_support as the tests do (pytest's `pythonpath`, pyproject.toml).
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "tests"), str(REPO / "scripts"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
 def data_dir() -> Path:

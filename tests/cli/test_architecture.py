@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from conftest import make_docs
 from sentkit.cli.main import main
+from support import make_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "sentkit"
@@ -289,3 +289,14 @@ def test_a_task_kind_added_as_the_page_says_is_evaluated(tmp_path: Path, monkeyp
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
     assert res["kind"] == "pair-auc" and res["npairs"] == 30
     assert res["auc"] == pytest.approx(100 * roc_auc_score([p[2] for p in pairs], cos), abs=1e-9)
+
+
+def test_the_tests_mirror_the_rooms() -> None:
+    """tests/<room>/ for each room of src/sentkit (tests/data/probing/ for data/probing/), tests/test_*.py
+    for the shared modules at the root, tests/support/ for what the tests share; no other folder holds tests."""
+    tests = ROOT / "tests"
+    rooms = {p.relative_to(SRC) for p in SRC.rglob("*") if p.is_dir() and (p / "__init__.py").is_file()}
+    with_tests = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")} - {Path(".")}
+    stray = sorted(str(d) for d in with_tests if d not in rooms)
+    assert rooms >= {Path("data"), Path("evaluation"), Path("cli")} and with_tests, (rooms, with_tests)
+    assert not stray, f"test folders that are no room of src/sentkit: {stray} (docs/architecture.md)"

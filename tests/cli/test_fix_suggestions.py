@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_docs
 from sentkit.cli.main import build_parser, command_parser, main, render_fix
 from sentkit.data.corpus import Fix
+from support import make_docs
 
 
 def _suggested(err: str) -> list[list[str]]:

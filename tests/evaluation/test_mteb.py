@@ -17,9 +17,9 @@ import pytest
 from scipy.stats import spearmanr
 
 import sentkit
-from conftest import WORDS, make_docs
 from sentkit.cli.main import main
 from sentkit.evaluation import mteb_adapter as A
+from support import WORDS, make_docs
 
 from .conftest import make_senteval_dir, write_encoder
 from .test_user_tasks import TOPICS, _forget_user_tasks, bow, topic_rows, write_beir

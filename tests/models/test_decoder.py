@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _decoder_helpers import FAMILIES, tiny_decoder
+
+from support.decoders import FAMILIES, tiny_decoder
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "A much longer sentence about music, "
          "bread and the harbor at evening.", "stone"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _decoder_helpers import FAMILIES, tiny_decoder
 
 from sentkit.config import ConfigError
+from support.decoders import FAMILIES, tiny_decoder
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]
 

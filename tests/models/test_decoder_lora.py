@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _decoder_helpers import FAMILIES, tiny_decoder
+
+from support.decoders import FAMILIES, tiny_decoder
 
 pytest.importorskip("peft")
 

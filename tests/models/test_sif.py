@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_docs
 from sentkit.config import ConfigError
 from sentkit.models.sif import first_components, remove_components, sif_weights, weighted_average
+from support import make_docs
 
 
 def test_weights_are_a_over_a_plus_p_by_hand() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_docs
 from sentkit.cli.main import main
 from sentkit.models.whitening import apply_whitening, fit_whitening
+from support import make_docs
 
 
 def test_fit_whitening_gives_zero_mean_identity_covariance_as_pca_whitening_does() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _helpers import build, small_config, step_gradients, torchrun
 
 from sentkit.data.store import TokenStore, prepare_store
 from sentkit.models.hub import load_tokenizer
@@ -17,6 +16,7 @@ from sentkit.training.loop import corpus_subset, train
 from sentkit.training.metrics import read_metrics
 from sentkit.training.recipe import Seeds, dropout_seed
 from sentkit.training.recipes.declutr import Declutr
+from support.training import build, small_config, step_gradients, torchrun
 
 HERE = Path(__file__).parent
 Q = "model.encoder.encoder.layer.0.attention.self.query.weight"
@@ -140,9 +140,9 @@ def test_positives_are_averaged(store: Path, tiny_model_dir: Path) -> None:
 
 
 def run_ddp(model_dir: Path, store: Path, tmp_path: Path, *specs: dict) -> list[dict]:
-    """Each spec's step under torchrun (2 processes), all in one launch (see ddp_worker.py)."""
+    """Each spec's step under torchrun (2 processes), all in one launch (see tests/support/ddp_worker.py)."""
     out = tmp_path / f"ddp_{abs(hash(json.dumps(specs, sort_keys=True)))}.pt"
-    res = torchrun(HERE / "ddp_worker.py", str(model_dir), str(store), str(out), json.dumps(specs))
+    res = torchrun(HERE.parent / "support" / "ddp_worker.py", str(model_dir), str(store), str(out), json.dumps(specs))
     assert res.returncode == 0, res.stderr[-3000:]
     return torch.load(out)  # type: ignore[no-any-return]
 
@@ -297,7 +297,7 @@ def test_runs_share_a_prepared_dir(tiny_corpus: Path, tiny_model_dir: Path, tmp_
 
 def test_a_few_long_books_train_with_defaults(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Six long documents: the default cuts them into pieces, so a batch of 16 documents fits."""
-    from conftest import make_docs
+    from support import make_docs
 
     books = tmp_path / "six_books"
     books.mkdir()

@@ -22,10 +22,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
+import gpu_check
 
-import gpu_check  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_script(script: Path, *args: str, env: dict[str, str] | None = None,
@@ -365,7 +364,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkey
 def test_every_check_that_runs_on_a_cpu_passes(tmp_path: Path) -> None:
     """`bash scripts/gpu_check.sh --cpu --out DIR`, with pytest and the tests' helpers made
     unimportable (the script needs neither)."""
-    block = blockers(tmp_path / "block", "pytest", "conftest", "_helpers")
+    block = blockers(tmp_path / "block", "pytest", "conftest", "support")
     res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--out", str(tmp_path / "out"),
                      env=env_with(PYTHONPATH=str(block)), timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from _helpers import small_config
 
 from sentkit.training.checkpoint import CHECKPOINT, rng_state, set_rng_state
 from sentkit.training.loop import pick_precision, train
 from sentkit.training.metrics import read_metrics
 from sentkit.training.recipes.declutr import Declutr
+from support.training import small_config
 
 
 @pytest.fixture()
 def store(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> Path:
-    from _helpers import prepare
+    from support.training import prepare
 
     return prepare(tiny_corpus, tiny_model_dir, tmp_path / "store", min_doc_tokens=2 * 32 * 2)
 

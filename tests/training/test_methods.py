@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _helpers import build
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.loop import train
 from sentkit.training.metrics import read_metrics, training_history
 from sentkit.training.recipe import Seeds
+from support.training import build
 
 METHODS = ("simcse", "tsdae", "mlm")
 
@@ -37,7 +37,7 @@ def cfg_of(method: str, corpus: Path | str, out: Path | str, **kw: object) -> ob
 @pytest.fixture()
 def sentences(tmp_path: Path) -> Path:
     """A folder of documents made of many short sentences (for sentence stores)."""
-    from conftest import WORDS
+    from support import WORDS
 
     rng = np.random.default_rng(0)
     folder = tmp_path / "sents"
@@ -221,9 +221,8 @@ def test_mlm_from_scratch_learns_and_continues_with_declutr(tiny_model_dir: Path
     assert cfg["num_hidden_layers"] == 1 and cfg["vocab_size"] == len(tok) <= 300  # the corpus has few words
     assert tok.tokenize("river stone") == ["river", "stone"]
     # its output is a masked-LM checkpoint that DeCLUTR continues from (its head, not a fresh one)
-    from _helpers import small_config
-
     from sentkit.training.recipes.declutr import Declutr
+    from support.training import small_config
 
     d = train(small_config(str(tiny_corpus), str(tmp_path / "declutr"), model=str(out), max_steps=1), Declutr)
     assert json.loads((d / "sentkit.json").read_text())["method"] == "declutr"

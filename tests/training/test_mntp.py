@@ -6,19 +6,16 @@ Llama into a folder that sentkit and sentence-transformers load with equal (bidi
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from _decoder_helpers import tiny_decoder
-
 from sentkit.training.loop import train
 from sentkit.training.recipe import Seeds
 from sentkit.training.recipes.mntp import MNTP, MNTPBatch, MNTPConfig
+from support.decoders import tiny_decoder
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]
 

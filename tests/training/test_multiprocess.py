@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _helpers import torchrun
 
 from sentkit.config import from_dict
 from sentkit.methods import get_method
 from sentkit.training.checkpoint import CHECKPOINT
 from sentkit.training.metrics import read_metrics
+from support.training import torchrun
 
 WORKER = Path(__file__).parents[2] / "scripts" / "train_worker.py"  # the worker scripts/gpu_check.py runs too
 METHODS = ("declutr", "mlm", "simcse", "tsdae")
@@ -49,7 +49,7 @@ def settings(method: str, corpora: dict[str, Path], model: Path, out: Path, **kw
 
 
 def _corpora(root: Path) -> dict[str, Path]:
-    from conftest import WORDS, make_docs
+    from support import WORDS, make_docs
 
     docs, sentences = root / "docs", root / "sentences"
     docs.mkdir()
@@ -169,7 +169,7 @@ def _ranks(code: str, *args: str) -> list[subprocess.Popen[str]]:
     import os
     import sys
 
-    from _helpers import free_port
+    from support.training import free_port
 
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
            "OMP_NUM_THREADS": "1"}
@@ -270,7 +270,7 @@ def test_of_three_ranks_the_one_that_stopped_is_named(cpu_load: int) -> None:
     import os
     import sys
 
-    from _helpers import free_port
+    from support.training import free_port
 
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3",
            "OMP_NUM_THREADS": "1"}

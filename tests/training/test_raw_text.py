@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_docs
 from sentkit.cli.main import main
+from support import make_docs
 
 pytest.importorskip("gensim")
 TINY = ["skipgram_epochs=1", "layers=1", "hidden=32", "heads=2", "intermediate=64", "seq_len=64", "base_batch_size=4",

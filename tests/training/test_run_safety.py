@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from _helpers import small_config
 
 from sentkit.cli.main import main as cli
 from sentkit.training.checkpoint import CHECKPOINT, PREVIOUS, CheckpointError, load_checkpoint
@@ -20,11 +19,12 @@ from sentkit.training.loop import train
 from sentkit.training.metrics import read_metrics
 from sentkit.training.recipes.declutr import Declutr
 from sentkit.training.rundir import RunDirError
+from support.training import small_config
 
 
 @pytest.fixture()
 def store(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> Path:
-    from _helpers import prepare
+    from support.training import prepare
 
     return prepare(tiny_corpus, tiny_model_dir, tmp_path / "store", min_doc_tokens=2 * 32 * 2)
 
@@ -215,7 +215,7 @@ def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_d
     import re
     import shlex
 
-    from conftest import make_docs
+    from support import make_docs
 
     corpus = tmp_path / "three"
     corpus.mkdir()

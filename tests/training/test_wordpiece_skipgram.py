@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_docs
 from sentkit.cli.main import main
+from support import make_docs
 
 pytest.importorskip("gensim")
 

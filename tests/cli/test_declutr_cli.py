@@ -149,7 +149,7 @@ def test_prepare_never_deletes_a_users_folder(tmp_path: Path, tiny_corpus: Path,
 
 def test_prepare_summary_counts_records_without_the_field(tmp_path: Path, tiny_model_dir: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import make_docs
+    from support import make_docs
 
     src = tmp_path / "c.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in make_docs(3, 200)) + '{"title": "x"}\n')

@@ -4,13 +4,11 @@ the same table that script prints)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 # the cases are test tooling, kept out of the package: scripts/hostile_inputs.py
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from hostile_inputs import (
     COMMANDS,
     build_cases,
