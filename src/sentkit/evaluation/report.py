@@ -16,7 +16,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, KIND_SCORES, PROBING, get_task
+from sentkit.evaluation.tasks import (
+    ALL_TASKS,
+    DOWNSTREAM,
+    KIND_SCORES,
+    PROBING,
+    cohort,
+    find_task,
+    get_task,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +63,33 @@ def task_names(runs: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+# the key of a kind's headline score in a task's results, for a task this process has no spec of
+KIND_METRICS = {"cv": "acc", "kfold": "acc", "split": "acc", "relatedness": "spearman", "sts": "spearman",
+                "ranking": "mean_recall", "retrieval": "ndcg_at_10"}
+
+
 def main_score(name: str, res: dict[str, Any]) -> float | None:
-    """The headline number of a task, on a 0-100 scale (None when it is missing or NaN)."""
+    """The headline number of a task, on a 0-100 scale (None when it is missing or NaN): its spec's
+    `metric`, read where its kind keeps it."""
     kind = task_kind(name, res)
-    if kind in ("cv", "kfold", "split"):
-        return _finite(res["acc"])
+    spec = find_task(name)
+    metric = spec.metric if spec is not None and spec.kind == kind else KIND_METRICS.get(kind, "")
+    if kind in ("cv", "kfold", "split", "ranking", "retrieval"):
+        return _finite(res[metric])
     if kind == "relatedness":
-        return _finite(res["spearman"], 100)
+        return _finite(res[metric], 100)
     if kind == "sts":
-        return _finite(res["all"]["spearman"]["mean"], 100)
-    if kind == "ranking":
-        return _finite(res["mean_recall"])
-    if kind == "retrieval":
-        return _finite(res["ndcg_at_10"])
+        return _finite(res["all"][metric]["mean"], 100)
     reader = KIND_SCORES.get(kind)  # a kind added with register_kind reads its own score
     return None if reader is None else _finite(reader(res))
 
 
 def declutr_score(name: str, res: dict[str, Any]) -> float | None:
     """DeCLUTR (Giorgi et al. 2021, appendix C.2): Spearman for SICK-R/STS-B, mean Spearman for
-    STS12-16, mean of accuracy and F1 for MRPC, mean of the six recalls for COCO, else accuracy."""
-    if name == "MRPC":
+    STS12-16, mean of accuracy and F1 for a task scored with F1 too (MRPC: its spec's `f1`), mean of the
+    six recalls for COCO, else accuracy."""
+    spec = find_task(name)
+    if spec is not None and spec.f1:
         acc, f1 = _finite(res["acc"]), _finite(res["f1"])
         return None if acc is None or f1 is None else (acc + f1) / 2
     return main_score(name, res)
@@ -90,7 +104,8 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
     raw = {n: declutr_score(n, r) for n, r in results.items()}
     scores: dict[str, float] = {n: v for n, v in raw.items() if v is not None}
     down = [n for n in DOWNSTREAM if n in scores]
-    down_nosnli = [n for n in down if n != "SNLI"]
+    without = set(cohort("downstream_without_snli"))
+    down_nosnli = [n for n in down if n in without]
     probe = [n for n in PROBING if n in scores]
     return {
         "per_task": scores,
@@ -209,7 +224,8 @@ def detail(name: str, res: dict[str, Any]) -> str:
     if kind == "retrieval":
         return (f"nDCG@10 {_n(res['ndcg_at_10'], 2)} / MRR@10 {_n(res['mrr_at_10'], 2)} / "
                 f"Recall@100 {_n(res['recall_at_100'], 2)} ({res.get('nqueries')} queries, {res.get('ndocs')} documents)")
-    if name == "MRPC":
+    spec = find_task(name)
+    if spec is not None and spec.f1:
         return f"acc {_n(res['acc'], 2)} / F1 {_n(res['f1'], 2)}"
     if kind == "relatedness":
         u = res.get("unsupervised", {})
@@ -348,7 +364,8 @@ def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]
     down = [n for n in DOWNSTREAM if n in avg["per_task"]]
     out: dict[str, tuple[float | None, list[str]]] = {
         "downstream": (avg["downstream"], down),
-        "downstream_without_snli": (avg["downstream_without_snli"], [n for n in down if n != "SNLI"]),
+        "downstream_without_snli": (avg["downstream_without_snli"],
+                                    [n for n in down if n in cohort("downstream_without_snli")]),
         "probing": (avg["probing"], [n for n in PROBING if n in avg["per_task"]]),
     }
     m = mteb_average(run)

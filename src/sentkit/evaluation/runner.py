@@ -32,6 +32,7 @@ from sentkit.evaluation.tasks import (
     TaskDataError,
     download_hint,
     expand_tasks,
+    find_task,
     get_task,
     load_task,
     resolve_data_dir,
@@ -253,7 +254,8 @@ def _run_kfold(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str
     tr, te = data.splits["train"], data.splits["test"]
     res = P.kfold_then_test(_features(emb, tr), tr.y, _features(emb, te), te.y, data.nclasses, cfg)
     pred = res.pop("pred")
-    if data.name == "MRPC":
+    spec = find_task(data.name)
+    if spec is not None and spec.f1:
         res["f1"] = round(100 * P.f1_binary(te.y, pred), 2)
         res["acc_f1_mean"] = (res["acc"] + res["f1"]) / 2
     return res
@@ -261,12 +263,12 @@ def _run_kfold(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str
 
 @RUNNERS.register("split")
 def _run_split(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
-    kind = "snli" if data.name == "SNLI" else "absdiff_prod"
+    spec = find_task(data.name)  # the task's quirks: SNLI's features and no L2 search, WC's LR
+    kind = spec.features if spec is not None else "absdiff_prod"
     tr, dv, te = data.splits["train"], data.splits["dev"], data.splits["test"]
-    nhid = 0 if data.name == "WC" else None  # SentEval forces LR for WordContent
     return P.split_classifier(_features(emb, tr, kind), tr.y, _features(emb, dv, kind), dv.y,
                               _features(emb, te, kind), te.y, data.nclasses, cfg,
-                              noreg=data.name == "SNLI", nhid=nhid)
+                              noreg=spec is not None and spec.noreg, nhid=None if spec is None else spec.nhid)
 
 
 @RUNNERS.register("relatedness")

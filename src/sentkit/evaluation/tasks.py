@@ -3,7 +3,12 @@ SentEval's file formats.
 
 A task is one `add_task(TaskSpec(...))`: its `group` puts it in `DOWNSTREAM` or `PROBING` (and so in
 `--tasks all`, `downstream` or `probing`, in registration order: the report's column order), its
-`kind` picks the protocol that scores it (a runner in `sentkit.evaluation.runner.RUNNERS`).
+`kind` picks the protocol that scores it (a runner in `sentkit.evaluation.runner.RUNNERS`), its
+`cohorts` the averages it joins (`cohort(name)` lists a cohort: the report's and the averages' task
+lists are derived from it, never typed), its quirks (`f1`, `features`, `noreg`, `nhid`) what the
+runner does beside the kind's protocol, and its `columns` where `load_columns` finds its fields.
+This module is the one place that lists task names; `tests/evaluation/test_task_names.py` fails on
+a list of task names anywhere else in src/.
 
 Loaders return rows in the order SentEval feeds them to its classifiers: SentEval sorts every
 split by sentence length (then label) before encoding, and its fold splits and minibatch
@@ -71,9 +76,46 @@ class TaskData:
         return {k: len(v) for k, v in self.splits.items()}
 
 
+COHORTS = ("downstream", "downstream_without_snli", "supervised", "unsupervised_sts", "cosine_sts", "probing")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where `load_columns` finds a task's fields in its row-per-line files (one file per split, `keys`).
+
+    With `b` None a row is one sentence: the line is split `line.strip().split(sep, maxsplit)` into
+    exactly two fields, the sentence (`a`) and the label (`y`). With `b` a row is a pair: tab-separated
+    columns `a`, `b` and `y` (their raw originals in `raw/<file>`, same columns). `labels` names the
+    classes in id order (else `y` is a number: `score` float gold scores, else int class ids)."""
+
+    a: int
+    y: int
+    b: int | None = None
+    nclasses: int = 0
+    keys: tuple[str, ...] = ("train", "dev", "test")
+    header: bool = False
+    encoding: str = "utf-8"
+    sep: str | None = "\t"
+    maxsplit: int = -1
+    labels: tuple[str, ...] | None = None
+    score: bool = False
+
+    def label(self, text: str) -> Any:
+        if self.labels is not None:
+            return {lab: i for i, lab in enumerate(self.labels)}[text]  # KeyError: an unknown label
+        return float(text) if self.score else int(text)
+
+
 @dataclass(frozen=True)
 class TaskSpec:
-    """Metadata of one task and how to load it."""
+    """Metadata of one task and how to load it.
+
+    `metric` is the key of its headline score in its results (`sentkit.evaluation.report.main_score`
+    reads it). `cohorts` are the averages it joins (any of `COHORTS`); empty: derived from its group
+    and kind (`task_cohorts`). `cohort_rank` gives its place in a cohort's list where that is not its
+    registration order. The quirks: `f1` (also score F1; its DeCLUTR score is the mean of accuracy
+    and F1), `features` (`protocols.pair_features` kind of a pair), `noreg` (no L2 search), `nhid`
+    (force the classifier's hidden size, 0: logistic regression)."""
 
     name: str
     kind: str  # one of KINDS: a TaskKind, or a kind added with register_kind
@@ -88,6 +130,13 @@ class TaskSpec:
     aliases: tuple[str, ...] = ()
     pair: bool = False
     description: str = ""
+    cohorts: tuple[str, ...] = ()
+    cohort_rank: tuple[tuple[str, float], ...] = ()
+    f1: bool = False
+    features: str = "absdiff_prod"
+    noreg: bool = False
+    nhid: int | None = None
+    columns: Columns | None = None
 
     def paths(self, data_dir: Path) -> list[Path]:
         return [data_dir / self.folder / f for f in self.files]
@@ -123,6 +172,48 @@ def add_task(spec: TaskSpec) -> TaskSpec:
         _GROUPS[spec.group].append(spec.name)
         ALL_TASKS.append(spec.name)
     return spec
+
+
+SUPERVISED_KINDS = ("cv", "kfold", "split", "relatedness")  # the kinds scored by a trained classifier
+
+
+def task_cohorts(spec: TaskSpec) -> tuple[str, ...]:
+    """The cohorts (averages) `spec` joins: its own `cohorts`, else by group and kind: a downstream task
+    joins `downstream` and `downstream_without_snli`, `supervised` when a classifier scores it,
+    `unsupervised_sts` when a cosine does (kind `sts`, or `relatedness`: its cosine Spearman
+    `NAME-cos`) and `cosine_sts` for kind `sts`; a probing task `probing`."""
+    if spec.cohorts:
+        return spec.cohorts
+    if spec.group == "probing":
+        return ("probing",)
+    if spec.group != "downstream":
+        return ()
+    out = ["downstream", "downstream_without_snli"]
+    if spec.kind in SUPERVISED_KINDS:
+        out.append("supervised")
+    if spec.kind in ("sts", "relatedness"):
+        out.append("unsupervised_sts")
+    if spec.kind == "sts":
+        out.append("cosine_sts")
+    return tuple(out)
+
+
+def cohort(name: str) -> list[str]:
+    """The registered tasks of cohort `name` (one of `COHORTS`), in registration order unless a task's
+    `cohort_rank` places it elsewhere."""
+    if name not in COHORTS:
+        raise ValueError(f"unknown cohort {name!r}: one of {', '.join(COHORTS)}")
+    members = [(dict(s.cohort_rank).get(name, float(i)), s.name)
+               for i, s in enumerate(TASKS.get(n) for n in ALL_TASKS) if name in task_cohorts(s)]
+    return [n for _, n in sorted(members)]
+
+
+def find_task(name: str) -> TaskSpec | None:
+    """`get_task(name)`, or None for a name no task has (a task of another process)."""
+    try:
+        return get_task(name)
+    except KeyError:
+        return None
 
 
 def get_task(name: str) -> TaskSpec:
@@ -270,32 +361,11 @@ def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     return TaskData(spec.name, splits, nclasses=6)
 
 
-def load_sst(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    """SST2: `sentence<TAB>label`; SST5: `label sentence`."""
-    paths = spec.paths(data_dir)
-    require_files(spec.name, paths, data_dir)
-    nclasses = 2 if spec.name == "SST2" else 5
-
-    def parse(line: str) -> tuple[list[str], int, str]:
-        if nclasses == 2:
-            sent, lab = line.strip().split("\t")
-        else:
-            lab, sent = line.strip().split(" ", 1)
-        toks = sent.split()
-        return toks, int(lab), _join(toks)
-
-    splits = {key: _single(_parse(p, _lines(p), parse)) for key, p in zip(("train", "dev", "test"), paths)}
-    return TaskData(spec.name, splits, nclasses=nclasses)
-
-
-SICK_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
-
-
-Columns = tuple[list[list[str]], list[list[str]], list[Any]]
+PairRows = tuple[list[list[str]], list[list[str]], list[Any]]
 
 
 def _read_pairs(p: Path, ca: int, cb: int, cy: int, label: Callable[[str], Any], *, header: bool,
-                encoding: str = "utf-8") -> Columns:
+                encoding: str = "utf-8") -> PairRows:
     """Tab-separated pair rows: tokens of columns `ca`, `cb` and `label(column cy)`."""
     def parse(line: str) -> tuple[list[str], list[str], Any]:
         t = line.strip().split("\t")
@@ -314,69 +384,41 @@ def _read_raw_pairs(p: Path, ca: int, cb: int, header: bool) -> tuple[list[str],
     return [r[0] for r in rows], [r[1] for r in rows]
 
 
-def _pair_task(
-    spec: TaskSpec,
-    data_dir: Path,
-    reader: Callable[[Path], Columns],
-    raw_reader: Callable[[Path], tuple[list[str], list[str]]] | None,
-    keys: tuple[str, ...],
-    raw: bool,
-    y_dtype: Any,
-) -> dict[str, Split]:
+def _pair_split(spec: TaskSpec, data_dir: Path, c: Columns, p: Path, raw: bool) -> Split:
+    a, b, y = _read_pairs(p, c.a, c.b or 0, c.y, c.label, header=c.header, encoding=c.encoding)
+    ra: list[str] | None = None
+    rb: list[str] | None = None
+    if raw:
+        rp = p.parent / "raw" / p.name
+        require_files(spec.name, [rp], data_dir)
+        ra, rb = _read_raw_pairs(rp, c.a, c.b or 0, c.header)
+    ta, tb = _raw_texts(ra, a, p), _raw_texts(rb, b, p)
+    return _pair(list(zip(a, b, y, ta, tb)), np.float64 if c.score else np.int64)
+
+
+def _single_split(c: Columns, p: Path) -> Split:
+    def parse(line: str) -> tuple[list[str], int, str]:
+        first, second = line.strip().split(c.sep, c.maxsplit)
+        fields = (first, second)
+        toks = fields[c.a].split()
+        return toks, c.label(fields[c.y]), _join(toks)
+
+    return _single(_parse(p, _lines(p, c.encoding), parse))
+
+
+def load_columns(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
+    """The loader of every task whose files are one row per line (one file per split), driven by
+    `spec.columns`: SST2 (`sentence<TAB>label`), SST5 (`label sentence`), SICK-E / SICK-R
+    (`pair_ID<TAB>A<TAB>B<TAB>relatedness<TAB>entailment`, a header), STS-B (`genre file year id score
+    A B`) and MRPC (`Quality #1ID #2ID #1String #2String`, a header, UTF-8 with BOM)."""
+    c = spec.columns
+    if c is None:
+        raise ValueError(f"task {spec.name}: load_columns needs the spec's columns")
     paths = spec.paths(data_dir)
     require_files(spec.name, paths, data_dir)
-    splits = {}
-    for key, p in zip(keys, paths):
-        a, b, y = reader(p)
-        ra: list[str] | None = None
-        rb: list[str] | None = None
-        if raw and raw_reader is not None:
-            rp = p.parent / "raw" / p.name
-            require_files(spec.name, [rp], data_dir)
-            ra, rb = raw_reader(rp)
-        ta, tb = _raw_texts(ra, a, p), _raw_texts(rb, b, p)
-        splits[key] = _pair(list(zip(a, b, y, ta, tb)), y_dtype)
-    return splits
-
-
-def load_sick_e(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    def reader(p: Path) -> Columns:
-        return _read_pairs(p, 1, 2, 4, SICK_LABELS.__getitem__, header=True)
-
-    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
-                        ("train", "dev", "test"), raw, np.int64)
-    return TaskData(spec.name, splits, nclasses=3)
-
-
-def load_sick_r(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    def reader(p: Path) -> Columns:
-        return _read_pairs(p, 1, 2, 3, float, header=True)
-
-    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 1, 2, True),
-                        ("train", "dev", "test"), raw, np.float64)
-    return TaskData(spec.name, splits, nclasses=5)
-
-
-def load_stsb(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    """STS-B: `genre file year id score sent1 sent2`."""
-
-    def reader(p: Path) -> Columns:
-        return _read_pairs(p, 5, 6, 4, float, header=False)
-
-    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 5, 6, False),
-                        ("train", "dev", "test"), raw, np.float64)
-    return TaskData(spec.name, splits, nclasses=5)
-
-
-def load_mrpc(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
-    """MRPC: TSV with a header, `Quality #1ID #2ID #1String #2String` (UTF-8 with BOM)."""
-
-    def reader(p: Path) -> Columns:
-        return _read_pairs(p, 3, 4, 0, int, header=True, encoding="utf-8-sig")
-
-    splits = _pair_task(spec, data_dir, reader, lambda p: _read_raw_pairs(p, 3, 4, True),
-                        ("train", "test"), raw, np.int64)
-    return TaskData(spec.name, splits, nclasses=2)
+    splits = {key: (_single_split(c, p) if c.b is None else _pair_split(spec, data_dir, c, p, raw))
+              for key, p in zip(c.keys, paths)}
+    return TaskData(spec.name, splits, nclasses=c.nclasses)
 
 
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -419,6 +461,7 @@ def load_sts(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 
 
 SNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+SICK_LABELS = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")  # SICK-E's class ids, in order
 
 
 def load_snli(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
@@ -505,31 +548,42 @@ for _name, _folder, _files, _cit, _desc in (
 
 add_task(TaskSpec("SST2", "split", "acc", "SST2", ("sentiment-train", "sentiment-dev", "sentiment-test"),
                   "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
-                  load_sst, aliases=("SST-2", "SSTBinary"), description="binary sentiment"))
+                  load_columns, aliases=("SST-2", "SSTBinary"), description="binary sentiment",
+                  columns=Columns(a=0, y=1, nclasses=2)))
 add_task(TaskSpec("SST5", "split", "acc", "SST5", ("sentiment-train", "sentiment-dev", "sentiment-test"),
                   "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
-                  load_sst, aliases=("SST-5", "SSTFine"), description="fine-grained sentiment, 5 classes"))
+                  load_columns, aliases=("SST-5", "SSTFine"), description="fine-grained sentiment, 5 classes",
+                  columns=Columns(a=1, y=0, nclasses=5, sep=" ", maxsplit=1)))
 add_task(TaskSpec("TREC", "kfold", "acc", "TREC", ("train_5500.label", "TREC_10.label"),
                   "train (k-fold for L2) / test", "Li & Roth (2002), COLING",
-                  "research use; no explicit licence", load_trec, description="question type, 6 classes"))
+                  "research use; no explicit licence", load_trec, description="question type, 6 classes",
+                  cohort_rank=(("supervised", 3.5),)))  # the reports list it after MPQA
 add_task(TaskSpec("MRPC", "kfold", "acc", "MRPC", ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
                   "train (k-fold for L2) / test", "Dolan et al. (2004), COLING",
-                  "Microsoft Research licence", load_mrpc, pair=True, description="paraphrase, acc and F1"))
+                  "Microsoft Research licence", load_columns, pair=True, description="paraphrase, acc and F1",
+                  f1=True, columns=Columns(a=3, b=4, y=0, nclasses=2, keys=("train", "test"), header=True,
+                                           encoding="utf-8-sig")))
 add_task(TaskSpec("SICKE", "split", "acc", "SICK", ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
                   "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
-                  load_sick_e, aliases=("SICK-E", "SICKEntailment"), pair=True, description="entailment, 3 classes"))
+                  load_columns, aliases=("SICK-E", "SICKEntailment"), pair=True, description="entailment, 3 classes",
+                  columns=Columns(a=1, b=2, y=4, nclasses=3, header=True, labels=SICK_LABELS)))
 add_task(TaskSpec("SICKR", "relatedness", "spearman", "SICK",
                   ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
                   "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
-                  load_sick_r, aliases=("SICK-R", "SICKRelatedness"), pair=True, description="relatedness 1-5"))
+                  load_columns, aliases=("SICK-R", "SICKRelatedness"), pair=True, description="relatedness 1-5",
+                  cohort_rank=(("unsupervised_sts", 19),),  # the reports list SICKR-cos last
+                  columns=Columns(a=1, b=2, y=3, nclasses=5, header=True, score=True)))
 add_task(TaskSpec("STSB", "relatedness", "spearman", "STSB", ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
                   "train / dev / test", "Cer et al. (2017), SemEval", "CC BY-SA 4.0 (scores)",
-                  load_stsb, aliases=("STS-B", "STSBenchmark"), pair=True, description="similarity 0-5"))
+                  load_columns, aliases=("STS-B", "STSBenchmark"), pair=True, description="similarity 0-5",
+                  cohort_rank=(("unsupervised_sts", 18),),  # after STS12-16
+                  columns=Columns(a=5, b=6, y=4, nclasses=5, score=True)))
 add_task(TaskSpec("SNLI", "split", "acc", "SNLI",
                   ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev",
                    "s1.test", "s2.test", "labels.test"),
                   "train / dev / test", "Bowman et al. (2015), EMNLP", "CC BY-SA 4.0",
-                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]"))
+                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]",
+                  cohorts=("downstream", "supervised"), features="snli", noreg=True))
 add_task(TaskSpec("COCO", "ranking", "mean_recall", "COCO", ("train.pkl", "valid.pkl", "test.pkl"),
                   "train / valid / test (5 x 1k-image test folds)", "Lin et al. (2014), ECCV",
                   "CC BY 4.0 (annotations)", load_coco, aliases=("ImageCaptionRetrieval",),
@@ -545,7 +599,7 @@ for _name, _cit in (("STS12", "Agirre et al. (2012)"), ("STS13", "Agirre et al. 
 for _name, _file in PROBING_FILES.items():
     add_task(TaskSpec(_name, "split", "acc", "PROBING", (_file,), "tr / va / te",
                       _CIT_PROBING, "BSD (SentEval)", load_probing, group="probing", aliases=(PROBING_ALIASES[_name],),
-                      description="probing task"))
+                      description="probing task", nhid=0 if _name == "WC" else None))  # SentEval forces LR for WordContent
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:

@@ -446,7 +446,8 @@ def register(tasks: list[UserTask]) -> list[str]:
             raise UserTaskError(f"user task {t.name}: {clash} is a built-in task; give the task another name")
         data = load(t)  # every file read and checked here, before any encoding
         files = tuple(str(f) for f in ([t.path] if t.path is not None else t.files.values()))
-        spec = TaskSpec(t.name, kind_of(t), "ndcg_at_10" if t.type == "retrieval" else "acc", "", files,  # type: ignore[arg-type]
+        metric = {"retrieval": "ndcg_at_10", "sts": "spearman"}.get(t.type, "acc")
+        spec = TaskSpec(t.name, kind_of(t), metric, "", files,  # type: ignore[arg-type]
                         t.type, "user task", "user data", _cached_loader(data), group="user",  # type: ignore[arg-type]
                         pair=t.type in ("pair-classification", "sts"), description=t.type)
         TASKS.add(spec.name, spec, overwrite=True)

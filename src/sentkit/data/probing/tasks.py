@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentkit.data.probing import analysis as A
+from sentkit.data.probing.files import PROBING_FILES
 from sentkit.data.probing.parse import Parsed
 from sentkit.errors import SentkitError
 from sentkit.registry import Registry
@@ -563,4 +564,4 @@ def build_coord_inv(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.G
     return rows
 
 
-TASK_ORDER = ["SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv"]
+TASK_ORDER = list(PROBING_FILES)  # SentEval's order, from the table of probing tasks (files.py)

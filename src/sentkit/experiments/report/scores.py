@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.evaluation.report import mteb_scores
+from sentkit.evaluation.tasks import ALL_TASKS, cohort, get_task
 from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.results import RunResults, Runs, as_runs
@@ -19,19 +20,27 @@ from sentkit.experiments.results import RunResults, Runs, as_runs
 Summary = dict[str, dict[str, tuple[float, float, int]]]  # {cell: {score: (mean, std over seeds, n seeds)}}
 
 
-STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+# The cohorts, from the task registry (each task's `cohorts`, sentkit.evaluation.tasks.cohort): SentEval's
+# cosine-scored STS12-16, its supervised (classifier-scored) and unsupervised (cosine) downstream tasks (wider
+# cohorts than Hill et al.'s Table 6, whose cohorts are paper.HILL_SUPERVISED / paper.HILL_UNSUPERVISED; a
+# relatedness task counts in the unsupervised one by its cosine score, `NAME-cos`) and the probing tasks
+# (Conneau et al. 2018), in the paper's order: surface, syntactic, semantic.
+STS = tuple(cohort("cosine_sts"))
 
 
-# SentEval's supervised (classifier-scored) and unsupervised (cosine) downstream tasks: wider cohorts
-# than Hill et al.'s Table 6, whose cohorts are paper.HILL_SUPERVISED / paper.HILL_UNSUPERVISED.
-SUPERVISED = ("MR", "CR", "SUBJ", "MPQA", "TREC", "SST2", "SST5", "MRPC", "SICKE", "SICKR", "STSB", "SNLI")
+SUPERVISED = tuple(cohort("supervised"))
 
 
-UNSUPERVISED = (*STS, "STSB-cos", "SICKR-cos")
+UNSUPERVISED = tuple(n if get_task(n).kind != "relatedness" else f"{n}-cos" for n in cohort("unsupervised_sts"))
 
 
-# SentEval's probing tasks (Conneau et al. 2018), in the paper's order: surface, syntactic, semantic
-PROBING = ("SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv")
+COSINE_OF = tuple(n for n in cohort("unsupervised_sts") if get_task(n).kind == "relatedness")  # tasks scored `-cos`
+
+
+PROBING = tuple(cohort("probing"))
+
+
+F1_TASKS = tuple(n for n in ALL_TASKS if get_task(n).f1)  # tasks whose F1 is a score too (`MRPC:f1`)
 
 
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")
@@ -76,7 +85,7 @@ def unsupervised_scores(results: dict[str, Any]) -> dict[str, float]:
     for name in STS:
         for b, v in ((results.get(name) or {}).get("all", {}).get("by_length") or {}).items():
             by_len.setdefault(b, []).append(100 * float(v["spearman"]))
-    for name in ("STSB", "SICKR"):
+    for name in COSINE_OF:
         u = (results.get(name) or {}).get("unsupervised")
         if u and "spearman" in u:
             out[f"{name}-cos"] = 100 * float(u["spearman"])
@@ -106,10 +115,11 @@ def cell_scores(res: RunResults | Mapping[str, Any]) -> dict[str, float]:
     cos = [v for k, v in scores.items() if k in STS]
     if cos:
         scores["avg:cosine_sts"] = float(np.mean(cos))
-    mrpc = res.get("results", {}).get("MRPC") or {}
-    for key in ("acc", "f1"):
-        if key in mrpc:
-            scores[f"MRPC:{key}"] = float(mrpc[key])
+    for name in F1_TASKS:
+        r = res.get("results", {}).get(name) or {}
+        for key in ("acc", "f1"):
+            if key in r:
+                scores[f"{name}:{key}"] = float(r[key])
     scores.update(paper.cohort_averages(scores))
     scores.update(mteb_scores(res))  # `mteb:<task>` and `avg:mteb` of a cell scored on MTEB tasks
     return scores
