@@ -84,5 +84,9 @@ def test_the_summary_picks_each_familys_best_cell_per_average_and_links_the_page
     assert rows[4] == ("| reference: `glove` | `glove-average` | 60.0 ([glove](results/a.md)) |  | 40.0 ([glove]"
                        "(results/b.md)) | 1 | 1.00 |")
     assert rows[5].startswith("| reference: `glove-white` | `glove-average` | 62.0")
+    # the budget line: cells from no pretrained model, cheapest first, each beating every cheaper one
+    assert ("- downstream: 0.17 CPU-h: 66.5 ± 0.7 `raw-text` ([recipe](results/a.md)); 2.17 CPU-h: 70.0 ± 0.0 "
+            "`raw-text` ([recipe-white](results/a.md))\n") in text
+    assert "- unsupervised STS:" not in text  # no cell has it
     assert "- [a](results/a.md) (`experiments/a.toml`): 10 of 10 declared runs have results." in text
     assert "- [b](results/b.md) (`experiments/b.toml`): 2 of 2 declared runs have results." in text
