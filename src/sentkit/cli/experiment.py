@@ -22,8 +22,13 @@ def register(sub: Any) -> None:
     r.set_defaults(func=cmd_run)
     rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files",
                           description="Reads the experiment's committed `results` folder (else its `output`).")
-    rep.add_argument("experiment", nargs="+", help="experiment TOML file(s); several make one report, in order")
-    rep.add_argument("--output", default="docs/results.md", help="Markdown file to write (default docs/results.md)")
+    rep.add_argument("experiment", nargs="+", help="experiment TOML file(s); several make a summary and a page each, "
+                     "in order")
+    rep.add_argument("--output", default="docs/results.md",
+                     help="Markdown file to write (default docs/results.md); with several experiments, their summary, "
+                     "each one's page in the folder of its stem (docs/results/<experiment>.md)")
+    rep.add_argument("--one-file", action="store_true",
+                     help="several experiments: one Markdown file, each experiment a section, instead of pages")
     rep.add_argument("--from", dest="source", default=None, metavar="DIR",
                      help="read results from this folder instead (a run output or a results folder)")
     rep.set_defaults(func=cmd_report)
@@ -65,15 +70,15 @@ def _cells(value: str | None) -> list[str] | None:
 def cmd_report(args: argparse.Namespace) -> int:
     from sentkit.config import ConfigError
     from sentkit.experiments import load_experiment
-    from sentkit.experiments.report import write_reports
+    from sentkit.experiments.report import write_pages, write_reports
     from sentkit.experiments.runner import collect, results_source
 
     specs = [load_experiment(e) for e in args.experiment]
     if args.source and len(specs) > 1:
         raise ConfigError("--from reads one experiment's results: give one experiment file with it")
     parts = [(collect(src), spec, src) for spec in specs for src in [args.source or results_source(spec)]]
-    path = write_reports(parts, args.output)
-    print(f"wrote {path} from {', '.join(str(src) for _, _, src in parts)}")
+    paths = [write_reports(parts, args.output)] if len(parts) == 1 or args.one_file else write_pages(parts, args.output)
+    print(f"wrote {', '.join(map(str, paths))} from {', '.join(str(src) for _, _, src in parts)}")
     return 0
 
 

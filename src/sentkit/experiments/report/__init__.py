@@ -4,7 +4,8 @@ This module puts a report together (`write_report`, `write_reports`, `report_lin
 module per job: `scores` (every score of a results file, the cohorts, the summary over seeds, Cronbach's
 alpha), `costs` (wall-clock, CPU, the training CPU of a chain of cells), `tables` (headline, best versions,
 all scores, probing, length bins, MTEB, diagnostics), `hill` (Hill et al. 2016's tables and consistency),
-`scaling` (quality against compute) and `charts`. Their names are importable from here as well."""
+`scaling` (quality against compute), `charts` and `summary` (the one-screen summary of several experiments that
+`write_pages` writes beside a page per experiment). Their names are importable from here as well."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ from sentkit.experiments.report.scores import (
     summarise,
     unsupervised_scores,
 )
+from sentkit.experiments.report.summary import summary_lines
 from sentkit.experiments.report.tables import (
     BEST_OF,
     all_scores_section,
@@ -73,8 +75,8 @@ __all__ = ["AVERAGES", "AVERAGE_HELP", "BEST_OF", "CHART_AVERAGES", "PROBING", "
            "collect_status", "consistency", "consistency_section", "cost_section", "cost_totals", "cronbach_alpha",
            "crossing", "curve_points", "diagnostics_section", "fixed_cells", "headline_table", "hill_comparison",
            "length_section", "mteb_section", "paper_summary", "probing_section", "recipe_phase_cpu", "report_lines",
-           "row_claim", "scaling_section", "summarise", "train_seconds", "unsupervised_scores", "write_report",
-           "write_reports"]
+           "row_claim", "scaling_section", "summarise", "summary_lines", "train_seconds", "unsupervised_scores",
+           "write_pages", "write_report", "write_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,28 @@ def write_reports(parts: Sequence[tuple[Runs, ExperimentSpec, str | Path]], out_
         lines += [("#" + ln if ln.startswith("#") else ln) for ln in section]
     atomic_write_text(out_md, "\n".join(lines) + "\n")
     return out_md
+
+
+def write_pages(parts: Sequence[tuple[Runs, ExperimentSpec, str | Path]], out_md: str | Path, *,
+                chart: bool = True) -> list[Path]:
+    """The summary of several experiments at `out_md` (docs/results.md) and each experiment's report as a page of its
+    own, ``<out_md's folder>/<out_md's stem>/<experiment>.md`` (docs/results/budget.md), with its charts beside it.
+    Returns the paths written, the summary first."""
+    out_md = Path(out_md)
+    folder = out_md.with_suffix("")
+    pages = {spec.name: f"{folder.name}/{spec.name}.md" for _, spec, _ in parts}
+    written = [out_md]
+    for results, spec, source in parts:
+        page = folder / f"{spec.name}.md"
+        runs = as_runs(results)
+        if runs:
+            write_report(runs, page, spec=spec, source=source, chart=chart)
+        else:  # an experiment that has not run yet: what it declares, nothing to score
+            page.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(page, "\n".join([f"# Results: {spec.name}", "", *collect_status(spec, runs)]) + "\n")
+        written.append(page)
+    atomic_write_text(out_md, "\n".join(summary_lines(parts, pages)) + "\n")
+    return written
 
 
 def report_lines(all_results: Runs, *, spec: ExperimentSpec | None, source: str | Path | None,
