@@ -307,14 +307,19 @@ def exact_search(vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int =
 
 
 def search(queries: Any, k: int = 10, *, vectors: str | Path | np.ndarray, index: str | Path | None = None,
-           encoder: Any = None, exact_below: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+           encoder: Any = None, exact_below: int | None = None, prompt_name: str | None = None,
+           prompt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
-    (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given.
+    (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given
+    (embedded with its query prompt, as ``neighbours`` does, or `prompt_name` / `prompt`).
     Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact; past it it needs
     ``index``, a folder ``sentkit index`` built from ``vectors``."""
     if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
+        from sentkit.neighbours import encode_side, side_prompt
+
         texts = [queries] if isinstance(queries, str) else list(queries)
-        queries = np.asarray(encoder.encode(texts), dtype=np.float32)
+        side = side_prompt(encoder, "query", prompt_name=prompt_name, prompt=prompt)
+        queries = np.asarray(encode_side(encoder, texts, **side), dtype=np.float32)
     limit = EXACT_BELOW if exact_below is None else exact_below
     x = open_vectors(vectors, what="vectors") if isinstance(vectors, (str, Path)) else np.asarray(vectors)
     if x.shape[0] < limit:
