@@ -244,8 +244,10 @@ def test_a_foreign_output_folder_is_refused(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     err = _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "mine")], capsys)
     assert "is not a sentkit index" in err and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert "must be >= 0" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
+                                   "--nprobe", "-1"], capsys)
     assert "must be >= 1" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
-                                   "--nprobe", "0"], capsys)
+                                   "--candidates", "0"], capsys)
 
 
 def test_dim_mismatch_is_one_clear_error(built: tuple[Path, Path, np.ndarray]) -> None:
