@@ -1,7 +1,8 @@
 """`sentkit index` at scale: build time, peak memory, query latency and recall@10 against exact search.
 
-    nice -n 10 python benchmarks/index_search.py [--sizes 1000000] [--queries 200] [--compare-at 100000]
-        [--work /tmp/sentkit-index-bench] [--out benchmarks/results/index_search.json]
+    nice -n 10 python benchmarks/index_search.py [--sizes 1000000] [--real-at 99800] [--base 100000]
+        [--queries 200] [--compare-at 100000] [--work /tmp/sentkit-index-bench]
+        [--out benchmarks/results/index_search.json]
 
 Vectors: real sentence embeddings at 1M-10M are too slow to make on 2 cores, so the set is drawn
 around real ones. `--base` Gutenberg sentences (benchmarks/_common.py) are embedded once with
@@ -9,10 +10,12 @@ all-minilm-l6-v2 (384-d, cached in --work); each synthetic vector is (1-w) e_i +
 normalised, with e_i, e_j two random real embeddings, w ~ U(0, 0.4) and Gaussian noise of norm
 about 0.25: clusters of paraphrase-like points around each real sentence, joined by mixtures.
 Queries are drawn the same way (another seed). The .npy is written in chunks to --work and deleted
-at the end.
+at the end. `--real-at N`: a size measured on real embeddings alone, the first N of the `--base`
+embeddings, queried by the last `--queries` of them (held-out real sentences, not in the N).
 
 Per size: the index is built by `sentkit.index.build` with the default settings in a child process
-(its peak RSS is the build's), then queried one at a time (one thread) at several nprobe values;
+(its peak RSS is the build's), then queried one at a time (one thread) at the default settings and
+at several nprobe values;
 recall@10 is against `sentkit.index.exact_search` over the memory-mapped file. `--compare-at N`
 measures faiss (sentkit's index) and usearch (HNSW, i8 codes, the same exact re-ranking) at N
 vectors: how the library was chosen.
@@ -90,14 +93,17 @@ def latency(fn: Any, q: np.ndarray) -> tuple[np.ndarray, float, float]:
     return np.concatenate(out), statistics.median(ms), float(np.percentile(ms, 95))
 
 
-def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[str, Any]:
+def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray, *, real: bool = False) -> dict[str, Any]:
     import faiss
 
     from sentkit.index import VectorIndex, exact_search
 
     npy, folder = work / f"v{n}.npy", work / f"v{n}.index"
     t = time.perf_counter()
-    write_npy(npy, base, n, seed=n)
+    if real:
+        np.save(npy, base[:n])
+    else:
+        write_npy(npy, base, n, seed=n)
     gen_s = time.perf_counter() - t
     b = build_in_child(npy, folder)
     x = np.load(npy, mmap_mode="r")
@@ -106,6 +112,10 @@ def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[
     exact_ms = 1000 * (time.perf_counter() - t) / len(queries)
     faiss.omp_set_num_threads(1)
     vi = VectorIndex(folder)
+    found, med, p95 = latency(lambda q: vi.search(q, 10)[0], queries)
+    default = {"nprobe": vi.nprobe, "candidates": vi.settings.candidates, "recall_at_10": round(recall(found, truth), 4),
+               "median_ms": round(med, 2), "p95_ms": round(p95, 2)}
+    print(n, "default", default, flush=True)
     rows = []
     for nprobe in NPROBES:
         found, med, p95 = latency(lambda q, p=nprobe: vi.search(q, 10, nprobe=p)[0], queries)
@@ -113,10 +123,10 @@ def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[
                      "p95_ms": round(p95, 2)})
         print(n, rows[-1], flush=True)
     faiss.omp_set_num_threads(os.cpu_count() or 1)
-    result = {"n": n, "dim": int(x.shape[1]), "file_gb": round(npy.stat().st_size / 1e9, 2), "generate_s": round(gen_s, 1),
+    result = {"n": n, "vectors": "real" if real else "synthetic", "dim": int(x.shape[1]), "file_gb": round(npy.stat().st_size / 1e9, 2), "generate_s": round(gen_s, 1),
               "build_s": round(b["seconds"], 1), "build_peak_rss_mb": round(b["peak_rss_mb"]), "nlist": b["nlist"],
               "index_mb": round((folder / "index.faiss").stat().st_size / 1e6), "exact_ms_per_query_batched": round(exact_ms, 2),
-              "default_nprobe": vi.settings.nprobe, "search": rows}
+              "default": default, "search": rows}
     vi = x = None  # type: ignore[assignment]  # close the memory maps before the files go
     npy.unlink()
     shutil.rmtree(folder)
@@ -138,7 +148,7 @@ def compare(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[s
     out: dict[str, Any] = {"n": n, "faiss": {"build_s": round(time.perf_counter() - t, 1)}}
     vi = VectorIndex(work / "c.index")
     found, med, _ = latency(lambda q: vi.search(q, 10)[0], queries)
-    out["faiss"].update(recall_at_10=round(recall(found, truth), 4), median_ms=round(med, 2), nprobe=vi.settings.nprobe,
+    out["faiss"].update(recall_at_10=round(recall(found, truth), 4), median_ms=round(med, 2), nprobe=vi.nprobe,
                         index_mb=round((work / "c.index" / "index.faiss").stat().st_size / 1e6))
     t = time.perf_counter()
     u = ui.Index(ndim=x.shape[1], metric="ip", dtype="i8", connectivity=16, expansion_add=128, expansion_search=64)
@@ -164,7 +174,8 @@ def compare(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1000000")
+    ap.add_argument("--sizes", default="1000000", help="synthetic sizes, comma-separated ('' for none)")
+    ap.add_argument("--real-at", default="", help="sizes of real embeddings alone (each <= --base - --queries)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--base", type=int, default=20_000)
     ap.add_argument("--compare-at", type=int, default=100_000, help="0: skip the faiss / usearch comparison")
@@ -173,15 +184,18 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    base = base_embeddings(work, args.base)
+    every = base_embeddings(work, args.base)
+    base, held_out = every[: -args.queries], every[-args.queries :]  # the held-out rows query the real sets
     queries = synth(base, args.queries, np.random.default_rng(12345))
     result: dict[str, Any] = {"machine": machine(), "command": "nice -n 10 python benchmarks/index_search.py "
-                              + " ".join(sys.argv[1:]), "vectors": f"{args.base} all-minilm-l6-v2 Gutenberg embeddings, "
-                              "mixtures (1-w) e_i + w e_j + noise (w ~ U(0, 0.4), noise norm ~0.25), normalised",
-                              "queries": args.queries}
+                              + " ".join(sys.argv[1:]), "vectors": f"synthetic: {len(base)} all-minilm-l6-v2 Gutenberg "
+                              "embeddings, mixtures (1-w) e_i + w e_j + noise (w ~ U(0, 0.4), noise norm ~0.25), "
+                              f"normalised; real: the first N of those embeddings, queried by the {args.queries} "
+                              "held-out ones", "queries": args.queries}
     if args.compare_at:
         result["compare"] = compare(work, base, args.compare_at, queries)
-    result["sizes"] = [one_size(work, base, int(n), queries) for n in args.sizes.split(",")]
+    result["sizes"] = [one_size(work, base, int(n), held_out, real=True) for n in args.real_at.split(",") if n]
+    result["sizes"] += [one_size(work, base, int(n), queries) for n in args.sizes.split(",") if n]
     result["bench_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -99,6 +99,30 @@ def test_search_of_texts_through_an_encoder(built: tuple[Path, Path, np.ndarray]
     assert i[:, 0].tolist() == [5, 17] and np.allclose(s[:, 0], 1.0, atol=1e-5)
 
 
+def test_sentkit_search_embeds_queries_with_the_query_prompt(built: tuple[Path, Path, np.ndarray]) -> None:
+    """`sentkit.search(encoder, texts, vectors=, index=)`: an encoder searches an embed output, exactly
+    below the limit and through the index past it, its queries embedded with its "query" prompt."""
+    import sentkit
+
+    npy, folder, x = built
+    seen: list[str] = []
+
+    class Prompted:
+        def __init__(self) -> None:
+            self.prompts = {"query": "q: ", "document": ""}
+
+        def encode(self, texts: list[str]) -> np.ndarray:
+            seen.extend(texts)
+            return x[[int(t.removeprefix("q: ")) for t in texts]]
+
+    i, s = sentkit.search(Prompted(), ["5", "17"], 3, vectors=npy)
+    assert seen == ["q: 5", "q: 17"] and i[:, 0].tolist() == [5, 17] and np.allclose(s[:, 0], 1.0, atol=1e-5)
+    ai, _ = sentkit.search(Prompted(), ["5"], 3, vectors=npy, index=folder, exact_below=1000)
+    assert ai[0, 0] == 5
+    with pytest.raises(vindex.VectorIndexError, match="build an index"):
+        sentkit.search(Prompted(), ["5"], vectors=npy, exact_below=1000)
+
+
 def test_float16_vectors_and_a_rebuild_replaces_the_index(tmp_path: Path) -> None:
     x = clustered(2000, seed=5).astype(np.float16)
     np.save(tmp_path / "v.npy", x)
@@ -220,8 +244,10 @@ def test_a_foreign_output_folder_is_refused(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     err = _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "mine")], capsys)
     assert "is not a sentkit index" in err and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert "must be >= 0" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
+                                   "--nprobe", "-1"], capsys)
     assert "must be >= 1" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
-                                   "--nprobe", "0"], capsys)
+                                   "--candidates", "0"], capsys)
 
 
 def test_dim_mismatch_is_one_clear_error(built: tuple[Path, Path, np.ndarray]) -> None:

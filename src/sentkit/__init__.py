@@ -24,4 +24,15 @@ def evaluate(encoder: Any, **kwargs: Any) -> dict[str, Any]:
     return _evaluate(encoder, **kwargs)
 
 
-__all__ = ["__version__", "evaluate", "load"]
+def search(encoder: Any, queries: Any, k: int = 10, *, vectors: Any, index: Any = None,
+           **kwargs: Any) -> tuple[Any, Any]:
+    """The `k` nearest rows of `vectors` (the .npy ``sentkit embed`` wrote of a corpus) to each query
+    text, embedded by `encoder` (with its query prompt), by cosine: (ids [m, k], cosines [m, k]).
+    Exact below 200k rows; past it through `index`, the folder ``sentkit index`` built of `vectors`
+    (see `sentkit.index.search`, which takes the same keywords)."""
+    from sentkit.index import search as _search
+
+    return _search(queries, k, vectors=vectors, index=index, encoder=encoder, **kwargs)
+
+
+__all__ = ["__version__", "evaluate", "load", "search"]

@@ -120,16 +120,17 @@ def record_path(dst: Path) -> Path:
     return dst.with_name(f"{temp_name(dst.name)}-{hashlib.sha256(raw).hexdigest()[:12]}{RECORD_SUFFIX}")
 
 
-def read_manifest(folder: Path, *, path: Path | None = None) -> dict[str, Any] | None:
-    """The manifest of a parts folder (or the file `path`), or None when absent or not ours."""
+def read_manifest(folder: Path, *, path: Path | None = None, fmt: str = FORMAT) -> dict[str, Any] | None:
+    """The manifest of a parts folder (or the file `path`), or None when absent or not of format
+    `fmt` (embed's parts; `sentkit.prepare_shards` passes its own)."""
     try:
         data = json.loads((path or folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return data if isinstance(data, dict) and data.get("format") == fmt else None
 
 
-def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     keys = sorted((set(old) | set(new)) - set(INFO_KEYS))
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
@@ -151,19 +152,20 @@ def finished(dst: Path, settings: dict[str, Any]) -> str | None:
             return None
     if record is None or not record.get("complete"):
         return None
-    if _differences({k: record.get(k) for k in settings}, settings):
+    if differences({k: record.get(k) for k in settings}, settings):
         return None
     return (f"--output {dst} is complete: {settings.get('rows')} embeddings of this input by this model were "
             "written before; nothing to do")
 
 
-def is_parts_folder(folder: Path) -> bool:
-    """A folder sentkit embed wrote parts into (its manifest names the format)."""
-    return folder.is_dir() and read_manifest(folder) is not None
+def is_parts_folder(folder: Path, fmt: str = FORMAT) -> bool:
+    """A folder sentkit embed (or, with its `fmt`, prepare) wrote parts into (its manifest names the format)."""
+    return folder.is_dir() and read_manifest(folder, fmt=fmt) is not None
 
 
-def check_parts_folder(folder: Path, what: str) -> None:
-    """A parts folder may be new, empty, or one that sentkit embed made; anything else is refused."""
+def check_parts_folder(folder: Path, what: str, fmt: str = FORMAT) -> None:
+    """A parts folder may be new, empty, or one that sentkit embed (or prepare, with its `fmt`)
+    made; anything else is refused."""
     from sentkit.io import PathError, is_stale_temp
 
     if not folder.exists():
@@ -171,7 +173,7 @@ def check_parts_folder(folder: Path, what: str) -> None:
     if not folder.is_dir():
         raise PathError(17, "is a file; a sharded run needs that name for its folder of parts (move the file away)",
                         what, folder)
-    if is_parts_folder(folder):
+    if is_parts_folder(folder, fmt):
         return
     theirs = [p.name for p in folder.iterdir() if not is_stale_temp(p, untagged=False)]
     if theirs:
@@ -196,7 +198,7 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
     suffix = dst.suffix.lower()
     manifest = {"format": FORMAT, "output": dst.name, "rows": n, "block": block, "dim": dim, "dtype": dtype,
                 **settings, "parts": [{"file": plan.name(k, suffix), "rows": list(plan.span(k))} for k in range(plan.count)]}
-    with _lock(dst):
+    with output_lock(dst):
         done = finished(dst, {k: v for k, v in manifest.items() if k not in ("parts", "dim", "format", "output")})
         if done is not None:  # a run that another shard completed while this one loaded its model
             return done
@@ -214,12 +216,14 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
             vectors = encode(chunk)
             with atomic_path(folder / plan.name(k, suffix)) as tmp:
                 write_part(tmp, len(chunk), dim, iter([(chunk, vectors)]), bar.update, dtype=dtype)
-    with _lock(dst):
+    with output_lock(dst):
         return _finish(dst, folder, plan, suffix, shard)
 
 
 @contextlib.contextmanager
-def _lock(dst: Path) -> Iterator[None]:
+def output_lock(dst: Path) -> Iterator[None]:
+    """The lock that orders the shards of a run writing `dst` (``.<name>.lock`` beside it: for a
+    store, the lock `train` takes on it too)."""
     from sentkit.io import file_lock
 
     with file_lock(dst.parent / f".{dst.name}.lock"):
@@ -238,7 +242,7 @@ def _open_folder(dst: Path, folder: Path, manifest: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
         return
-    diff = _differences(old, manifest)
+    diff = differences(old, manifest)
     if diff:
         raise ConfigError(f"--output {dst}: {folder} holds parts of an embedding run with other settings "
                           f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again")
@@ -288,19 +292,25 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
         manifest = read_manifest(folder) or {}
         atomic_write_text(folder / MANIFEST, json.dumps({**manifest, "complete": True}, indent=1) + "\n")
         return f"wrote {plan.rows} embeddings to {dst} ({plan.count} Parquet parts, in input order)"
-    from sentkit.io import TMP_SUFFIX, atomic_write_text, temp_prefix
+    from sentkit.io import atomic_write_text
 
     join_npy(folder, [plan.name(k, suffix) for k in range(plan.count)], dst, plan.rows)
     st = dst.stat()
     record = {k: v for k, v in (read_manifest(folder) or {}).items() if k != "parts"}
     atomic_write_text(record_path(dst), json.dumps(
         {**record, "complete": True, "written": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}}, indent=1) + "\n")
-    # out of the way under a temporary name first: a kill during the removal leaves a temporary
-    # that the next run removes, never a half-emptied parts folder
+    remove_parts(folder)
+    return f"wrote {plan.rows} embeddings to {dst} (joined from {plan.count} parts)"
+
+
+def remove_parts(folder: Path) -> None:
+    """Remove a joined parts folder: out of the way under a temporary name first, so a kill during
+    the removal leaves a temporary that the next run removes, never a half-emptied parts folder."""
+    from sentkit.io import TMP_SUFFIX, temp_prefix
+
     doomed = folder.with_name(f"{temp_prefix(folder.name)}removed{TMP_SUFFIX}")
     os.replace(folder, doomed)
     shutil.rmtree(doomed)
-    return f"wrote {plan.rows} embeddings to {dst} (joined from {plan.count} parts)"
 
 
 def join_npy(folder: Path, names: list[str], dst: Path, rows: int, chunk_bytes: int = 64 << 20) -> None:

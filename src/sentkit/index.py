@@ -3,8 +3,9 @@
 ``sentkit index`` (:func:`build`) reads a ``.npy`` of [n, dim] float32/float16 vectors through a
 memory map, never whole: k-means is trained on a seeded sample of rows, then the rows are added in
 chunks to a faiss IVF index with 8-bit scalar-quantised codes (a quarter of float32's bytes). A
-query probes ``nprobe`` of the ``nlist`` lists, takes the ``candidates`` best codes and re-ranks
-them by their exact cosine, read from the memory-mapped vectors; the scores returned are exact.
+query probes ``nprobe`` of the ``nlist`` lists (by default :func:`auto_nprobe`, a share that falls
+with the list count), takes the ``candidates`` best codes and re-ranks them by their exact cosine,
+read from the memory-mapped vectors; the scores returned are exact.
 
 The index folder holds ``index.faiss`` and ``index.json`` (settings, metric, the source file's
 path, size, mtime and sha256). Opening it checks the source: a file that changed since is refused
@@ -50,10 +51,11 @@ class VectorIndexError(ConfigError):
 @dataclass(frozen=True)
 class IndexSettings:
     """How an index is built and searched. ``nlist=0`` picks about 4*sqrt(n) lists (a power of two);
-    ``codes`` is the faiss scalar quantiser of the stored codes (sq8, sq4 or fp16)."""
+    ``nprobe=0`` probes :func:`auto_nprobe` of them; ``codes`` is the faiss scalar quantiser of the
+    stored codes (sq8, sq4 or fp16)."""
 
     nlist: int = 0
-    nprobe: int = 128
+    nprobe: int = 0
     candidates: int = 100  # approximate hits re-ranked exactly per query (at least k are)
     train_size: int = 100_000  # rows sampled to train k-means
     kmeans_iters: int = 10
@@ -62,11 +64,12 @@ class IndexSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("nprobe", "candidates", "train_size", "kmeans_iters", "chunk"):
+        for name in ("candidates", "train_size", "kmeans_iters", "chunk"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"index setting {name} must be >= 1, got {getattr(self, name)}")
-        if self.nlist < 0:
-            raise ConfigError(f"index setting nlist must be >= 0 (0: chosen from the size), got {self.nlist}")
+        for name in ("nlist", "nprobe"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"index setting {name} must be >= 0 (0: chosen from the size), got {getattr(self, name)}")
         if self.codes not in CODES:
             from sentkit.registry import suggest
 
@@ -83,6 +86,14 @@ def auto_nlist(n: int) -> int:
     want = 4 * np.sqrt(max(n, 1))
     nlist = 1 << int(np.round(np.log2(max(want, 1))))
     return int(max(1, min(nlist, n // 39)))
+
+
+def auto_nprobe(nlist: int) -> int:
+    """Lists probed per query by default: 8*sqrt(nlist) (all of them up to 64 lists). With
+    ``auto_nlist`` that is a quarter of the lists at 100k vectors (1024 lists), an eighth at 1M and
+    1/16 at 4M-16M: recall@10 >= 0.95 at 100k and 1M (docs/benchmarks.md), a query scanning about
+    n^(3/4) codes."""
+    return int(min(nlist, max(1, round(8 * np.sqrt(max(nlist, 1))))))
 
 
 def _faiss() -> Any:
@@ -253,7 +264,8 @@ class VectorIndex:
             raise VectorIndexError(f"index {self.folder}: {INDEX_FILE} cannot be read ({str(e).splitlines()[0][:100]}); "
                                    f"rebuild it: sentkit index --input {src} --output {self.folder}") from None
         self.settings = from_dict(IndexSettings, dict(self.meta.get("settings", {})), where=str(self.folder / META_FILE))
-        self.index.nprobe = self.settings.nprobe
+        self.nprobe = self.settings.nprobe or auto_nprobe(int(self.meta["nlist"]))  # lists a query probes by default
+        self.index.nprobe = self.nprobe
 
     def __len__(self) -> int:
         return int(self.meta["n"])
@@ -273,7 +285,7 @@ class VectorIndex:
         k = min(int(k), len(self))
         if k < 1:
             raise VectorIndexError(f"k must be >= 1, got {k}")
-        self.index.nprobe = nprobe or self.settings.nprobe
+        self.index.nprobe = nprobe or self.nprobe
         c = min(max(k, candidates or self.settings.candidates), len(self))
         _, cand = self.index.search(q, c)
         ids = np.zeros((len(q), k), np.int64)
@@ -307,14 +319,19 @@ def exact_search(vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int =
 
 
 def search(queries: Any, k: int = 10, *, vectors: str | Path | np.ndarray, index: str | Path | None = None,
-           encoder: Any = None, exact_below: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+           encoder: Any = None, exact_below: int | None = None, prompt_name: str | None = None,
+           prompt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
-    (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given.
+    (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given
+    (embedded with its query prompt, as ``neighbours`` does, or `prompt_name` / `prompt`).
     Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact; past it it needs
     ``index``, a folder ``sentkit index`` built from ``vectors``."""
     if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
+        from sentkit.neighbours import encode_side, side_prompt
+
         texts = [queries] if isinstance(queries, str) else list(queries)
-        queries = np.asarray(encoder.encode(texts), dtype=np.float32)
+        side = side_prompt(encoder, "query", prompt_name=prompt_name, prompt=prompt)
+        queries = np.asarray(encode_side(encoder, texts, **side), dtype=np.float32)
     limit = EXACT_BELOW if exact_below is None else exact_below
     x = open_vectors(vectors, what="vectors") if isinstance(vectors, (str, Path)) else np.asarray(vectors)
     if x.shape[0] < limit:

@@ -15,7 +15,10 @@ def register(sub: Any) -> None:
         "prepare",
         help="tokenize a corpus once into a memory-mapped store that training reads",
         description="Tokenize a corpus with the model's fast tokenizer into a store (tokens.bin, offsets.npy, "
-        "meta.json). Documents shorter than num_anchors * max_span_len * 2 tokens are skipped, as in the paper.",
+        "meta.json). Documents shorter than num_anchors * max_span_len * 2 tokens are skipped, as in the paper. "
+        "With --shard I/N, or under torchrun, each process tokenizes one share of a folder corpus's files into "
+        "parts beside --out (OUT.parts/), resumable part by part; the last shard to finish joins them into the "
+        "store, the same store one process writes.",
     )
     p.add_argument("--corpus", required=True, help="folder of .txt files, .txt, .jsonl, .parquet or a saved HF dataset")
     p.add_argument("--out", required=True, help="store directory to write")
@@ -26,6 +29,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-doc-tokens", type=int, default=None, help="split longer documents into pieces of this many tokens")
     p.add_argument("--num-anchors", type=int, default=2, help="A, for the length rule (default 2)")
     p.add_argument("--max-span-len", type=int, default=512, help="for the length rule (default 512)")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="tokenize shard I of N (from 0) of a folder corpus's files into parts beside --out, "
+                   "resumable part by part (a killed shard, run again, does only its missing parts); the last shard "
+                   "to finish joins them into the store; a single-file corpus is one part, done by shard 0 "
+                   "(default under torchrun: RANK/WORLD_SIZE)")
     p.set_defaults(func=cmd_prepare)
 
     # ---- spans
@@ -61,14 +69,25 @@ def check_positive(args: argparse.Namespace, *names: str) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from sentkit.data.store import LengthRule, check_store_target, prepare_store
+    from sentkit.embed_shards import Shard
     from sentkit.io import file_lock
     from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, resolve
 
     check_positive(args, "num_anchors", "max_span_len", "max_doc_tokens")
+    shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
     out = check_store_target(args.out, what="--out")  # before loading anything
     model = args.model or DEFAULT_MODEL
     tok = load_tokenizer(resolve(model))
     min_tokens = args.num_anchors * args.max_span_len * 2
+    if shard is not None:
+        from sentkit.data.store import WINDOW_CHARS, PrepareSettings, exact_window
+        from sentkit.prepare_shards import prepare_shard
+
+        settings = PrepareSettings(min_tokens, args.max_doc_tokens, args.text_field, args.txt_mode,
+                                   tokenizer_name=model)
+        print(prepare_shard(args.corpus, tok, out, shard, settings, window=exact_window(tok, "document", WINDOW_CHARS),
+                            rule=LengthRule(args.num_anchors, None), what="--out", show_progress=not getattr(args, "quiet", False)))
+        return 0
     # the lock `train` takes on a prepared_dir: a prepare and a training never write one store at once
     with file_lock(out.with_name(f".{out.name}.lock")):
         rep = prepare_store(args.corpus, tok, out, min_doc_tokens=min_tokens, max_doc_tokens=args.max_doc_tokens,

@@ -484,9 +484,11 @@ def tokenize_into(folder: Path, docs: Iterator[DocStream], tokenizer: Any, setti
 
 
 def write_store(tmp: Path, out: Path, corpus: str | Path, tokenizer: Any, settings: PrepareSettings, done: Tokenized,
-                stats: CorpusStats, *, seconds: float, rule: LengthRule | None, what: str) -> PrepareReport:
+                stats: CorpusStats, *, seconds: float, rule: LengthRule | None, what: str,
+                extra: dict[str, Any] | None = None) -> PrepareReport:
     """Finish the store whose tokens.bin is in `tmp` (offsets, meta.json last) and move it onto `out`;
-    a CorpusError that words the fix when no document was kept."""
+    a CorpusError that words the fix when no document was kept. `extra` entries go into meta.json
+    (a sharded run's record)."""
     rep = done.rep
     rep.corpus = stats.as_dict()
     rep.seconds = seconds
@@ -516,6 +518,7 @@ def write_store(tmp: Path, out: Path, corpus: str | Path, tokenizer: Any, settin
         "num_docs": rep.kept,
         "num_tokens": rep.tokens_kept,
         "report": {k: v for k, v in rep.__dict__.items()},
+        **(extra or {}),
     }
     # meta.json (the marker) is written last: a folder without it is never taken for a store
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
@@ -559,7 +562,7 @@ def prepare_store(
     paragraph breaks for sentences), so memory is flat in the corpus's and each document's size; the
     ids are those of tokenizing each document whole (a tokenizer for which the check
     :func:`windows_are_exact` fails is given whole documents, with a warning; so is ``window=None``).
-    Several processes share the work with `sentkit.data.prepare_shards`."""
+    Several processes share the work with `sentkit.prepare_shards` (``sentkit prepare --shard I/N``)."""
     settings = PrepareSettings(min_doc_tokens, max_doc_tokens, text_field, txt_mode, unit, tokenizer_name)
     out = check_store_target(out, what=what)
     remove_stale_temps(out.parent, out.name)
