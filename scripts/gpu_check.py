@@ -11,7 +11,7 @@ on one GPU, one more check with two or more).
 3. gradient caching with dropout on CUDA generators: the cached step against one graph over the
    same micro-batches and dropout seeds, and against the step without dropout (which must differ);
 4. throughput, one check each (`THROUGHPUT`): the matmul rate of the GPU against its datasheet,
-   `encode`, and the training steps of DeCLUTR, SimCSE and MLM, each as a share of the matmul
+   `encode`, and the training steps of DeCLUTR, SimCSE, MLM and MNTP (a GPT-2 decoder from config), each as a share of the matmul
    rate of its own dtype measured in the same run ("model FLOPs utilisation"); below its floor
    the check fails. How the work is counted and why each floor catches a CPU fallback, a silent
    fp32 or a stall per step: "Throughput floors" below;
@@ -111,6 +111,7 @@ NAMES = {
     "declutr": "throughput: a DeCLUTR training step",
     "simcse": "throughput: a SimCSE training step",
     "mlm": "throughput: an MLM training step",
+    "mntp": "throughput: an MNTP training step of a decoder (bf16)",
     "two_procs": "2 processes: kill -9 and resume",
 }
 
@@ -196,8 +197,9 @@ class Sizes:
         self.matmul = 512 if cpu else 8192
         # throughput runs: steps (the second half is measured), batch per method, text lengths
         self.tp_steps = max(self.steps, 8 if cpu else 30)
-        self.tp_batch = {"declutr": 4, "simcse": 8, "mlm": 8} if cpu else {"declutr": 64, "simcse": 128, "mlm": 128}
-        self.tp_len = 32 if cpu else 128  # SimCSE's max_len and MLM's seq_len
+        self.tp_batch = ({"declutr": 4, "simcse": 8, "mlm": 8, "mntp": 8} if cpu else
+                         {"declutr": 64, "simcse": 128, "mlm": 128, "mntp": 128})
+        self.tp_len = 32 if cpu else 128  # SimCSE's max_len and MLM's / MNTP's seq_len
         self.encode_batch = 32 if cpu else 128
         # precision of the training runs: bf16 asked on the CPU; on a GPU the default ("auto": bf16 where native)
         self.precision = "bf16" if cpu else "auto"
@@ -205,8 +207,8 @@ class Sizes:
         # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 0.5-5: encode
         # 0.09-0.15, DeCLUTR 0.025-0.035, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
         # floors are 0.4-0.5 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
-        self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013} if cpu else
-                       {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10})
+        self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013, "mntp": 0.018} if cpu else
+                       {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10, "mntp": 0.10})
 
 
 class Workspace:
@@ -243,6 +245,26 @@ class Workspace:
         name = "model-dropout" if dropout else "model"
         return self._once(name, lambda: bert_mlm(self.root / name, hidden=s.hidden, layers=s.layers, heads=s.heads,
                                                  intermediate=4 * s.hidden, max_positions=512, dropout=dropout))
+
+    @property
+    def decoder(self) -> Path:
+        """A GPT-2 decoder of the BERT's size built from transformers' default config, random weights, the BERT's
+        vocabulary (its [SEP] the end-of-sequence token): `--method clm`'s from-scratch base, what MNTP adapts."""
+        def make() -> Path:
+            import torch
+
+            from sentkit.training.recipes.clm import CLMConfig, scratch_decoder
+
+            s, path = self.sizes, self.root / "decoder"
+            torch.manual_seed(0)
+            model, tok = scratch_decoder(CLMConfig(
+                corpus=str(self.corpus), out=str(path), model=str(self.model(0.0)), from_scratch=True, family="gpt2",
+                layers=s.layers, hidden=s.hidden, heads=s.heads, intermediate=4 * s.hidden, max_positions=512))
+            model.save_pretrained(path)
+            tok.save_pretrained(path)
+            return path
+
+        return self._once("decoder", make)  # type: ignore[no-any-return]
 
     @property
     def store(self) -> Path:
@@ -287,7 +309,7 @@ class Workspace:
             return self.config(out, model, batch_size=s.tp_batch[method], max_steps=s.tp_steps,
                                checkpoint_every=s.tp_steps, precision=s.precision)
         per_method: dict[str, dict[str, Any]] = {"simcse": {"text_unit": "span", "max_len": s.tp_len},
-                                                 "mlm": {"seq_len": s.tp_len}}
+                                                 "mlm": {"seq_len": s.tp_len}, "mntp": {"seq_len": s.tp_len}}
         return method_target(method).config_cls(
             corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.tp_steps,
             batch_size=s.tp_batch[method], checkpoint_every=s.tp_steps, log_every=1, progress=False, lr=1e-4,
@@ -382,8 +404,9 @@ class Shape:
 
     @classmethod
     def of(cls, config: Any) -> Shape:
-        return cls(int(config.num_hidden_layers), int(config.hidden_size), int(config.intermediate_size),
-                   int(config.vocab_size))
+        hidden = int(config.hidden_size)
+        inner = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * hidden  # GPT-2
+        return cls(int(config.num_hidden_layers), hidden, int(inner), int(config.vocab_size))
 
 
 def forward_flops(shape: Shape, lengths: Sequence[int], masked: int = 0) -> float:
@@ -537,6 +560,7 @@ BATCH_SHAPES: dict[str, Callable[[Any], tuple[list[int], int]]] = {
     "declutr": lambda b: ([len(x) for x in b.seqs], int(b.counts.get("mlm", 0))),  # anchors and positives
     "simcse": lambda b: ([len(x) for x in b.seqs] * 2, 0),  # each text twice (two dropout views)
     "mlm": lambda b: ([int(b.ids.shape[1])] * int(b.ids.shape[0]), int((b.labels != -100).sum())),
+    "mntp": lambda b: ([int(b.ids.shape[1])] * int(b.ids.shape[0]), int((b.labels != -100).sum())),
 }
 
 
@@ -737,7 +761,7 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
     from sentkit.training.loop import train
 
     s = ws.sizes
-    model = ws.model(0.0)
+    model = ws.decoder if method == "mntp" else ws.model(0.0)  # MNTP adapts a decoder
     cfg = ws.train_config(method, ws.root / f"throughput-{method}", model)
     half = s.tp_steps // 2
     factor, sync = slowed(ws, method)
@@ -791,10 +815,10 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
 CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     "precision": check_precision, "resume": check_resume, "grad_cache": check_grad_cache,
     "matmul": check_matmul, "encode": check_encode,
-    **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm")},
+    **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm", "mntp")},
     "two_procs": check_two_processes,
 }
-THROUGHPUT = ("encode", "declutr", "simcse", "mlm")  # the checks SENTKIT_GPU_CHECK_SLOW can slow
+THROUGHPUT = ("encode", "declutr", "simcse", "mlm", "mntp")  # the checks SENTKIT_GPU_CHECK_SLOW can slow
 
 
 # ----------------------------------------------------------------------------- main
@@ -864,7 +888,7 @@ def _run(args: argparse.Namespace) -> int:
             write_json(out / "gpu_check.json", {**results, "seconds": round(time.perf_counter() - started, 1)})
             if not args.keep:  # a BERT-base run folder holds ~2 GB of checkpoints: keep only what later checks use
                 for entry in work.iterdir():
-                    if entry.is_dir() and entry.name not in ("corpus", "model", "model-dropout", "store"):
+                    if entry.is_dir() and entry.name not in ("corpus", "model", "model-dropout", "decoder", "store"):
                         shutil.rmtree(entry, ignore_errors=True)
             print(f"[{'PASS' if res['ok'] else 'FAIL'}] {name} ({res['seconds']} s)", flush=True)
             for k, value in res.items():

@@ -75,6 +75,9 @@ METHODS: dict[str, MethodEntry] = {
     "mntp": MethodEntry("sentkit.training.recipes.mntp:MNTP",
                         "Masked next-token prediction of a decoder LM (LLM2Vec's step 2): bidirectional attention, "
                         "token i predicted from output i-1"),
+    "clm": MethodEntry("sentkit.training.recipes.clm:CLM",
+                       "Causal-LM training (next-token prediction; continued or from scratch) of a decoder on packed "
+                       "sequences; a base for mntp and llm2vec"),
     # recipes made of other methods (a Method each)
     "llm2vec": MethodEntry("sentkit.training.llm2vec:LLM2VEC",
                            "Recipe: LLM2Vec's unsupervised steps on a decoder LM (bidirectional attention, MNTP, then "

@@ -298,11 +298,11 @@ def _slowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str) -> d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slowed", [("declutr", "mlm"), ("encode", "simcse")])
+@pytest.mark.parametrize("slowed", [("declutr", "mlm", "mntp"), ("encode", "simcse")])
 def test_each_floor_fails_a_step_slowed_10_times(slowed: tuple[str, ...], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """SENTKIT_GPU_CHECK_SLOW stretches the measured steps of two checks 10 times: exactly those two
+    """SENTKIT_GPU_CHECK_SLOW stretches the measured steps of some checks 10 times: exactly those
     fail (one readable line each, exit 1), the others pass in the same run, all are in the JSON."""
     checks = _slowed_run(tmp_path, monkeypatch, ",".join(f"{k}:10" for k in slowed))
     assert {k: r["ok"] for k, r in checks.items()} == {k: k not in slowed for k in gpu_check.THROUGHPUT}
@@ -314,7 +314,8 @@ def test_each_floor_fails_a_step_slowed_10_times(slowed: tuple[str, ...], tmp_pa
         assert f"[FAIL] {gpu_check.NAMES[k]}" in printed and line in printed
     for k in set(gpu_check.THROUGHPUT) - set(slowed):
         assert "below the floor" not in checks[k] and "slowed by" not in checks[k]
-    assert "3 of 5 checks passed" in printed
+    n = 1 + len(gpu_check.THROUGHPUT)  # the matmul rate and each throughput check
+    assert f"{n - len(slowed)} of {n} checks passed" in printed
 
 
 def test_a_step_without_autocast_is_caught_by_its_dtypes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -347,7 +348,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkey
     out = tmp_path / "out"
     assert gpu_check.main(["--cpu", "--out", str(out)]) == gpu_check.FAILED == 1
     data = json.loads((out / "gpu_check.json").read_text())
-    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 9
+    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 10
     no_corpus = {gpu_check.NAMES["matmul"], gpu_check.NAMES["encode"]}
     for name, res in data["checks"].items():
         if name in no_corpus:
@@ -356,7 +357,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkey
             assert res["ok"] is False and "No space left on device" in res["error"], name
     assert len(calls) == 1
     assert [p.name for p in out.iterdir()] == ["gpu_check.json"]
-    assert "2 of 9 checks passed" in capsys.readouterr().out
+    assert "2 of 10 checks passed" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the CPU self-test
@@ -376,7 +377,7 @@ def test_every_check_that_runs_on_a_cpu_passes(tmp_path: Path) -> None:
     assert checks[gpu_check.NAMES["grad_cache"]]["cached vs dropout off (must differ)"] > 0
     assert checks[gpu_check.NAMES["two_procs"]]["backend"] == "gloo (CPU)"
     assert checks[gpu_check.NAMES["two_procs"]]["killed rank reported"] is True
-    for key in ("declutr", "simcse", "mlm"):  # each share of peak printed, the step computed in bf16
+    for key in ("declutr", "simcse", "mlm", "mntp"):  # each share of peak printed, the step computed in bf16
         assert checks[gpu_check.NAMES[key]]["Linear output dtypes"] == ["bfloat16"], key
         assert checks[gpu_check.NAMES[key]]["share of the bf16 matmul rate"] >= checks[gpu_check.NAMES[key]]["floor"]
     assert "share of the bf16 matmul rate: " in res.stdout and "share of the float32 matmul rate: " in res.stdout

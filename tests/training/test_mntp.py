@@ -209,3 +209,31 @@ def test_llm2vec_without_a_model_is_one_clear_error() -> None:
         LLM2VecConfig(corpus="c", out="o")
     with pytest.raises(ConfigError, match="simcse_dropout"):
         LLM2VecConfig(corpus="c", out="o", model="m", simcse_dropout=1.0)
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_end_where_one_does(llama_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    """`--method mntp` in 2 gloo processes (torchrun, the worker test_multiprocess.py runs) ends with the weights of
+    the one-process run: each rank masks its sequences with the seeds of (seed, step, sequence), so the split of a
+    step's sequences between ranks changes no mask."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _helpers import torchrun
+
+    from sentkit.training.checkpoint import CHECKPOINT
+    from sentkit.training.metrics import read_metrics
+
+    worker = Path(__file__).parents[2] / "scripts" / "train_worker.py"  # test_multiprocess.py's worker
+
+    kw: dict[str, object] = {"max_steps": 3, "lr": 1e-3, "dist_timeout": 120}
+    train(config(tiny_corpus, tmp_path / "one", llama_dir, **kw), MNTP)
+    two = config(tiny_corpus, tmp_path / "two", llama_dir, **kw)
+    res = torchrun(worker, json.dumps({"jobs": [{"method": "mntp", "config": {
+        k: getattr(two, k) for k in ("corpus", "out", "model", "progress", "log_every", "batch_size",
+                                     "checkpoint_every", "seq_len", "max_steps", "lr", "dist_timeout")}}]}))
+    assert res.returncode == 0, res.stderr[-4000:]
+    a = torch.load(tmp_path / "one" / CHECKPOINT, weights_only=False)["model"]
+    b = torch.load(tmp_path / "two" / CHECKPOINT, weights_only=False)["model"]
+    assert a.keys() == b.keys()
+    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert worst < 1e-5, f"2 processes differ from one by {worst:.2e}"
+    assert [int(r["step"]) for r in read_metrics(tmp_path / "two" / "metrics.csv")] == [1, 2, 3]

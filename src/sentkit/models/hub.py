@@ -126,7 +126,7 @@ ARCH_KEYS = {
     "layers": ("num_hidden_layers", "n_layers"),
     "hidden": ("hidden_size", "dim"),
     "heads": ("num_attention_heads", "n_heads"),
-    "intermediate": ("intermediate_size", "hidden_dim"),
+    "intermediate": ("intermediate_size", "hidden_dim", "n_inner"),
     "max_positions": ("max_position_embeddings",),
 }
 
@@ -150,6 +150,12 @@ def scratch_config(name_or_path: str, tokenizer: Any, arch: dict[str, int] | Non
         cfg = AutoConfig.from_pretrained(resolve(name_or_path))
     except (OSError, ValueError) as e:
         raise not_found(name_or_path, e) from None
+    return resize_config(cfg, tokenizer, arch)
+
+
+def resize_config(cfg: Any, tokenizer: Any, arch: dict[str, int] | None = None) -> Any:
+    """`cfg` (a transformers config) with `arch` overrides, sized to `tokenizer`, with tied input/output
+    embeddings (`scratch_config`'s rules, for a config built another way)."""
     for key, value in (arch or {}).items():
         if key not in ARCH_KEYS:
             raise ConfigError(f"unknown architecture key {key!r}.{suggest(key, list(ARCH_KEYS))} Known: {', '.join(ARCH_KEYS)}")

@@ -64,8 +64,9 @@ class MNTPBatch(PackedBatch):
 
 
 class MNTPModule(TrainModule):
-    def __init__(self, lm_model: Any) -> None:
+    def __init__(self, lm_model: Any, loss_name: str = "mntp") -> None:
         super().__init__()
+        self.loss_name = loss_name  # "clm" for `--method clm`, the same loss with nothing masked
         self.mlm_model = lm_model  # the causal LM, saved with its head at the end
         self.base = lm_model.base_model
         self.head = lm_model.get_output_embeddings()
@@ -79,7 +80,7 @@ class MNTPModule(TrainModule):
         mask = batch.mask[rows].to(device) if batch.mask is not None else None
         parts = self.run_chunks([ids.shape[1]] * len(group), seeds,
                                 lambda chunk: self.chunk_loss(ids, labels, mask, torch.as_tensor(chunk, device=device)))
-        return StepOut(None, {"mntp": torch.stack([loss for _, loss in parts]).sum()})
+        return StepOut(None, {self.loss_name: torch.stack([loss for _, loss in parts]).sum()})
 
     def chunk_loss(self, ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None,
                    rows: torch.Tensor) -> torch.Tensor:
