@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from check_support import torchrun
-from support import make_docs
 from sentkit.cli.main import main
+from support import make_docs
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
        "OMP_NUM_THREADS": "1"}

@@ -1,5 +1,5 @@
 """docs/results.md (the summary) and docs/results/<experiment>.md (a page per experiment) are regenerated from the
-committed results (experiments/results/budget, rawtext, plain, laptop and probing) unchanged.
+committed results (experiments/results/budget, rawtext, plain, laptop, probing and decoder) unchanged.
 
 The PNG charts next to the pages are not compared: its bytes depend on the matplotlib and FreeType versions
 that draw it, and it plots the same summary as the Markdown tables, which are compared here.
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # docs/results.md's experiments, in order: a line each in the summary, a page each in docs/results/
 EXPERIMENTS = ("experiments/budget.toml", "experiments/rawtext.toml", "experiments/plain.toml",
-               "experiments/laptop.toml", "experiments/probing.toml")
+               "experiments/laptop.toml", "experiments/probing.toml", "experiments/decoder.toml")
 
 
 @pytest.fixture()

@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from _decoder_helpers import tiny_decoder
-
 from sentkit.config import ConfigError
 from sentkit.training.loop import train
 from sentkit.training.recipe import Seeds
 from sentkit.training.recipes.clm import CLM, CLMConfig
 from sentkit.training.recipes.mntp import MNTPBatch
+from support.decoders import tiny_decoder
 
 
 def config(corpus: Path, out: Path, model: Path, **kw: object) -> CLMConfig:

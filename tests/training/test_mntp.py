@@ -216,11 +216,9 @@ def test_two_gloo_processes_end_where_one_does(llama_dir: Path, tiny_corpus: Pat
     """`--method mntp` in 2 gloo processes (torchrun, the worker test_multiprocess.py runs) ends with the weights of
     the one-process run: each rank masks its sequences with the seeds of (seed, step, sequence), so the split of a
     step's sequences between ranks changes no mask."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _helpers import torchrun
-
     from sentkit.training.checkpoint import CHECKPOINT
     from sentkit.training.metrics import read_metrics
+    from support.training import torchrun
 
     worker = Path(__file__).parents[2] / "scripts" / "train_worker.py"  # test_multiprocess.py's worker
 
