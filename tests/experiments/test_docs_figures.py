@@ -81,7 +81,7 @@ def given() -> set[str]:
         text = p.read_text(encoding="utf-8")
         out.update(FIGURE.findall(text))
         for v in _numbers(json.loads(text)):
-            out.update(f"{v:.{d}f}" for d in (1, 2, 3))
+            out.update(f"{v:.{d}f}" for d in range(1, 7))
     return out
 
 
