@@ -48,5 +48,7 @@ def matmul_gflops(size: int = 1024, reps: int = 20) -> float:
 
 
 def machine() -> str:
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}")
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}"
+    )

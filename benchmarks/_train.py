@@ -140,8 +140,9 @@ def per_step(fn: Callable[[int], Any], steps: int, clock: Callable[[], float] = 
     return run
 
 
-def interleaved(sides: dict[str, Round], repeats: int, warmup: int = 1,
-                probe: Callable[[], float] | None = None) -> dict[str, Any]:
+def interleaved(
+    sides: dict[str, Round], repeats: int, warmup: int = 1, probe: Callable[[], float] | None = None
+) -> dict[str, Any]:
     """Run the sides' rounds alternating (A B, then B A, ...) `repeats` times after `warmup` untimed
     rounds each -> {"rounds": {side: {measure: [seconds per step, one per round]}}, "load": [...],
     "probe": [...]}: the 1-minute load average and `probe()` (e.g. the matmul rate) at each round."""
@@ -170,8 +171,12 @@ def ratio_summary(fast: list[float], slow: list[float]) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- FLOPs
 def _dims(config: Any) -> tuple[int, int, int, int]:
-    return (int(config.num_hidden_layers), int(config.hidden_size), int(config.intermediate_size),
-            int(config.vocab_size))
+    return (
+        int(config.num_hidden_layers),
+        int(config.hidden_size),
+        int(config.intermediate_size),
+        int(config.vocab_size),
+    )
 
 
 def encoder_flops(config: Any, lengths: Sequence[int], *, first_token: bool = False) -> float:

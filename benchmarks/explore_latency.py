@@ -96,8 +96,10 @@ def main() -> None:
     if not corpus.exists():
         sys.exit(f"corpus {corpus} is absent (set SENTKIT_DATA)")
     t = time.perf_counter()
-    models = [train("glove-average", work / "glove-average", corpus),
-              train("tfidf", work / "tfidf", corpus, max_sentences=args.sentences)]
+    models = [
+        train("glove-average", work / "glove-average", corpus),
+        train("tfidf", work / "tfidf", corpus, max_sentences=args.sentences),
+    ]
     print(f"models ready in {time.perf_counter() - t:.0f}s", flush=True)
     names = [m for m in args.transformers.split(",") if m]
     encoders = {} if args.real_transformers else {m: StandIn(sentkit.load(m)) for m in names}
@@ -105,16 +107,33 @@ def main() -> None:
     ex = Explorer([*models, *names], corpus, cache_dir=cache, max_sentences=args.sentences, encoders=encoders)
     t = time.perf_counter()
     while not ex.wait(15):
-        print("  " + "; ".join(f"{Path(j['model']).name}: {j['status']} {j['done']:,}"
-                               for j in ex.status()["indexes"]), flush=True)
+        print(
+            "  " + "; ".join(f"{Path(j['model']).name}: {j['status']} {j['done']:,}" for j in ex.status()["indexes"]),
+            flush=True,
+        )
     built = {j["model"]: j for j in ex.status()["indexes"]}
     ex.close()
     print(f"indexes ready in {time.perf_counter() - t:.0f}s", flush=True)
 
     # The server as users run it (its own process; the indexes come from the cache) and the
     # client here, as a browser would be.
-    cmd = [sys.executable, "-m", "sentkit.cli.main", "-q", "explore", "--port", "0", "--models", ",".join(ex.models),
-           "--corpus", str(corpus), "--cache-dir", str(cache), "--max-sentences", str(args.sentences)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sentkit.cli.main",
+        "-q",
+        "explore",
+        "--port",
+        "0",
+        "--models",
+        ",".join(ex.models),
+        "--corpus",
+        str(corpus),
+        "--cache-dir",
+        str(cache),
+        "--max-sentences",
+        str(args.sentences),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(args.threads)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
@@ -149,8 +168,10 @@ def main() -> None:
                 vectors = "stand-in" if m in encoders else "real"
                 b = built[m]
                 took = f"{b['seconds']:.0f} s" if b["built"] else "cached"
-                rows.append(f"| {Path(m).name} | {kind} | {vectors} | {job['sentences']:,} | {took} | "
-                            f"{first:.0f} | {ms_stats(http)} | {statistics.median(server):.0f} |")
+                rows.append(
+                    f"| {Path(m).name} | {kind} | {vectors} | {job['sentences']:,} | {took} | "
+                    f"{first:.0f} | {ms_stats(http)} | {statistics.median(server):.0f} |"
+                )
             both = [ask(QUERIES[i % len(QUERIES)], ex.models)[0] for i in range(args.queries)]
             # what the page does: one request per model, all at once (each column shows when it is ready)
             page = []
@@ -164,8 +185,10 @@ def main() -> None:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
     print(f"\n{machine()}; k = {args.k}, {args.queries} queries per row\n")
-    print("| model | index | vectors | sentences | build | first query ms | HTTP ms median / p90 / max | "
-          "server ms median |")
+    print(
+        "| model | index | vectors | sentences | build | first query ms | HTTP ms median / p90 / max | "
+        "server ms median |"
+    )
     print("|---|---|---|---:|---|---:|---:|---:|")
     print("\n".join(rows))
     print(f"| all {len(ex.models)} side by side, one request | | | | | | {ms_stats(both)} | |")

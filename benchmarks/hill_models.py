@@ -11,9 +11,10 @@ encoded sentences, to check by eye that they are sensible. ``--trained DIR`` ski
 loads each method's model from an experiment folder (``DIR/<method>/seed-0/model``, as
 ``sentkit experiment run`` writes it), then prints a Markdown table of the top neighbours:
 
-    python benchmarks/hill_models.py --trained runs/experiments/laptop --books 209 --encode 20000 NMT and CaptionRep have no data
-in the shared folder: they are timed on synthetic parallel text / features built from the
-corpus (speed only).
+    python benchmarks/hill_models.py --trained runs/experiments/laptop --books 209 --encode 20000
+
+NMT and CaptionRep have no data in the shared folder: they are timed on synthetic parallel text /
+features built from the corpus (speed only).
 """
 
 from __future__ import annotations
@@ -32,9 +33,23 @@ import numpy as np
 
 log = logging.getLogger("hill_bench")
 
-ALL = ["fastsent", "fastsent-ae", "cbow", "skipgram", "paragraph-vector-dbow",
-       "paragraph-vector-dm", "tfidf", "glove-average", "sdae", "sae", "skipthought",
-       "dictrep-bow", "dictrep-rnn", "nmt", "captionrep"]
+ALL = [
+    "fastsent",
+    "fastsent-ae",
+    "cbow",
+    "skipgram",
+    "paragraph-vector-dbow",
+    "paragraph-vector-dm",
+    "tfidf",
+    "glove-average",
+    "sdae",
+    "sae",
+    "skipthought",
+    "dictrep-bow",
+    "dictrep-rnn",
+    "nmt",
+    "captionrep",
+]
 NEURAL = {"sdae", "sae", "skipthought", "dictrep-bow", "dictrep-rnn", "nmt", "captionrep"}
 QUERIES = [
     "She was very happy to see her sister again.",
@@ -48,8 +63,7 @@ def settings_for(name: str, steps: int, epochs: int) -> dict[str, Any]:
     s: dict[str, Any] = {"progress": False}
     if name in NEURAL:
         s["max_steps"] = steps
-    if name in ("fastsent", "fastsent-ae", "cbow", "skipgram", "paragraph-vector-dbow",
-                "paragraph-vector-dm"):
+    if name in ("fastsent", "fastsent-ae", "cbow", "skipgram", "paragraph-vector-dbow", "paragraph-vector-dm"):
         s["epochs"] = epochs
     return s
 
@@ -62,8 +76,9 @@ def synthetic_parallel(sentences: list[list[str]], path: Path) -> None:
                 f.write(" ".join(s) + "\t" + " ".join(w[::-1] for w in reversed(s)) + "\n")
 
 
-def run_method(name: str, data: Any, texts: list[str], args: argparse.Namespace,
-               tmp: Path) -> tuple[dict[str, Any], Any]:
+def run_method(
+    name: str, data: Any, texts: list[str], args: argparse.Namespace, tmp: Path
+) -> tuple[dict[str, Any], Any]:
     from sentkit.hill import model_class
 
     cls = model_class(name)
@@ -112,8 +127,9 @@ def show_neighbours(name: str, model: Any, texts: list[str]) -> list[dict[str, A
     for q in QUERIES:
         qe = model.encode_sparse([q]) if index.sparse else model.encode([q])
         idx, scores = index.search(qe, 3)
-        out.append({"query": q, "neighbours": [[round(float(s), 3), index.sentences[i]]
-                                                for i, s in zip(idx[0], scores[0])]})
+        out.append(
+            {"query": q, "neighbours": [[round(float(s), 3), index.sentences[i]] for i, s in zip(idx[0], scores[0])]}
+        )
         print(f"[{name}] {q}")
         for i, s in zip(idx[0], scores[0]):
             print(f"    {s:.3f}  {index.sentences[i][:110]}")
@@ -156,8 +172,14 @@ def index_speed(n: int, dims: list[int], k: int = 10, repeats: int = 20) -> list
             t = time.perf_counter()
             index.search(q, k)
             times.append(time.perf_counter() - t)
-        out.append({"sentences": n, "dim": d, "query_ms_median": round(1000 * float(np.median(times)), 1),
-                    "query_ms_max": round(1000 * float(np.max(times)), 1)})
+        out.append(
+            {
+                "sentences": n,
+                "dim": d,
+                "query_ms_median": round(1000 * float(np.median(times)), 1),
+                "query_ms_max": round(1000 * float(np.max(times)), 1),
+            }
+        )
         print(json.dumps(out[-1]))
         del emb, index
     return out
@@ -174,10 +196,12 @@ def main() -> int:
     p.add_argument("--neighbours", action="store_true", help="print nearest neighbours of queries")
     p.add_argument("--json", default=None, help="write results here")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for neural models")
-    p.add_argument("--trained", default=None,
-                   help="experiment output folder: load <method>/seed-0/model instead of training")
-    p.add_argument("--index-speed", action="store_true",
-                   help="only time neighbour queries over 500,000 random sentence vectors")
+    p.add_argument(
+        "--trained", default=None, help="experiment output folder: load <method>/seed-0/model instead of training"
+    )
+    p.add_argument(
+        "--index-speed", action="store_true", help="only time neighbour queries over 500,000 random sentence vectors"
+    )
     args = p.parse_args()
     if args.index_speed:
         index_speed(500_000, [50, 100, 256, 1024])
@@ -197,8 +221,7 @@ def main() -> int:
     read_s = time.perf_counter() - t0
     texts = [s for d in docs for s in split_sentences(d) if len(s.split()) >= 4]
     rng = np.random.default_rng(0)
-    texts = [texts[i] for i in sorted(rng.choice(len(texts), size=min(args.encode, len(texts)),
-                                                 replace=False))]
+    texts = [texts[i] for i in sorted(rng.choice(len(texts), size=min(args.encode, len(texts)), replace=False))]
     if args.trained:
         return neighbours_of_trained(Path(args.trained), [m for m in args.methods.split(",") if m], texts)
     import torch
@@ -206,10 +229,14 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     header = {
-        "corpus": str(corpus), "books": len(docs), "sentences": len(data), "words": data.n_tokens,
-        "read_seconds": round(read_s, 1), "read_words_per_s": round(data.n_tokens / read_s),
+        "corpus": str(corpus),
+        "books": len(docs),
+        "sentences": len(data),
+        "words": data.n_tokens,
+        "read_seconds": round(read_s, 1),
+        "read_words_per_s": round(data.n_tokens / read_s),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                   f"torch threads {torch.get_num_threads()}",
+        f"torch threads {torch.get_num_threads()}",
         "load_average_at_start": os.getloadavg()[0],
     }
     print(json.dumps(header))
@@ -226,13 +253,14 @@ def main() -> int:
             if args.neighbours and name not in ("nmt", "captionrep"):
                 nbrs[name] = show_neighbours(name, model, texts)
     if args.json:
-        Path(args.json).write_text(json.dumps({"header": header, "rows": rows, "neighbours": nbrs},
-                                              indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"header": header, "rows": rows, "neighbours": nbrs}, indent=2) + "\n")
     print("\n| method | dim | train words/s | steps | fit s | encode sentences/s |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['method']} | {r['dim']} | {r['train_words_per_s']:,} | {r['steps'] or '-'} | "
-              f"{r['fit_seconds']} | {r['encode_sentences_per_s']:,} |")
+        print(
+            f"| {r['method']} | {r['dim']} | {r['train_words_per_s']:,} | {r['steps'] or '-'} | "
+            f"{r['fit_seconds']} | {r['encode_sentences_per_s']:,} |"
+        )
     return 0
 
 

@@ -75,10 +75,12 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def build_in_child(npy: Path, out: Path) -> dict[str, Any]:
-    code = ("import json, resource, time, sys; from sentkit.index import build; t = time.perf_counter(); "
-            f"m = build({str(npy)!r}, {str(out)!r}, progress=False); "
-            "print(json.dumps({'seconds': time.perf_counter() - t, 'nlist': m['nlist'], "
-            "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+    code = (
+        "import json, resource, time, sys; from sentkit.index import build; t = time.perf_counter(); "
+        f"m = build({str(npy)!r}, {str(out)!r}, progress=False); "
+        "print(json.dumps({'seconds': time.perf_counter() - t, 'nlist': m['nlist'], "
+        "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return dict(json.loads(res.stdout.strip().splitlines()[-1]))
@@ -113,20 +115,41 @@ def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray, *, real:
     faiss.omp_set_num_threads(1)
     vi = VectorIndex(folder)
     found, med, p95 = latency(lambda q: vi.search(q, 10)[0], queries)
-    default = {"nprobe": vi.nprobe, "candidates": vi.settings.candidates, "recall_at_10": round(recall(found, truth), 4),
-               "median_ms": round(med, 2), "p95_ms": round(p95, 2)}
+    default = {
+        "nprobe": vi.nprobe,
+        "candidates": vi.settings.candidates,
+        "recall_at_10": round(recall(found, truth), 4),
+        "median_ms": round(med, 2),
+        "p95_ms": round(p95, 2),
+    }
     print(n, "default", default, flush=True)
     rows = []
     for nprobe in NPROBES:
         found, med, p95 = latency(lambda q, p=nprobe: vi.search(q, 10, nprobe=p)[0], queries)
-        rows.append({"nprobe": nprobe, "recall_at_10": round(recall(found, truth), 4), "median_ms": round(med, 2),
-                     "p95_ms": round(p95, 2)})
+        rows.append(
+            {
+                "nprobe": nprobe,
+                "recall_at_10": round(recall(found, truth), 4),
+                "median_ms": round(med, 2),
+                "p95_ms": round(p95, 2),
+            }
+        )
         print(n, rows[-1], flush=True)
     faiss.omp_set_num_threads(os.cpu_count() or 1)
-    result = {"n": n, "vectors": "real" if real else "synthetic", "dim": int(x.shape[1]), "file_gb": round(npy.stat().st_size / 1e9, 2), "generate_s": round(gen_s, 1),
-              "build_s": round(b["seconds"], 1), "build_peak_rss_mb": round(b["peak_rss_mb"]), "nlist": b["nlist"],
-              "index_mb": round((folder / "index.faiss").stat().st_size / 1e6), "exact_ms_per_query_batched": round(exact_ms, 2),
-              "default": default, "search": rows}
+    result = {
+        "n": n,
+        "vectors": "real" if real else "synthetic",
+        "dim": int(x.shape[1]),
+        "file_gb": round(npy.stat().st_size / 1e9, 2),
+        "generate_s": round(gen_s, 1),
+        "build_s": round(b["seconds"], 1),
+        "build_peak_rss_mb": round(b["peak_rss_mb"]),
+        "nlist": b["nlist"],
+        "index_mb": round((folder / "index.faiss").stat().st_size / 1e6),
+        "exact_ms_per_query_batched": round(exact_ms, 2),
+        "default": default,
+        "search": rows,
+    }
     vi = x = None  # type: ignore[assignment]  # close the memory maps before the files go
     npy.unlink()
     shutil.rmtree(folder)
@@ -148,8 +171,12 @@ def compare(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[s
     out: dict[str, Any] = {"n": n, "faiss": {"build_s": round(time.perf_counter() - t, 1)}}
     vi = VectorIndex(work / "c.index")
     found, med, _ = latency(lambda q: vi.search(q, 10)[0], queries)
-    out["faiss"].update(recall_at_10=round(recall(found, truth), 4), median_ms=round(med, 2), nprobe=vi.nprobe,
-                        index_mb=round((work / "c.index" / "index.faiss").stat().st_size / 1e6))
+    out["faiss"].update(
+        recall_at_10=round(recall(found, truth), 4),
+        median_ms=round(med, 2),
+        nprobe=vi.nprobe,
+        index_mb=round((work / "c.index" / "index.faiss").stat().st_size / 1e6),
+    )
     t = time.perf_counter()
     u = ui.Index(ndim=x.shape[1], metric="ip", dtype="i8", connectivity=16, expansion_add=128, expansion_search=64)
     for s in range(0, n, 65_536):
@@ -163,8 +190,13 @@ def compare(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[s
 
     found, med, _ = latency(usearch_one, queries)
     u.save(str(work / "u.usearch"))
-    out["usearch"] = {"build_s": round(ub, 1), "recall_at_10": round(recall(found, truth), 4), "median_ms": round(med, 2),
-                      "expansion_search": 64, "index_mb": round((work / "u.usearch").stat().st_size / 1e6)}
+    out["usearch"] = {
+        "build_s": round(ub, 1),
+        "recall_at_10": round(recall(found, truth), 4),
+        "median_ms": round(med, 2),
+        "expansion_search": 64,
+        "index_mb": round((work / "u.usearch").stat().st_size / 1e6),
+    }
     print(out, flush=True)
     shutil.rmtree(work / "c.index")
     (work / "u.usearch").unlink()
@@ -187,11 +219,15 @@ def main() -> None:
     every = base_embeddings(work, args.base)
     base, held_out = every[: -args.queries], every[-args.queries :]  # the held-out rows query the real sets
     queries = synth(base, args.queries, np.random.default_rng(12345))
-    result: dict[str, Any] = {"machine": machine(), "command": "nice -n 10 python benchmarks/index_search.py "
-                              + " ".join(sys.argv[1:]), "vectors": f"synthetic: {len(base)} all-minilm-l6-v2 Gutenberg "
-                              "embeddings, mixtures (1-w) e_i + w e_j + noise (w ~ U(0, 0.4), noise norm ~0.25), "
-                              f"normalised; real: the first N of those embeddings, queried by the {args.queries} "
-                              "held-out ones", "queries": args.queries}
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "command": "nice -n 10 python benchmarks/index_search.py " + " ".join(sys.argv[1:]),
+        "vectors": f"synthetic: {len(base)} all-minilm-l6-v2 Gutenberg "
+        "embeddings, mixtures (1-w) e_i + w e_j + noise (w ~ U(0, 0.4), noise norm ~0.25), "
+        f"normalised; real: the first N of those embeddings, queried by the {args.queries} "
+        "held-out ones",
+        "queries": args.queries,
+    }
     if args.compare_at:
         result["compare"] = compare(work, base, args.compare_at, queries)
     result["sizes"] = [one_size(work, base, int(n), held_out, real=True) for n in args.real_at.split(",") if n]

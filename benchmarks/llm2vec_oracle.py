@@ -49,22 +49,41 @@ def oracle(out: Path) -> None:
     from transformers import LlamaConfig
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         attention_dropout=0.0, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attention_dropout=0.0,
+        tie_word_embeddings=False,
+    )
     model = LlamaBiForMNTP(config).eval()
     ids, labels = fixed_batch()
     with torch.no_grad():
-        loss = model(input_ids=torch.tensor(ids), attention_mask=torch.ones(BATCH, LENGTH, dtype=torch.long),
-                     labels=torch.tensor(labels)).loss
+        loss = model(
+            input_ids=torch.tensor(ids),
+            attention_mask=torch.ones(BATCH, LENGTH, dtype=torch.long),
+            labels=torch.tensor(labels),
+        ).loss
         causal = transformers.LlamaForCausalLM(config).eval()
         causal.load_state_dict(model.state_dict())
         causal_loss = causal(input_ids=torch.tensor(ids), labels=torch.tensor(labels)).loss
     causal.save_pretrained(out / "model")  # the same weights, as a plain Llama checkpoint
-    (out / "oracle.json").write_text(json.dumps({
-        "llm2vec": version("llm2vec"),
-        "transformers": transformers.__version__, "torch": torch.__version__,
-        "loss": float(loss), "causal_loss": float(causal_loss)}, indent=2))
+    (out / "oracle.json").write_text(
+        json.dumps(
+            {
+                "llm2vec": version("llm2vec"),
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+                "loss": float(loss),
+                "causal_loss": float(causal_loss),
+            },
+            indent=2,
+        )
+    )
 
 
 def sentkit_loss(model_dir: Path, attention: str) -> float:
@@ -100,8 +119,13 @@ def main() -> int:
     subprocess.run([args.llm2vec_python, __file__, "--oracle", "--out", str(out)], check=True)
     ref = json.loads((out / "oracle.json").read_text())
     bi, causal = sentkit_loss(out / "model", "bidirectional"), sentkit_loss(out / "model", "causal")
-    result = {**ref, "sentkit_bidirectional": bi, "sentkit_causal": causal,
-              "diff_bidirectional": abs(bi - ref["loss"]), "diff_causal": abs(causal - ref["causal_loss"])}
+    result = {
+        **ref,
+        "sentkit_bidirectional": bi,
+        "sentkit_causal": causal,
+        "diff_bidirectional": abs(bi - ref["loss"]),
+        "diff_causal": abs(causal - ref["causal_loss"]),
+    }
     print(json.dumps(result, indent=2))
     # both must agree, and attention must matter (else the comparison would not test the bidirectional switch)
     ok = result["diff_bidirectional"] < 1e-5 and result["diff_causal"] < 1e-5 and abs(bi - causal) > 1e-4

@@ -86,8 +86,15 @@ def st_model(path: Path, max_len: int, mlp: torch.nn.Linear | None = None) -> An
     dim = int(tr.model.config.hidden_size)
     modules: list[Any] = [tr, Pooling(dim, "cls")]
     if mlp is not None:
-        modules.append(Dense(dim, dim, activation_function=torch.nn.Tanh(),
-                             init_weight=mlp.weight.detach().clone(), init_bias=mlp.bias.detach().clone()))
+        modules.append(
+            Dense(
+                dim,
+                dim,
+                activation_function=torch.nn.Tanh(),
+                init_weight=mlp.weight.detach().clone(),
+                init_bias=mlp.bias.detach().clone(),
+            )
+        )
     st = SentenceTransformer(modules=modules, device="cpu")
     st.train()
     return st
@@ -165,14 +172,18 @@ class Comparison:
         module, loss = self.peer_model(self.sk)
         opt = fused_adamw([p for p in module.parameters() if p.requires_grad], self.cfg.lr)
         steps = self.args.steps
-        return {"sentkit": per_step(lambda i: self.sk(self.batches[i], i), steps),
-                "peer": per_step(lambda i: optimizer_step(module, opt, loss(i)), steps)}
+        return {
+            "sentkit": per_step(lambda i: self.sk(self.batches[i], i), steps),
+            "peer": per_step(lambda i: optimizer_step(module, opt, loss(i)), steps),
+        }
 
     def batch_costs(self) -> dict[str, float]:
         """Milliseconds to build one batch: sentkit's recipe, the peer's tokenizer or collator."""
         peer = self.peer_batch()
-        return {"sentkit": 1e3 * median_time(lambda: self.sk.recipe.batch(self.store, self.units[0], 0)),
-                "peer": 1e3 * median_time(peer)}
+        return {
+            "sentkit": 1e3 * median_time(lambda: self.sk.recipe.batch(self.store, self.units[0], 0)),
+            "peer": 1e3 * median_time(peer),
+        }
 
     def peer_batch(self) -> Callable[[], Any]:  # pragma: no cover
         """What the peer does to make the first batch from its texts."""
@@ -226,8 +237,10 @@ class SimCSEBench(SentenceComparison):
 
     def extra(self) -> dict[str, Any]:
         lengths = [len(s) for bt in self.batches for s in bt.seqs]
-        return {"batch": f"{self.cfg.batch_size} texts x 2 views, <= {self.cfg.max_len} tokens",
-                "mean_tokens": f"{statistics.mean(lengths):.1f}"}
+        return {
+            "batch": f"{self.cfg.batch_size} texts x 2 views, <= {self.cfg.max_len} tokens",
+            "mean_tokens": f"{statistics.mean(lengths):.1f}",
+        }
 
 
 class TSDAEBench(SentenceComparison):
@@ -256,17 +269,25 @@ class TSDAEBench(SentenceComparison):
 
     def flops(self) -> tuple[float, float]:
         c = self.config
-        needed = [encoder_flops(c, [len(s) for s in bt.noisy], first_token=True)
-                  + decoder_flops(c, [len(s) - 1 for s in bt.original]) for bt in self.batches]
-        padded = [encoder_flops(c, [max(len(s) for s in bt.noisy)] * len(bt.noisy))
-                  + decoder_flops(c, [max(len(s) for s in bt.original) - 1] * len(bt.original)) for bt in self.batches]
+        needed = [
+            encoder_flops(c, [len(s) for s in bt.noisy], first_token=True)
+            + decoder_flops(c, [len(s) - 1 for s in bt.original])
+            for bt in self.batches
+        ]
+        padded = [
+            encoder_flops(c, [max(len(s) for s in bt.noisy)] * len(bt.noisy))
+            + decoder_flops(c, [max(len(s) for s in bt.original) - 1] * len(bt.original))
+            for bt in self.batches
+        ]
         return statistics.mean(needed), statistics.mean(padded)
 
     def extra(self) -> dict[str, Any]:
         noisy = [len(s) for bt in self.batches for s in bt.noisy]
         orig = [len(s) for bt in self.batches for s in bt.original]
-        return {"batch": f"{self.cfg.batch_size} texts, <= {self.cfg.max_len} tokens",
-                "mean_tokens": f"{statistics.mean(noisy):.1f} noisy / {statistics.mean(orig):.1f} original"}
+        return {
+            "batch": f"{self.cfg.batch_size} texts, <= {self.cfg.max_len} tokens",
+            "mean_tokens": f"{statistics.mean(noisy):.1f} noisy / {statistics.mean(orig):.1f} original",
+        }
 
 
 class SeqDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -290,13 +311,18 @@ class MLMBench(Comparison):
         super().__init__(path, args)
         recipe = self.sk.recipe
         assert recipe.packing is not None and len(recipe.packing) >= self.cfg.batch_size * args.steps
-        self.seqs = [recipe.prefix + recipe.packing.sequence(u, self.store.tokens).tolist() + recipe.suffix
-                     for us in self.units for u in us]  # unmasked, in the order the Trainer reads them
+        self.seqs = [
+            recipe.prefix + recipe.packing.sequence(u, self.store.tokens).tolist() + recipe.suffix
+            for us in self.units
+            for u in us
+        ]  # unmasked, in the order the Trainer reads them
 
     def corpus(self) -> MemoryStore:
         """Documents of 20 consecutive sentences, packed by the recipe into sequences."""
         sents = gutenberg_sentences(self.cfg.batch_size * self.args.steps * self.cfg.seq_len // 10, seed=4)
-        store = MemoryStore(tokenize(self.sk.recipe.tokenizer, [" ".join(sents[i : i + 20]) for i in range(0, len(sents), 20)]))
+        store = MemoryStore(
+            tokenize(self.sk.recipe.tokenizer, [" ".join(sents[i : i + 20]) for i in range(0, len(sents), 20)])
+        )
         self.sk.recipe.units(store)
         return store
 
@@ -333,12 +359,29 @@ class MLMBench(Comparison):
 
         tmp = tempfile.mkdtemp(prefix="mlm-trainer-")
         targs = TrainingArguments(
-            output_dir=tmp, per_device_train_batch_size=b, max_steps=steps, learning_rate=self.cfg.lr,
-            weight_decay=self.cfg.weight_decay, max_grad_norm=self.cfg.max_grad_norm, optim="adamw_torch_fused",
-            logging_strategy="no", save_strategy="no", report_to="none", use_cpu=True, dataloader_num_workers=0,
-            train_sampling_strategy="sequential", disable_tqdm=True, seed=self.cfg.seed)
-        trainer = Trainer(model=self._hf_model(), args=targs, train_dataset=SeqDataset(self.seqs),
-                          data_collator=self._collator(), callbacks=[Clock()])
+            output_dir=tmp,
+            per_device_train_batch_size=b,
+            max_steps=steps,
+            learning_rate=self.cfg.lr,
+            weight_decay=self.cfg.weight_decay,
+            max_grad_norm=self.cfg.max_grad_norm,
+            optim="adamw_torch_fused",
+            logging_strategy="no",
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            dataloader_num_workers=0,
+            train_sampling_strategy="sequential",
+            disable_tqdm=True,
+            seed=self.cfg.seed,
+        )
+        trainer = Trainer(
+            model=self._hf_model(),
+            args=targs,
+            train_dataset=SeqDataset(self.seqs),
+            data_collator=self._collator(),
+            callbacks=[Clock()],
+        )
         trainer.remove_callback(PrinterCallback)  # its end-of-training line only
         threads = torch.get_num_threads()
 
@@ -349,7 +392,11 @@ class MLMBench(Comparison):
             trainer.train()
             wall = time.perf_counter() - t
             assert torch.get_num_threads() == threads and len(spans) == steps
-            return {"step": statistics.mean(spans), "loop": (ends[-1] - ends[0]) / (steps - 1), "train_call": wall / steps}
+            return {
+                "step": statistics.mean(spans),
+                "loop": (ends[-1] - ends[0]) / (steps - 1),
+                "train_call": wall / steps,
+            }
 
         def ours() -> dict[str, float]:
             step = loop = 0.0
@@ -376,8 +423,10 @@ class MLMBench(Comparison):
         return statistics.mean(needed), statistics.mean(executed)
 
     def extra(self) -> dict[str, Any]:
-        return {"batch": f"{self.cfg.batch_size} packed sequences x {self.cfg.seq_len} tokens, "
-                         f"{self.cfg.mlm_probability:.0%} masked"}
+        return {
+            "batch": f"{self.cfg.batch_size} packed sequences x {self.cfg.seq_len} tokens, "
+            f"{self.cfg.mlm_probability:.0%} masked"
+        }
 
 
 COMPARISONS: dict[str, type[Comparison]] = {c.name: c for c in (SimCSEBench, TSDAEBench, MLMBench)}
@@ -394,36 +443,53 @@ def run_one(name: str, model: str, threads: int, args: argparse.Namespace, root:
     useful, executed = bench.flops()
     rounds = t["rounds"]
     med = {side: {k: statistics.median(v) for k, v in m.items()} for side, m in rounds.items()}
-    speed = {k: ratio_summary(rounds["sentkit"][k], rounds["peer"][k]) for k in rounds["sentkit"] if k in rounds["peer"]}
+    speed = {
+        k: ratio_summary(rounds["sentkit"][k], rounds["peer"][k]) for k in rounds["sentkit"] if k in rounds["peer"]
+    }
     load = t["load"]
     return {
-        "comparison": name, "peer": bench.peer, "model": model, "threads": threads,
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"), "date": time.strftime("%Y-%m-%d %H:%M"),
+        "comparison": name,
+        "peer": bench.peer,
+        "model": model,
+        "threads": threads,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
         **bench.extra(),
         "loss_check": {**check, "abs_diff": abs(check["sentkit"] - check["peer"])},
-        "sec_per_step": med, "rounds": rounds, "speedup": speed,
+        "sec_per_step": med,
+        "rounds": rounds,
+        "speedup": speed,
         "load_1min": {"median": statistics.median(load), "min": min(load), "max": max(load)},
-        "matmul_gflops": gf, "matmul_gflops_rounds": t["probe"], "useful_gflop_per_step": useful / 1e9, "peer_executed_gflop_per_step": executed / 1e9,
-        "peak_share": {"sentkit": useful / med["sentkit"]["step"] / 1e9 / gf,
-                       "peer": useful / med["peer"]["step"] / 1e9 / gf,
-                       "peer_executed": executed / med["peer"]["step"] / 1e9 / gf},
+        "matmul_gflops": gf,
+        "matmul_gflops_rounds": t["probe"],
+        "useful_gflop_per_step": useful / 1e9,
+        "peer_executed_gflop_per_step": executed / 1e9,
+        "peak_share": {
+            "sentkit": useful / med["sentkit"]["step"] / 1e9 / gf,
+            "peer": useful / med["peer"]["step"] / 1e9 / gf,
+            "peer_executed": executed / med["peer"]["step"] / 1e9 / gf,
+        },
         "batch_ms": bench.batch_costs(),
     }
 
 
 def line(r: dict[str, Any]) -> str:
     s, p, ms = r["speedup"]["step"], r["peak_share"], r["sec_per_step"]
-    return (f"{r['comparison']:6s} {r['model']:7s} {r['threads']}t  sentkit {1e3 * ms['sentkit']['step']:7.1f} ms  "
-            f"peer {1e3 * ms['peer']['step']:7.1f} ms  speed-up {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})  "
-            f"peak {100 * p['sentkit']:.0f}% / {100 * p['peer']:.0f}%  load {r['load_1min']['median']:.1f}  "
-            f"loss diff {r['loss_check']['abs_diff']:.1e}")
+    return (
+        f"{r['comparison']:6s} {r['model']:7s} {r['threads']}t  sentkit {1e3 * ms['sentkit']['step']:7.1f} ms  "
+        f"peer {1e3 * ms['peer']['step']:7.1f} ms  speed-up {s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})  "
+        f"peak {100 * p['sentkit']:.0f}% / {100 * p['peer']:.0f}%  load {r['load_1min']['median']:.1f}  "
+        f"loss diff {r['loss_check']['abs_diff']:.1e}"
+    )
 
 
 def table(results: list[dict[str, Any]]) -> str:
     """The Markdown table of a run's results."""
-    head = ("| objective | model | threads | OMP wait | load (1 min) | sentkit ms/step | peer ms/step "
-            "| speed-up, median (range) | with batch building | sentkit: % of matmul rate "
-            "| peer: needed / executed % | batch ms (sentkit / peer) | loss diff, dropout off |")
+    head = (
+        "| objective | model | threads | OMP wait | load (1 min) | sentkit ms/step | peer ms/step "
+        "| speed-up, median (range) | with batch building | sentkit: % of matmul rate "
+        "| peer: needed / executed % | batch ms (sentkit / peer) | loss diff, dropout off |"
+    )
     out = [head, "|" + "---|" * (head.count(" | ") + 1)]
     for r in results:
         s, p, ms, ld, bms = r["speedup"]["step"], r["peak_share"], r["sec_per_step"], r["load_1min"], r["batch_ms"]
@@ -437,7 +503,8 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {1e3 * ms['sentkit']['step']:.0f} | {1e3 * ms['peer']['step']:.0f} "
             f"| **{s['median']:.2f}x** ({s['min']:.2f}-{s['max']:.2f}) | {whole:.2f}x | {100 * p['sentkit']:.0f} "
             f"| {100 * p['peer']:.0f} / {100 * p['peer_executed']:.0f} "
-            f"| {bms['sentkit']:.1f} / {bms['peer']:.1f} | {r['loss_check']['abs_diff']:.1e} |")
+            f"| {bms['sentkit']:.1f} / {bms['peer']:.1f} | {r['loss_check']['abs_diff']:.1e} |"
+        )
     return "\n".join(out)
 
 
@@ -447,7 +514,9 @@ def main() -> None:
     ap.add_argument("files", nargs="*", help="table: the --json files of runs")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--steps", type=int, default=6, help="distinct batches per round (each side trains on them in turn)")
+    ap.add_argument(
+        "--steps", type=int, default=6, help="distinct batches per round (each side trains on them in turn)"
+    )
     ap.add_argument("--repeats", type=int, default=7, help="rounds per side, alternating A B, B A, ...")
     ap.add_argument("--batch", type=int, default=None, help="default: each method's own")
     ap.add_argument("--json", default=None)
@@ -465,7 +534,9 @@ def main() -> None:
                     results.append(run_one(name, model, threads, args, Path(tmp)))
                     print(line(results[-1]), flush=True)
                     if args.json:  # after every result, so a long run keeps what it measured
-                        Path(args.json).write_text(json.dumps({"machine": machine(), "results": results}, indent=1) + "\n")
+                        Path(args.json).write_text(
+                            json.dumps({"machine": machine(), "results": results}, indent=1) + "\n"
+                        )
     print(table(results))
 
 

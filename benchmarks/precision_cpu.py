@@ -9,7 +9,8 @@ and 512 (`recipe-fl-w512`), each side training its own copy from the same weight
 sides (fp32 bf16, bf16 fp32, ...); the measure is CPU seconds per step (`time.process_time`, the budget
 study's unit). Before timing, both sides' loss on the first batch with dropout off shows what bf16 changes.
 
-    OMP_NUM_THREADS=1 python benchmarks/precision_cpu.py [--hidden 256,512] [--phases mlm,declutr] [--steps 4 --repeats 3]
+    OMP_NUM_THREADS=1 python benchmarks/precision_cpu.py [--hidden 256,512] [--phases mlm,declutr] \\
+        [--steps 4 --repeats 3]
 """
 
 from __future__ import annotations
@@ -39,15 +40,23 @@ from _train import (
 
 SETTINGS = {  # the raw-text recipe's phase settings (sentkit.training.raw_text.RawTextConfig's defaults)
     "mlm": {"batch_size": 32, "seq_len": 128, "lr": 5e-4, "weight_decay": 0.01},
-    "declutr": {"batch_size": 32, "lr": 5e-4, "min_span_len": 4, "max_span_len": 32, "max_doc_tokens": 512,
-                "pooling": "first-last-avg"},
+    "declutr": {
+        "batch_size": 32,
+        "lr": 5e-4,
+        "min_span_len": 4,
+        "max_span_len": 32,
+        "max_doc_tokens": 512,
+        "pooling": "first-last-avg",
+    },
 }
 
 
 def scratch_model(root: Path, hidden: int) -> Path:
     """A from-scratch BERT (4 layers, `hidden`, heads of 64, FFN 4 x hidden; 130 positions as the recipe's)."""
-    return scratch_dir(root / f"scratch-{hidden}", {**SCRATCH_ARCH, "hidden": hidden, "heads": hidden // 64,
-                                                    "intermediate": 4 * hidden, "max_positions": 130})
+    return scratch_dir(
+        root / f"scratch-{hidden}",
+        {**SCRATCH_ARCH, "hidden": hidden, "heads": hidden // 64, "intermediate": 4 * hidden, "max_positions": 130},
+    )
 
 
 def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -64,7 +73,9 @@ def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
     recipe = sides["fp32"].recipe
     n = cfg.batch_size * args.steps
     sents = gutenberg_sentences(n * (128 if phase == "mlm" else 512) // 12, seed=4)
-    docs = [d[:512] for d in tokenize(recipe.tokenizer, [" ".join(sents[i : i + 25]) for i in range(0, len(sents), 25)])]
+    docs = [
+        d[:512] for d in tokenize(recipe.tokenizer, [" ".join(sents[i : i + 25]) for i in range(0, len(sents), 25)])
+    ]
     store = MemoryStore([d for d in docs if len(d) >= 2 * cfg.max_span_len] if phase == "declutr" else docs)
     recipe.units(store)
     units = [list(range(i * cfg.batch_size, (i + 1) * cfg.batch_size)) for i in range(args.steps)]
@@ -76,13 +87,19 @@ def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
         sk.module.autocast = autocast_factory(cpu, p)
         disable_dropout(sk.module)
         check[p] = float(forward_backward(sk.ctx, batches[0], 0)["loss"])
-    res = interleaved({p: per_step(lambda i, sk=sk: sk(batches[i], i), args.steps, time.process_time)
-                       for p, sk in sides.items()},
-                      args.repeats)
+    res = interleaved(
+        {p: per_step(lambda i, sk=sk: sk(batches[i], i), args.steps, time.process_time) for p, sk in sides.items()},
+        args.repeats,
+    )
     r = res["rounds"]
-    return {"phase": phase, "first_batch_loss": check,
-            "cpu_s_per_step": {p: statistics.median(r[p]["step"]) for p in sides},
-            "bf16_speedup": ratio_summary(r["bf16"]["step"], r["fp32"]["step"]), "rounds": r, "load": res["load"]}
+    return {
+        "phase": phase,
+        "first_batch_loss": check,
+        "cpu_s_per_step": {p: statistics.median(r[p]["step"]) for p in sides},
+        "bf16_speedup": ratio_summary(r["bf16"]["step"], r["fp32"]["step"]),
+        "rounds": r,
+        "load": res["load"],
+    }
 
 
 def main() -> None:
@@ -98,7 +115,10 @@ def main() -> None:
     native = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     out: dict[str, Any] = {"machine": machine(), "threads": args.threads, "native_bf16": native, "results": []}
     print(f"{out['machine']}; {args.threads} thread(s); native bf16: {native}")
-    print("| phase | hidden | fp32 CPU s/step | bf16 CPU s/step | speed-up (median, min-max) | first-batch loss fp32 / bf16 |")
+    print(
+        "| phase | hidden | fp32 CPU s/step | bf16 CPU s/step | speed-up (median, min-max) "
+        "| first-batch loss fp32 / bf16 |"
+    )
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for hidden in (int(h) for h in args.hidden.split(",")):
@@ -107,8 +127,11 @@ def main() -> None:
                 r = {"hidden": hidden, **bench(phase, path, args)}
                 out["results"].append(r)
                 s, c, sp = r["cpu_s_per_step"], r["first_batch_loss"], r["bf16_speedup"]
-                print(f"| {phase} | {hidden} | {s['fp32']:.2f} | {s['bf16']:.2f} | {sp['median']:.2f}x "
-                      f"({sp['min']:.2f}-{sp['max']:.2f}) | {c['fp32']:.4f} / {c['bf16']:.4f} |", flush=True)
+                print(
+                    f"| {phase} | {hidden} | {s['fp32']:.2f} | {s['bf16']:.2f} | {sp['median']:.2f}x "
+                    f"({sp['min']:.2f}-{sp['max']:.2f}) | {c['fp32']:.4f} / {c['bf16']:.4f} |",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

@@ -97,8 +97,22 @@ def run_prepare(corpus: Path, store: Path, src: Path, cap: float) -> dict:
     """One `sentkit prepare` process: wall seconds, peak memory, whether it finished."""
     res = store.parent / f"{store.name}.rusage.json"
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    argv = [sys.executable, "-c", CHILD, str(res), "-q", "prepare", "--corpus", str(corpus), "--out", str(store),
-            "--num-anchors", "1", "--max-span-len", "64"]
+    argv = [
+        sys.executable,
+        "-c",
+        CHILD,
+        str(res),
+        "-q",
+        "prepare",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(store),
+        "--num-anchors",
+        "1",
+        "--max-span-len",
+        "64",
+    ]
     t0 = time.perf_counter()
     log = store.parent / f"{store.name}.log"
     with open(log, "w") as logf:  # a file, not a pipe: a full pipe would stall the process
@@ -153,14 +167,21 @@ def main() -> None:
     ap.add_argument("--shapes", default="file,folder")
     ap.add_argument("--cap", type=float, default=0.0, help="stop a run after this many seconds (0: never)")
     ap.add_argument("--cap-from", type=int, default=0, help="apply --cap only to sizes of at least this many MB")
-    ap.add_argument("--main-src", default=None, help="also run this src folder (the code before) on the smallest folder")
+    ap.add_argument(
+        "--main-src", default=None, help="also run this src folder (the code before) on the smallest folder"
+    )
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "prepare_memory.json"))
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     shapes = args.shapes.split(",")
     rows = []
-    record = {"benchmark": "prepare_memory", "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "command": "python benchmarks/prepare_memory.py " + " ".join(sys.argv[1:]), "rows": rows}
+    record = {
+        "benchmark": "prepare_memory",
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": "python benchmarks/prepare_memory.py " + " ".join(sys.argv[1:]),
+        "rows": rows,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sentkit-prepare-bench-") as tmp:
@@ -169,8 +190,12 @@ def main() -> None:
             for shape in shapes:
                 corpus = make_corpus(root, shape, mb)
                 cap = args.cap if mb >= args.cap_from else 0.0
-                row = {"size_mb": mb, "shape": shape, "code": "sentkit (streaming)",
-                       **run_prepare(corpus, root / "store", REPO / "src", cap)}
+                row = {
+                    "size_mb": mb,
+                    "shape": shape,
+                    "code": "sentkit (streaming)",
+                    **run_prepare(corpus, root / "store", REPO / "src", cap),
+                }
                 if shape == "file" and "tokenizer_alone_mb_s" not in record:
                     record["tokenizer_alone_mb_s"] = round(tokenizer_alone(corpus), 2)
                 if row["finished"]:
@@ -178,8 +203,10 @@ def main() -> None:
                 if args.main_src and shape == "folder" and mb == min(sizes):
                     ref = run_prepare(corpus, root / "store-main", Path(args.main_src), 0.0)
                     ref["mb_s"] = round(mb / ref["wall_s"], 2)
-                    same = all((root / "store" / n).read_bytes() == (root / "store-main" / n).read_bytes()
-                               for n in ("tokens.bin", "offsets.npy"))
+                    same = all(
+                        (root / "store" / n).read_bytes() == (root / "store-main" / n).read_bytes()
+                        for n in ("tokens.bin", "offsets.npy")
+                    )
                     rows.append({"size_mb": mb, "shape": shape, "code": "before (--main-src)", **ref})
                     row["same_store_as_before"] = same
                     shutil.rmtree(root / "store-main")

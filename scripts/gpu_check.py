@@ -11,10 +11,10 @@ on one GPU, one more check with two or more).
 3. gradient caching with dropout on CUDA generators: the cached step against one graph over the
    same micro-batches and dropout seeds, and against the step without dropout (which must differ);
 4. throughput, one check each (`THROUGHPUT`): the matmul rate of the GPU against its datasheet,
-   `encode`, and the training steps of DeCLUTR, SimCSE, MLM and MNTP (a GPT-2 decoder from config), each as a share of the matmul
-   rate of its own dtype measured in the same run ("model FLOPs utilisation"); below its floor
-   the check fails. How the work is counted and why each floor catches a CPU fallback, a silent
-   fp32 or a stall per step: "Throughput floors" below;
+   `encode`, and the training steps of DeCLUTR, SimCSE, MLM and MNTP (a GPT-2 decoder from config),
+   each as a share of the matmul rate of its own dtype measured in the same run ("model FLOPs
+   utilisation"); below its floor the check fails. How the work is counted and why each floor
+   catches a CPU fallback, a silent fp32 or a stall per step: "Throughput floors" below;
 5. 2 processes: a run killed with kill -9 after a checkpoint and resumed, against the same run
    straight (NCCL with 2+ GPUs; gloo with --cpu; skipped with one GPU).
 
@@ -122,8 +122,11 @@ def nvidia_gpus() -> list[str]:
     driver's /proc/driver/nvidia/gpus; [] when neither shows one."""
     try:
         res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-        names = [line.split(":", 1)[1].split("(UUID")[0].strip() for line in res.stdout.splitlines()
-                 if line.startswith("GPU ") and ":" in line]
+        names = [
+            line.split(":", 1)[1].split("(UUID")[0].strip()
+            for line in res.stdout.splitlines()
+            if line.startswith("GPU ") and ":" in line
+        ]
         if res.returncode == 0 and names:
             return names
     except (OSError, subprocess.SubprocessError):
@@ -131,8 +134,11 @@ def nvidia_gpus() -> list[str]:
     gpus = Path("/proc/driver/nvidia/gpus")
     found = []
     for info in sorted(gpus.glob("*/information")) if gpus.is_dir() else []:
-        model = [line.split(":", 1)[1].strip() for line in info.read_text(errors="replace").splitlines()
-                 if line.startswith("Model:")]
+        model = [
+            line.split(":", 1)[1].strip()
+            for line in info.read_text(errors="replace").splitlines()
+            if line.startswith("Model:")
+        ]
         found.append(model[0] if model else info.parent.name)
     return found
 
@@ -142,29 +148,45 @@ def preflight(cpu: bool) -> tuple[int, str] | None:
     try:
         import torch
     except ImportError as e:
-        return MISSING, (f"torch is not installed for {sys.executable} ({e}); install it with `{CUDA_SETUP}` "
-                         "(or plain `bash scripts/setup.sh` for the CPU build)")
+        return MISSING, (
+            f"torch is not installed for {sys.executable} ({e}); install it with `{CUDA_SETUP}` "
+            "(or plain `bash scripts/setup.sh` for the CPU build)"
+        )
     for module in ("numpy", "transformers", "tokenizers", "sentkit.training.loop"):
         try:
             __import__(module)
         except ImportError as e:
-            return MISSING, f"{module.split('.')[0]} cannot be imported ({e}); install sentkit with `bash scripts/setup.sh`"
+            return (
+                MISSING,
+                f"{module.split('.')[0]} cannot be imported ({e}); install sentkit with `bash scripts/setup.sh`",
+            )
     if cpu:
         return None
     gpus = nvidia_gpus()
     if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
         if gpus:
-            return CPU_TORCH, (f"torch {torch.__version__} is a CPU-only build, but this machine has an NVIDIA GPU "
-                               f"({', '.join(sorted(set(gpus)))}); install a CUDA build of torch: `{CUDA_SETUP}`")
-        return NO_GPU, (f"no GPU: no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia) and torch {torch.__version__} "
-                        "is a CPU-only build; run it on a machine with a GPU (or --cpu to try the script itself)")
+            return CPU_TORCH, (
+                f"torch {torch.__version__} is a CPU-only build, but this machine has an NVIDIA GPU "
+                f"({', '.join(sorted(set(gpus)))}); install a CUDA build of torch: `{CUDA_SETUP}`"
+            )
+        return NO_GPU, (
+            f"no GPU: no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia) and torch {torch.__version__} "
+            "is a CPU-only build; run it on a machine with a GPU (or --cpu to try the script itself)"
+        )
     if not torch.cuda.is_available():
-        why = (f"the machine has {', '.join(sorted(set(gpus)))}: check the driver against CUDA {torch.version.cuda} "
-               f"and CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}") if gpus else \
-            "no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia)"
-        return NO_GPU, (f"no GPU: no CUDA GPU is visible to torch {torch.__version__} (CUDA build "
-                        f"{torch.version.cuda or torch.version.hip}); {why}; run it on a machine with a GPU (or --cpu "
-                        "to try the script itself)")
+        why = (
+            (
+                f"the machine has {', '.join(sorted(set(gpus)))}: check the driver against CUDA {torch.version.cuda} "
+                f"and CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}"
+            )
+            if gpus
+            else "no NVIDIA GPU here (nvidia-smi, /proc/driver/nvidia)"
+        )
+        return NO_GPU, (
+            f"no GPU: no CUDA GPU is visible to torch {torch.__version__} (CUDA build "
+            f"{torch.version.cuda or torch.version.hip}); {why}; run it on a machine with a GPU (or --cpu "
+            "to try the script itself)"
+        )
     return None
 
 
@@ -197,8 +219,11 @@ class Sizes:
         self.matmul = 512 if cpu else 8192
         # throughput runs: steps (the second half is measured), batch per method, text lengths
         self.tp_steps = max(self.steps, 8 if cpu else 30)
-        self.tp_batch = ({"declutr": 4, "simcse": 8, "mlm": 8, "mntp": 8} if cpu else
-                         {"declutr": 64, "simcse": 128, "mlm": 128, "mntp": 128})
+        self.tp_batch = (
+            {"declutr": 4, "simcse": 8, "mlm": 8, "mntp": 8}
+            if cpu
+            else {"declutr": 64, "simcse": 128, "mlm": 128, "mntp": 128}
+        )
         self.tp_len = 32 if cpu else 128  # SimCSE's max_len and MLM's / MNTP's seq_len
         self.encode_batch = 32 if cpu else 128
         # precision of the training runs: bf16 asked on the CPU; on a GPU the default ("auto": bf16 where native)
@@ -207,8 +232,11 @@ class Sizes:
         # CPU (tiny model, one thread, CPU time), measured on the project's 2-core machine at load 0.5-5: encode
         # 0.09-0.15, DeCLUTR 0.025-0.035, SimCSE 0.012-0.016, MLM 0.032-0.053 (benchmarks/results/gpu_check): the
         # floors are 0.4-0.5 of the lowest, and above a tenth of the highest (a step slowed 10 times fails)
-        self.floors = ({"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013, "mntp": 0.018} if cpu else
-                       {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10, "mntp": 0.10})
+        self.floors = (
+            {"encode": 0.045, "declutr": 0.010, "simcse": 0.005, "mlm": 0.013, "mntp": 0.018}
+            if cpu
+            else {"encode": 0.15, "declutr": 0.10, "simcse": 0.10, "mlm": 0.10, "mntp": 0.10}
+        )
 
 
 class Workspace:
@@ -243,13 +271,24 @@ class Workspace:
 
         s = self.sizes
         name = "model-dropout" if dropout else "model"
-        return self._once(name, lambda: bert_mlm(self.root / name, hidden=s.hidden, layers=s.layers, heads=s.heads,
-                                                 intermediate=4 * s.hidden, max_positions=512, dropout=dropout))
+        return self._once(
+            name,
+            lambda: bert_mlm(
+                self.root / name,
+                hidden=s.hidden,
+                layers=s.layers,
+                heads=s.heads,
+                intermediate=4 * s.hidden,
+                max_positions=512,
+                dropout=dropout,
+            ),
+        )
 
     @property
     def decoder(self) -> Path:
         """A GPT-2 decoder of the BERT's size built from transformers' default config, random weights, the BERT's
         vocabulary (its [SEP] the end-of-sequence token): `--method clm`'s from-scratch base, what MNTP adapts."""
+
         def make() -> Path:
             import torch
 
@@ -257,9 +296,20 @@ class Workspace:
 
             s, path = self.sizes, self.root / "decoder"
             torch.manual_seed(0)
-            model, tok = scratch_decoder(CLMConfig(
-                corpus=str(self.corpus), out=str(path), model=str(self.model(0.0)), from_scratch=True, family="gpt2",
-                layers=s.layers, hidden=s.hidden, heads=s.heads, intermediate=4 * s.hidden, max_positions=512))
+            model, tok = scratch_decoder(
+                CLMConfig(
+                    corpus=str(self.corpus),
+                    out=str(path),
+                    model=str(self.model(0.0)),
+                    from_scratch=True,
+                    family="gpt2",
+                    layers=s.layers,
+                    hidden=s.hidden,
+                    heads=s.heads,
+                    intermediate=4 * s.hidden,
+                    max_positions=512,
+                )
+            )
             model.save_pretrained(path)
             tok.save_pretrained(path)
             return path
@@ -269,6 +319,7 @@ class Workspace:
     @property
     def store(self) -> Path:
         """The corpus prepared for DeCLUTR (what every training run here shares, `prepared_dir`)."""
+
         def make() -> Path:
             from sentkit.training.loop import train
             from sentkit.training.recipes.declutr import Declutr
@@ -283,10 +334,21 @@ class Workspace:
         from sentkit.training.recipes.declutr import DeclutrConfig
 
         s = self.sizes
-        base: dict[str, Any] = dict(corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.steps,
-                                    batch_size=s.batch, min_span_len=s.spans[0], max_span_len=s.spans[1],
-                                    checkpoint_every=s.steps // 2, log_every=1, progress=False, lr=1e-4,
-                                    device=s.device, prepared_dir=str(self.root / "store"))
+        base: dict[str, Any] = dict(
+            corpus=str(self.corpus),
+            out=str(out),
+            model=str(model),
+            max_steps=s.steps,
+            batch_size=s.batch,
+            min_span_len=s.spans[0],
+            max_span_len=s.spans[1],
+            checkpoint_every=s.steps // 2,
+            log_every=1,
+            progress=False,
+            lr=1e-4,
+            device=s.device,
+            prepared_dir=str(self.root / "store"),
+        )
         return DeclutrConfig(**{**base, **kw})
 
     @property
@@ -295,9 +357,13 @@ class Workspace:
         import torch
 
         s = self.sizes
-        return self._once("matmul rates", lambda: {  # type: ignore[no-any-return]
-            k: matmul_rate(dtype, s.device, s.matmul, clock=s.clock)
-            for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))})
+        return self._once(
+            "matmul rates",
+            lambda: {  # type: ignore[no-any-return]
+                k: matmul_rate(dtype, s.device, s.matmul, clock=s.clock)
+                for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+            },
+        )
 
     def train_config(self, method: str, out: Path, model: Path) -> Any:
         """The config of a throughput run of `method`: the sizes' batch and lengths, `tp_steps`
@@ -306,14 +372,33 @@ class Workspace:
 
         s = self.sizes
         if method == "declutr":
-            return self.config(out, model, batch_size=s.tp_batch[method], max_steps=s.tp_steps,
-                               checkpoint_every=s.tp_steps, precision=s.precision)
-        per_method: dict[str, dict[str, Any]] = {"simcse": {"text_unit": "span", "max_len": s.tp_len},
-                                                 "mlm": {"seq_len": s.tp_len}, "mntp": {"seq_len": s.tp_len}}
+            return self.config(
+                out,
+                model,
+                batch_size=s.tp_batch[method],
+                max_steps=s.tp_steps,
+                checkpoint_every=s.tp_steps,
+                precision=s.precision,
+            )
+        per_method: dict[str, dict[str, Any]] = {
+            "simcse": {"text_unit": "span", "max_len": s.tp_len},
+            "mlm": {"seq_len": s.tp_len},
+            "mntp": {"seq_len": s.tp_len},
+        }
         return method_target(method).config_cls(
-            corpus=str(self.corpus), out=str(out), model=str(model), max_steps=s.tp_steps,
-            batch_size=s.tp_batch[method], checkpoint_every=s.tp_steps, log_every=1, progress=False, lr=1e-4,
-            device=s.device, precision=s.precision, **per_method[method])
+            corpus=str(self.corpus),
+            out=str(out),
+            model=str(model),
+            max_steps=s.tp_steps,
+            batch_size=s.tp_batch[method],
+            checkpoint_every=s.tp_steps,
+            log_every=1,
+            progress=False,
+            lr=1e-4,
+            device=s.device,
+            precision=s.precision,
+            **per_method[method],
+        )
 
 
 def weights(out: Path) -> dict[str, Any]:
@@ -344,12 +429,15 @@ def compare_at_applied(ref: list[dict[str, Any]], got: list[dict[str, Any]]) -> 
     runs reached (a mean: at equal counts a run that skipped steps sees other batches)."""
     a, b = losses_by_applied(ref), losses_by_applied(got)
     common = sorted(set(a) & set(b))
-    tail = common[-max(1, len(common) // 4):]
+    tail = common[-max(1, len(common) // 4) :]
     mean_a, mean_b = (sum(x[k] for k in tail) / len(tail) for x in (a, b))
-    return {"skipped steps": sum(not math.isfinite(float(r["grad_norm"])) for r in got),
-            "first step rel. diff": round(abs(b[0] - a[0]) / abs(a[0]), 5),
-            "last steps compared (applied steps before them)": f"{tail[0]}-{tail[-1]}",
-            "last steps rel. diff": round(abs(mean_b - mean_a) / abs(mean_a), 5), "applied": common[-1]}
+    return {
+        "skipped steps": sum(not math.isfinite(float(r["grad_norm"])) for r in got),
+        "first step rel. diff": round(abs(b[0] - a[0]) / abs(a[0]), 5),
+        "last steps compared (applied steps before them)": f"{tail[0]}-{tail[-1]}",
+        "last steps rel. diff": round(abs(mean_b - mean_a) / abs(mean_a), 5),
+        "applied": common[-1],
+    }
 
 
 @contextlib.contextmanager
@@ -370,8 +458,9 @@ def deterministic() -> Iterator[None]:
         torch.backends.cuda.enable_mem_efficient_sdp(flags[1])
 
 
-def matmul_rate(dtype: Any, device: str, size: int, reps: int = 10, tries: int = 3,
-                clock: Callable[[], float] = time.perf_counter) -> float:
+def matmul_rate(
+    dtype: Any, device: str, size: int, reps: int = 10, tries: int = 3, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Measured FLOP/s of a square matmul of `dtype`: the best of `tries` timings (by `clock`) of
     `reps` products (the best: what the device reaches, not what a busy moment left of it)."""
     import torch
@@ -428,8 +517,13 @@ def train_flops(shape: Shape, lengths: Sequence[int], masked: int = 0) -> float:
 # Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets: (device-name pattern, bf16 tensor cores,
 # float32 without tensor cores); the first pattern that matches `torch.cuda.get_device_name` is used
 DATASHEET: tuple[tuple[str, float, float], ...] = (
-    (r"H100.*PCIe", 756.0, 51.0), (r"H100.*NVL", 835.0, 60.0), (r"\b(G?H100|G?H200)\b", 989.0, 67.0),
-    (r"\bA100\b", 312.0, 19.5), (r"\bL40S\b", 362.0, 91.6), (r"\bL4\b", 121.0, 30.3), (r"\bA10\b", 125.0, 31.2),
+    (r"H100.*PCIe", 756.0, 51.0),
+    (r"H100.*NVL", 835.0, 60.0),
+    (r"\b(G?H100|G?H200)\b", 989.0, 67.0),
+    (r"\bA100\b", 312.0, 19.5),
+    (r"\bL40S\b", 362.0, 91.6),
+    (r"\bL4\b", 121.0, 30.3),
+    (r"\bA10\b", 125.0, 31.2),
 )
 
 
@@ -468,8 +562,10 @@ def parse_slow(value: str, names: Sequence[str]) -> dict[str, float | str]:
         except ValueError:
             number = math.nan
         if not number > 1:
-            raise ValueError(f"{item!r}: the factor must be a number above 1 (each step stretched to that many times "
-                             "its duration), e.g. declutr:10, or sync")
+            raise ValueError(
+                f"{item!r}: the factor must be a number above 1 (each step stretched to that many times "
+                "its duration), e.g. declutr:10, or sync"
+            )
         out[name] = number
     return out
 
@@ -484,9 +580,14 @@ class Probe:
     a sleep on the wall-clock, and a busy wait on a CPU-time clock (a sleep takes no CPU time):
     host work that holds the step up."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter, factor: float = 1.0, skip: int = 0,
-                 shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None,
-                 sync: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        factor: float = 1.0,
+        skip: int = 0,
+        shape_of_call: Callable[[Any, Any], tuple[list[int], int]] | None = None,
+        sync: Callable[[], Any] | None = None,
+    ) -> None:
         self.clock, self.factor, self.skip, self.shape_of_call = clock, factor, skip, shape_of_call
         self.sync = sync  # called after every submodule's forward inside the module's calls (a sync per operation)
         self.synced = 0
@@ -586,8 +687,10 @@ def share_verdict(key: str, share: float, floor: float, what: str) -> dict[str, 
     ok, _ = throughput_verdict({key: share}, {key: floor})
     out: dict[str, Any] = {f"share of the {what}": round(share, 4), "floor": round(floor, 4)}
     if not ok:
-        out["below the floor"] = (f"{key} reached {share:.4f} of the {what}, below its floor {floor:.4f}: a CPU "
-                                  "fallback, a silent fp32 or a stall per step (docs/benchmarks.md, GPU check)")
+        out["below the floor"] = (
+            f"{key} reached {share:.4f} of the {what}, below its floor {floor:.4f}: a CPU "
+            "fallback, a silent fp32 or a stall per step (docs/benchmarks.md, GPU check)"
+        )
     return out
 
 
@@ -636,10 +739,22 @@ def check_resume(ws: Workspace) -> dict[str, Any]:
         train(ws.config(cut, model, resume=True), Declutr)
     a, b, c = (weights(ws.root / f"resume-{n}") for n in ("straight", "again", "cut"))
     same_run, resumed = max_diff(a, b), max_diff(a, c)
-    why = "" if resumed == 0 else (" (two straight runs differ too: a kernel is not deterministic)" if same_run else
-                                   " (a resume bug: two straight runs agree)")
-    return {"ok": resumed == 0.0, "steps": f"{k} + resume + {k} vs {2 * k}",
-            "max diff straight vs straight": same_run, "max diff straight vs resumed": resumed, "note": why.strip()}
+    why = (
+        ""
+        if resumed == 0
+        else (
+            " (two straight runs differ too: a kernel is not deterministic)"
+            if same_run
+            else " (a resume bug: two straight runs agree)"
+        )
+    )
+    return {
+        "ok": resumed == 0.0,
+        "steps": f"{k} + resume + {k} vs {2 * k}",
+        "max diff straight vs straight": same_run,
+        "max diff straight vs resumed": resumed,
+        "note": why.strip(),
+    }
 
 
 def check_grad_cache(ws: Workspace) -> dict[str, Any]:
@@ -656,8 +771,12 @@ def check_grad_cache(ws: Workspace) -> dict[str, Any]:
     scale = max(float(g.abs().max()) for g in oracle.values())
     diff = max(float((cached[n] - oracle[n]).abs().max()) for n in oracle)
     off = max(float((cached[n] - no_drop[n]).abs().max()) for n in oracle)
-    return {"ok": diff <= 1e-4 * scale and off > 1e-3 * scale, "max |grad|": scale,
-            "cached vs one graph": diff, "cached vs dropout off (must differ)": off}
+    return {
+        "ok": diff <= 1e-4 * scale and off > 1e-3 * scale,
+        "max |grad|": scale,
+        "cached vs one graph": diff,
+        "cached vs dropout off (must differ)": off,
+    }
 
 
 def throughput_verdict(shares: dict[str, float], floors: dict[str, float]) -> tuple[bool, list[str]]:
@@ -684,18 +803,27 @@ def check_matmul(ws: Workspace) -> dict[str, Any]:
     """The matmul rates every throughput floor is a share of; on a listed GPU, bf16 at least half the datasheet's."""
     name, rates = device_name(ws.sizes), ws.rates
     sheet = datasheet_peak(name) if ws.sizes.device == "cuda" else None
-    res: dict[str, Any] = {"device": name, "matmul size": ws.sizes.matmul,
-                           "float32 matmul TFLOP/s": round(rates["fp32"] / 1e12, 3),
-                           "bf16 matmul TFLOP/s": round(rates["bf16"] / 1e12, 3)}
+    res: dict[str, Any] = {
+        "device": name,
+        "matmul size": ws.sizes.matmul,
+        "float32 matmul TFLOP/s": round(rates["fp32"] / 1e12, 3),
+        "bf16 matmul TFLOP/s": round(rates["bf16"] / 1e12, 3),
+    }
     if sheet is None:
         return {"ok": True, **res, "note": "not in the datasheet table: the floors use the rates measured here"}
     shares = {k: rates[k] / sheet[k] for k in ("bf16", "fp32")}
-    res.update({"datasheet TFLOP/s (bf16, fp32)": [sheet["bf16"] / 1e12, sheet["fp32"] / 1e12],
-                "bf16 share of the datasheet": round(shares["bf16"], 4),
-                "fp32 share of the datasheet": round(shares["fp32"], 4)})
+    res.update(
+        {
+            "datasheet TFLOP/s (bf16, fp32)": [sheet["bf16"] / 1e12, sheet["fp32"] / 1e12],
+            "bf16 share of the datasheet": round(shares["bf16"], 4),
+            "fp32 share of the datasheet": round(shares["fp32"], 4),
+        }
+    )
     if shares["bf16"] < 0.5:
-        res["below the floor"] = (f"bf16 matmuls reached {shares['bf16']:.3f} of the datasheet's dense peak, below "
-                                  "0.5: the GPU is throttled, shared, a MIG slice, or bf16 runs without tensor cores")
+        res["below the floor"] = (
+            f"bf16 matmuls reached {shares['bf16']:.3f} of the datasheet's dense peak, below "
+            "0.5: the GPU is throttled, shared, a MIG slice, or bf16 runs without tensor cores"
+        )
     return {"ok": shares["bf16"] >= 0.5, **res}
 
 
@@ -746,10 +874,16 @@ def check_encode(ws: Workspace) -> dict[str, Any]:
     shape = Shape.of(enc.model.config)
     rate, tokens, seconds = probe.rate(first, len(probe.times) - 1, lambda lengths, _: forward_flops(shape, lengths))
     verdict = share_verdict("encode", rate / ws.rates["fp32"], s.floors["encode"], "float32 matmul rate")
-    return {"ok": "below the floor" not in verdict, "batches measured": len(probe.times) - 1 - first,
-            "tokens/s": round(tokens / seconds), "model TFLOP/s": round(rate / 1e12, 4), **verdict,
-            **peak_shares(ws, rate, "fp32"), "Linear output dtypes": sorted(probe.dtypes),
-            **slow_report(probe)}
+    return {
+        "ok": "below the floor" not in verdict,
+        "batches measured": len(probe.times) - 1 - first,
+        "tokens/s": round(tokens / seconds),
+        "model TFLOP/s": round(rate / 1e12, 4),
+        **verdict,
+        **peak_shares(ws, rate, "fp32"),
+        "Linear output dtypes": sorted(probe.dtypes),
+        **slow_report(probe),
+    }
 
 
 def check_train(ws: Workspace, method: str) -> dict[str, Any]:
@@ -777,13 +911,22 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
     verdict = share_verdict(method, rate / rates["bf16"], floor, "bf16 matmul rate")
     if probe.dtypes != {"bfloat16"}:
         got = ", ".join(sorted(probe.dtypes)) or "nothing"
-        verdict["not bf16"] = (f"the step's Linear layers gave {got} where bf16 was asked (precision={cfg.precision}): "
-                               "autocast was not applied")
-    return {"ok": "not bf16" not in verdict and "below the floor" not in verdict, "precision asked": cfg.precision,
-            "Linear output dtypes": sorted(probe.dtypes), "steps measured": f"{half + 1}-{n - 1} of {n}",
-            "tokens per step": round(tokens / (n - 1 - half)), "tokens/s": round(tokens / seconds),
-            "model TFLOP/s": round(rate / 1e12, 4), **verdict, **peak_shares(ws, rate, "bf16"),
-            **slow_report(probe)}
+        verdict["not bf16"] = (
+            f"the step's Linear layers gave {got} where bf16 was asked (precision={cfg.precision}): "
+            "autocast was not applied"
+        )
+    return {
+        "ok": "not bf16" not in verdict and "below the floor" not in verdict,
+        "precision asked": cfg.precision,
+        "Linear output dtypes": sorted(probe.dtypes),
+        "steps measured": f"{half + 1}-{n - 1} of {n}",
+        "tokens per step": round(tokens / (n - 1 - half)),
+        "tokens/s": round(tokens / seconds),
+        "model TFLOP/s": round(rate / 1e12, 4),
+        **verdict,
+        **peak_shares(ws, rate, "bf16"),
+        **slow_report(probe),
+    }
 
 
 def check_two_processes(ws: Workspace) -> dict[str, Any]:
@@ -794,8 +937,12 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
     _ = ws.store  # prepared once, before two processes start on it
 
     def job(name: str, **kw: Any) -> dict[str, Any]:
-        cfg = ws.config(ws.root / f"procs-{name}", model, device="cpu" if ws.sizes.cpu else "auto",
-                        **{k: v for k, v in kw.items() if k != "kill_at"})
+        cfg = ws.config(
+            ws.root / f"procs-{name}",
+            model,
+            device="cpu" if ws.sizes.cpu else "auto",
+            **{k: v for k, v in kw.items() if k != "kill_at"},
+        )
         return {"method": "declutr", "config": to_dict(cfg), **({"kill_at": kw["kill_at"]} if "kill_at" in kw else {})}
 
     worker = SCRIPTS / "train_worker.py"
@@ -805,16 +952,29 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
     second = torchrun(worker, json.dumps({"jobs": [job("cut", resume=True)]}), timeout=600)
     backend = "gloo (CPU)" if ws.sizes.cpu else "nccl"
     if second.returncode != 0 or not killed:
-        return {"ok": False, "backend": backend, "killed launch exit": first.returncode,
-                "resume exit": second.returncode, "stderr": (second.stderr or first.stderr)[-1500:]}
+        return {
+            "ok": False,
+            "backend": backend,
+            "killed launch exit": first.returncode,
+            "resume exit": second.returncode,
+            "stderr": (second.stderr or first.stderr)[-1500:],
+        }
     diff = max_diff(weights(ws.root / "procs-straight"), weights(ws.root / "procs-cut"))
-    return {"ok": diff <= 1e-6, "backend": backend, "killed rank reported": killed,
-            "max diff straight vs killed+resumed": diff, "bit for bit": diff == 0.0}
+    return {
+        "ok": diff <= 1e-6,
+        "backend": backend,
+        "killed rank reported": killed,
+        "max diff straight vs killed+resumed": diff,
+        "bit for bit": diff == 0.0,
+    }
 
 
 CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
-    "precision": check_precision, "resume": check_resume, "grad_cache": check_grad_cache,
-    "matmul": check_matmul, "encode": check_encode,
+    "precision": check_precision,
+    "resume": check_resume,
+    "grad_cache": check_grad_cache,
+    "matmul": check_matmul,
+    "encode": check_encode,
     **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm", "mntp")},
     "two_procs": check_two_processes,
 }
@@ -825,8 +985,13 @@ THROUGHPUT = ("encode", "declutr", "simcse", "mlm", "mntp")  # the checks SENTKI
 def gpu_facts() -> dict[str, Any]:
     import torch
 
-    facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-                             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
     if torch.cuda.is_available():
         facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         facts["bf16 native"] = torch.cuda.is_bf16_supported(including_emulation=False)
@@ -863,8 +1028,12 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     gpus = 0 if args.cpu else torch.cuda.device_count()
-    results: dict[str, Any] = {"machine": gpu_facts(), "mode": "cpu" if args.cpu else "gpu", "finished": False,
-                               "checks": {}}
+    results: dict[str, Any] = {
+        "machine": gpu_facts(),
+        "mode": "cpu" if args.cpu else "gpu",
+        "finished": False,
+        "checks": {},
+    }
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-runs-", dir=out))
     try:
@@ -900,25 +1069,37 @@ def _run(args: argparse.Namespace) -> int:
     results.update(finished=True, seconds=round(time.perf_counter() - started, 1))
     write_json(out / "gpu_check.json", results)
     failed = [n for n, r in results["checks"].items() if r["ok"] is False]
-    print(f"{len(results['checks']) - len(failed)} of {len(results['checks'])} checks passed or skipped in "
-          f"{results['seconds']} s; results in {out / 'gpu_check.json'}" + (f"; the runs in {work}" if args.keep else ""))
+    print(
+        f"{len(results['checks']) - len(failed)} of {len(results['checks'])} checks passed or skipped in "
+        f"{results['seconds']} s; results in {out / 'gpu_check.json'}" + (f"; the runs in {work}" if args.keep else "")
+    )
     return FAILED if failed else PASSED
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
-                                 epilog="Exit status: 0 passed, 1 a check failed, 2 bad command line, 3 no GPU, "
-                                 "4 no Python environment, 5 a package missing, 6 a CPU-only torch on a GPU machine. "
-                                 "SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,...] (NAME one of "
-                                 f"{', '.join(THROUGHPUT)}) stretches that check's steps FACTOR times: its floor "
-                                 "must fail it.")
-    ap.add_argument("--cpu", action="store_true", help="every check that runs on a CPU, with a tiny model (tests the script)")
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="Exit status: 0 passed, 1 a check failed, 2 bad command line, 3 no GPU, "
+        "4 no Python environment, 5 a package missing, 6 a CPU-only torch on a GPU machine. "
+        "SENTKIT_GPU_CHECK_SLOW=NAME:FACTOR[,...] (NAME one of "
+        f"{', '.join(THROUGHPUT)}) stretches that check's steps FACTOR times: its floor "
+        "must fail it.",
+    )
+    ap.add_argument(
+        "--cpu", action="store_true", help="every check that runs on a CPU, with a tiny model (tests the script)"
+    )
     ap.add_argument("--steps", type=int, default=None, help="training steps per run (even; default 20, --cpu 4)")
-    ap.add_argument("--out", default=None, help="folder for gpu_check.json and the runs' folders "
-                    "(default: $OUT when set, else <temp>/sentkit-gpu-check)")
-    ap.add_argument("--keep", action="store_true", help="keep the runs' folders (models, checkpoints, metrics) under --out")
-    ap.add_argument("--only", default=None, metavar="CHECK[,CHECK]",
-                    help=f"run only these checks (of {', '.join(CHECKS)})")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="folder for gpu_check.json and the runs' folders (default: $OUT when set, else <temp>/sentkit-gpu-check)",
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the runs' folders (models, checkpoints, metrics) under --out"
+    )
+    ap.add_argument(
+        "--only", default=None, metavar="CHECK[,CHECK]", help=f"run only these checks (of {', '.join(CHECKS)})"
+    )
     args = ap.parse_args(argv)
     if args.steps is not None and (args.steps < 2 or args.steps % 2):
         ap.error("--steps must be an even number of at least 2")

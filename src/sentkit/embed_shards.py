@@ -64,11 +64,15 @@ class Shard:
         try:
             i, n = (int(x) for x in text.split("/"))
         except ValueError:
-            raise ConfigError(f"--shard must be I/N (shard I of N, counted from 0), e.g. --shard 0/4; got {text!r}") from None
+            raise ConfigError(
+                f"--shard must be I/N (shard I of N, counted from 0), e.g. --shard 0/4; got {text!r}"
+            ) from None
         if n < 1:
             raise ConfigError(f"--shard {text}: N is the number of shards and must be at least 1 (e.g. --shard 0/4)")
         if not 0 <= i < n:
-            raise ConfigError(f"--shard {text}: I must be at least 0 and less than N (shards 0/{n} to {max(n, 1) - 1}/{n})")
+            raise ConfigError(
+                f"--shard {text}: I must be at least 0 and less than N (shards 0/{n} to {max(n, 1) - 1}/{n})"
+            )
         return cls(i, n)
 
     @classmethod
@@ -154,8 +158,10 @@ def finished(dst: Path, settings: dict[str, Any]) -> str | None:
         return None
     if differences({k: record.get(k) for k in settings}, settings):
         return None
-    return (f"--output {dst} is complete: {settings.get('rows')} embeddings of this input by this model were "
-            "written before; nothing to do")
+    return (
+        f"--output {dst} is complete: {settings.get('rows')} embeddings of this input by this model were "
+        "written before; nothing to do"
+    )
 
 
 def is_parts_folder(folder: Path, fmt: str = FORMAT) -> bool:
@@ -171,20 +177,33 @@ def check_parts_folder(folder: Path, what: str, fmt: str = FORMAT) -> None:
     if not folder.exists():
         return
     if not folder.is_dir():
-        raise PathError(17, "is a file; a sharded run needs that name for its folder of parts (move the file away)",
-                        what, folder)
+        raise PathError(
+            17, "is a file; a sharded run needs that name for its folder of parts (move the file away)", what, folder
+        )
     if is_parts_folder(folder, fmt):
         return
     theirs = [p.name for p in folder.iterdir() if not is_stale_temp(p, untagged=False)]
     if theirs:
-        raise PathError(17, f"is a folder of other files ({', '.join(sorted(theirs)[:4])}); give another --output",
-                        what, folder)
+        raise PathError(
+            17, f"is a folder of other files ({', '.join(sorted(theirs)[:4])}); give another --output", what, folder
+        )
 
 
 # ----------------------------------------------------------------------------- one shard
-def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: int, dim: int,
-                encode: Callable[[list[str]], np.ndarray], write_part: PartWriter, *, block: int, dtype: str,
-                settings: dict[str, Any], progress: bool = True) -> str:
+def embed_shard(
+    dst: Path,
+    shard: Shard,
+    texts: Callable[[], Iterator[str]],
+    n: int,
+    dim: int,
+    encode: Callable[[list[str]], np.ndarray],
+    write_part: PartWriter,
+    *,
+    block: int,
+    dtype: str,
+    settings: dict[str, Any],
+    progress: bool = True,
+) -> str:
     """Embed shard `shard` of the `n` texts that `texts()` yields into the parts of `dst`, then join
     the parts if every one is there. `settings` (the model's `content_id`, the input's hash, ...)
     must match those of parts already written; a `model_name` entry is recorded, not compared.
@@ -196,8 +215,16 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
     plan = PartsPlan(n, block)
     folder = parts_folder(dst)
     suffix = dst.suffix.lower()
-    manifest = {"format": FORMAT, "output": dst.name, "rows": n, "block": block, "dim": dim, "dtype": dtype,
-                **settings, "parts": [{"file": plan.name(k, suffix), "rows": list(plan.span(k))} for k in range(plan.count)]}
+    manifest = {
+        "format": FORMAT,
+        "output": dst.name,
+        "rows": n,
+        "block": block,
+        "dim": dim,
+        "dtype": dtype,
+        **settings,
+        "parts": [{"file": plan.name(k, suffix), "rows": list(plan.span(k))} for k in range(plan.count)],
+    }
     with output_lock(dst):
         done = finished(dst, {k: v for k, v in manifest.items() if k not in ("parts", "dim", "format", "output")})
         if done is not None:  # a run that another shard completed while this one loaded its model
@@ -209,8 +236,13 @@ def embed_shard(dst: Path, shard: Shard, texts: Callable[[], Iterator[str]], n: 
     todo = [k for k in mine if not (folder / plan.name(k, suffix)).is_file()]
     rows = sum(plan.span(k)[1] - plan.span(k)[0] for k in todo)
     if len(todo) < len(mine):
-        log.info("shard %s: %d of its %d parts were written before; embedding the other %d", shard,
-                 len(mine) - len(todo), len(mine), len(todo))
+        log.info(
+            "shard %s: %d of its %d parts were written before; embedding the other %d",
+            shard,
+            len(mine) - len(todo),
+            len(mine),
+            len(todo),
+        )
     with tqdm(total=rows, desc=f"embed {shard}", unit="text", disable=not progress) as bar:
         for k, chunk in _part_texts(texts(), plan, todo):
             vectors = encode(chunk)
@@ -244,8 +276,10 @@ def _open_folder(dst: Path, folder: Path, manifest: dict[str, Any]) -> None:
         return
     diff = differences(old, manifest)
     if diff:
-        raise ConfigError(f"--output {dst}: {folder} holds parts of an embedding run with other settings "
-                          f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again")
+        raise ConfigError(
+            f"--output {dst}: {folder} holds parts of an embedding run with other settings "
+            f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again"
+        )
 
 
 def _part_texts(rows: Iterator[str], plan: PartsPlan, todo: list[int]) -> Iterator[tuple[int, list[str]]]:
@@ -274,8 +308,10 @@ def _part_texts(rows: Iterator[str], plan: PartsPlan, todo: list[int]) -> Iterat
     if start == end:  # the one empty part of an empty input
         yield k, []
         return
-    raise ConfigError(f"the input has {seen} texts now, but part {k} needs texts {start}-{end}: it changed while it "
-                      "was being embedded; run again")
+    raise ConfigError(
+        f"the input has {seen} texts now, but part {k} needs texts {start}-{end}: it changed while it "
+        "was being embedded; run again"
+    )
 
 
 def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard) -> str:
@@ -284,8 +320,10 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
         return f"shard {shard}: done; {dst} was already written"
     missing = [k for k in range(plan.count) if not (folder / plan.name(k, suffix)).is_file()]
     if missing:
-        return (f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
-                f"shards (in {folder}); the last shard to finish writes {dst}")
+        return (
+            f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
+            f"shards (in {folder}); the last shard to finish writes {dst}"
+        )
     if suffix == ".parquet":
         from sentkit.io import atomic_write_text
 
@@ -297,8 +335,11 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
     join_npy(folder, [plan.name(k, suffix) for k in range(plan.count)], dst, plan.rows)
     st = dst.stat()
     record = {k: v for k, v in (read_manifest(folder) or {}).items() if k != "parts"}
-    atomic_write_text(record_path(dst), json.dumps(
-        {**record, "complete": True, "written": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}}, indent=1) + "\n")
+    atomic_write_text(
+        record_path(dst),
+        json.dumps({**record, "complete": True, "written": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}}, indent=1)
+        + "\n",
+    )
     remove_parts(folder)
     return f"wrote {plan.rows} embeddings to {dst} (joined from {plan.count} parts)"
 
@@ -325,14 +366,19 @@ def join_npy(folder: Path, names: list[str], dst: Path, rows: int, chunk_bytes: 
     written = 0
     with atomic_path(dst) as tmp, open(tmp, "wb") as f:
         np.lib.format.write_array_header_1_0(
-            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (rows, dim)})
+            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (rows, dim)}
+        )
         for name in names:
             part = np.load(folder / name, mmap_mode="r")
             if part.ndim != 2 or part.shape[1] != dim or part.dtype != dtype:
-                raise ConfigError(f"{folder / name}: shape {part.shape} {part.dtype}, expected [*, {dim}] {dtype}; "
-                                  f"remove {folder} and run again")
+                raise ConfigError(
+                    f"{folder / name}: shape {part.shape} {part.dtype}, expected [*, {dim}] {dtype}; "
+                    f"remove {folder} and run again"
+                )
             for s in range(0, len(part), step):
                 f.write(np.ascontiguousarray(part[s : s + step]).tobytes())
             written += len(part)
         if written != rows:
-            raise ConfigError(f"the parts in {folder} hold {written} rows, the input {rows}; remove {folder} and run again")
+            raise ConfigError(
+                f"the parts in {folder} hold {written} rows, the input {rows}; remove {folder} and run again"
+            )

@@ -30,7 +30,9 @@ class Encoder(Protocol):
     ``[dim]`` (sentence-transformers' convention); an item that is not ``str`` raises TypeError
     naming its index. Encoders may take more keyword arguments of their own."""
 
-    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray: ...
+    def encode(
+        self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False
+    ) -> np.ndarray: ...
 
 
 @runtime_checkable
@@ -57,7 +59,9 @@ class CallableEncoder:
         items, single = as_text_list(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        parts = [check_embeddings(self.fn(list(b)), len(b), what=f"encoder {self.name}") for b in batched(items, batch_size)]
+        parts = [
+            check_embeddings(self.fn(list(b)), len(b), what=f"encoder {self.name}") for b in batched(items, batch_size)
+        ]
         if not parts:
             out = np.zeros((0, 0), dtype=np.float32)
         else:
@@ -115,9 +119,7 @@ def as_encoder(obj: Any) -> Encoder:
         return obj if takes_encoder_arguments(obj.encode) else TextsOnlyEncoder(obj)  # type: ignore[no-any-return]
     if callable(obj):
         return CallableEncoder(obj)
-    raise TypeError(
-        f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}"
-    )
+    raise TypeError(f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}")
 
 
 def as_text_list(texts: Any) -> tuple[list[str], bool]:
@@ -227,14 +229,21 @@ def check_prompts(prompts: Any, default_prompt_name: str | None, *, where: str =
     if default_prompt_name is not None and default_prompt_name not in known:
         from sentkit.registry import suggest
 
-        raise ConfigError(f"default_prompt_name {default_prompt_name!r} is not one of the prompts ({', '.join(known)})."
-                          f"{suggest(default_prompt_name, known)} Name one of them (--prompt-name), or give the text "
-                          "itself (--prompt TEXT)")
+        raise ConfigError(
+            f"default_prompt_name {default_prompt_name!r} is not one of the prompts ({', '.join(known)})."
+            f"{suggest(default_prompt_name, known)} Name one of them (--prompt-name), or give the text "
+            "itself (--prompt TEXT)"
+        )
     return out
 
 
-def resolve_prompt(prompts: dict[str, str], default_prompt_name: str | None, *,
-                   prompt_name: str | None = None, prompt: str | None = None) -> str | None:
+def resolve_prompt(
+    prompts: dict[str, str],
+    default_prompt_name: str | None,
+    *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> str | None:
     """The prompt text ``encode(prompt_name=..., prompt=...)`` prepends, as sentence-transformers picks
     it: an explicit `prompt` wins (over `prompt_name` too); else the text of `prompt_name`; else the
     default prompt's text; None when no prompt applies. "query" and "document" are always known
@@ -246,9 +255,11 @@ def resolve_prompt(prompts: dict[str, str], default_prompt_name: str | None, *,
         if prompt_name not in known:
             from sentkit.registry import suggest
 
-            raise ConfigError(f"unknown prompt name {prompt_name!r}: the model's prompts are "
-                              f"{', '.join(sorted(known))}.{suggest(prompt_name, sorted(known))} Pass one of them, "
-                              "or give the text itself with --prompt TEXT (prompt=... in Python)")
+            raise ConfigError(
+                f"unknown prompt name {prompt_name!r}: the model's prompts are "
+                f"{', '.join(sorted(known))}.{suggest(prompt_name, sorted(known))} Pass one of them, "
+                "or give the text itself with --prompt TEXT (prompt=... in Python)"
+            )
         return known[prompt_name]
     if default_prompt_name is not None:
         return known.get(default_prompt_name)
@@ -282,8 +293,14 @@ def takes_prompts(encoder: Any) -> bool:
     return "prompt_name" in params and "prompt" in params
 
 
-def encode_with_prompt(encoder: Any, texts: str | Sequence[str], *, prompt_name: str | None = None,
-                       prompt: str | None = None, **kwargs: Any) -> np.ndarray:
+def encode_with_prompt(
+    encoder: Any,
+    texts: str | Sequence[str],
+    *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    **kwargs: Any,
+) -> np.ndarray:
     """``encoder.encode(texts, **kwargs)`` with a prompt, for any encoder: one that takes prompts gets
     `prompt_name` / `prompt`; any other gets the resolved prompt's text prepended to every text (an
     encoder without prompts knows only ST's empty "query" and "document")."""
@@ -304,7 +321,9 @@ def prompt_used(encoder: Any, *, prompt_name: str | None = None, prompt: str | N
     return resolve_prompt(*prompts_of(encoder), prompt_name=prompt_name, prompt=prompt)
 
 
-def prompted_fingerprint(fingerprint: str | None, prompt_text: str | None, *, include_prompt: bool = True) -> str | None:
+def prompted_fingerprint(
+    fingerprint: str | None, prompt_text: str | None, *, include_prompt: bool = True
+) -> str | None:
     """An embedding-cache key for vectors encoded with `prompt_text`: `fingerprint` itself when there is
     no prompt (so caches of unprompted runs stay valid), else a hash of both."""
     if fingerprint is None or not prompt_text:
@@ -318,18 +337,32 @@ class PromptedEncoder:
     prepended to every text before the wrapped encoder sees it. Other attributes (``fingerprint``,
     ``dim``, ...) are the wrapped encoder's: caches key on the prompt text used (`prompted_fingerprint`)."""
 
-    def __init__(self, encoder: Any, prompts: dict[str, str] | None = None, default_prompt_name: str | None = None) -> None:
+    def __init__(
+        self, encoder: Any, prompts: dict[str, str] | None = None, default_prompt_name: str | None = None
+    ) -> None:
         self.wrapped = encoder
         self.prompts = check_prompts(prompts, default_prompt_name)
         self.default_prompt_name = default_prompt_name
 
-    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False,
-               prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any) -> np.ndarray:
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        *,
+        show_progress: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
         text = resolve_prompt(self.prompts, self.default_prompt_name, prompt_name=prompt_name, prompt=prompt)
         items, single = as_text_list(texts)
         if text:
             items = [text + t for t in items]
-        args = {"batch_size": batch_size, "show_progress": show_progress} if takes_encoder_arguments(self.wrapped.encode) else {}
+        args = (
+            {"batch_size": batch_size, "show_progress": show_progress}
+            if takes_encoder_arguments(self.wrapped.encode)
+            else {}
+        )
         out = np.asarray(self.wrapped.encode(items, **args, **kwargs))
         return out[0] if single else out
 
@@ -343,14 +376,24 @@ class PromptedEncoder:
 PROMPT_CUSTOM = "custom"  # the prompt name `--prompt TEXT` is given under where a default is needed (evaluate)
 
 
-def add_prompt_flags(p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any") -> None:
+def add_prompt_flags(
+    p: Any, *, what: str = "every text", default: str = "the model's default_prompt_name, if any"
+) -> None:
     """`--prompt-name NAME` / `--prompt TEXT`, the same on every command that encodes (docs/evaluation.md,
     "Prompts")."""
-    p.add_argument("--prompt-name", default=None, metavar="NAME",
-                   help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
-                   f"{what}; default: {default}")
-    p.add_argument("--prompt", default=None, metavar="TEXT",
-                   help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)")
+    p.add_argument(
+        "--prompt-name",
+        default=None,
+        metavar="NAME",
+        help=f"prepend the model's prompt NAME (from its config_sentence_transformers.json, e.g. query) to "
+        f"{what}; default: {default}",
+    )
+    p.add_argument(
+        "--prompt",
+        default=None,
+        metavar="TEXT",
+        help=f"prepend TEXT to {what} (wins over --prompt-name, as in sentence-transformers)",
+    )
 
 
 def prompt_load_kwargs(args: Any) -> dict[str, Any]:

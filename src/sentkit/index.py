@@ -69,12 +69,16 @@ class IndexSettings:
                 raise ConfigError(f"index setting {name} must be >= 1, got {getattr(self, name)}")
         for name in ("nlist", "nprobe"):
             if getattr(self, name) < 0:
-                raise ConfigError(f"index setting {name} must be >= 0 (0: chosen from the size), got {getattr(self, name)}")
+                raise ConfigError(
+                    f"index setting {name} must be >= 0 (0: chosen from the size), got {getattr(self, name)}"
+                )
         if self.codes not in CODES:
             from sentkit.registry import suggest
 
-            raise ConfigError(f"index setting codes: unknown {self.codes!r}.{suggest(self.codes, list(CODES))} "
-                              f"Known: {', '.join(CODES)}")
+            raise ConfigError(
+                f"index setting codes: unknown {self.codes!r}.{suggest(self.codes, list(CODES))} "
+                f"Known: {', '.join(CODES)}"
+            )
 
 
 # code name -> faiss ScalarQuantizer attribute
@@ -112,16 +116,21 @@ def open_vectors(path: str | Path, what: str = "--input") -> np.ndarray:
     if not p.is_file():
         raise VectorIndexError(f"{what} {p}: no such file; give the .npy that `sentkit embed --output X.npy` wrote")
     if p.suffix.lower() != ".npy":
-        raise VectorIndexError(f"{what} {p}: not a .npy; the index reads embed's .npy output "
-                               "(`sentkit embed --output vectors.npy`)")
+        raise VectorIndexError(
+            f"{what} {p}: not a .npy; the index reads embed's .npy output (`sentkit embed --output vectors.npy`)"
+        )
     try:
         x = np.load(p, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
-        raise VectorIndexError(f"{what} {p}: not a .npy array ({str(e).splitlines()[0][:120]}); give the .npy "
-                               "that `sentkit embed --output X.npy` wrote") from None
+        raise VectorIndexError(
+            f"{what} {p}: not a .npy array ({str(e).splitlines()[0][:120]}); give the .npy "
+            "that `sentkit embed --output X.npy` wrote"
+        ) from None
     if x.ndim != 2 or x.dtype not in DTYPES or x.shape[0] == 0 or x.shape[1] == 0:
-        raise VectorIndexError(f"{what} {p}: holds a {x.dtype} array of shape {tuple(x.shape)}, not the "
-                               "[n, dim] float32/float16 vectors (n, dim >= 1) of `sentkit embed --output X.npy`")
+        raise VectorIndexError(
+            f"{what} {p}: holds a {x.dtype} array of shape {tuple(x.shape)}, not the "
+            "[n, dim] float32/float16 vectors (n, dim >= 1) of `sentkit embed --output X.npy`"
+        )
     return x
 
 
@@ -136,8 +145,9 @@ def _chunks(x: np.ndarray, chunk: int) -> Any:
 
 
 # ----------------------------------------------------------------------------- building
-def build(vectors: str | Path, out: str | Path, settings: IndexSettings | None = None, *,
-          progress: bool = True) -> dict[str, Any]:
+def build(
+    vectors: str | Path, out: str | Path, settings: IndexSettings | None = None, *, progress: bool = True
+) -> dict[str, Any]:
     """Build the index of the ``.npy`` at ``vectors`` into folder ``out`` (written whole in a
     temporary sibling, then renamed: ``out`` is at every moment the old index or the new one).
     Returns the metadata written to ``index.json``."""
@@ -158,8 +168,9 @@ def build(vectors: str | Path, out: str | Path, settings: IndexSettings | None =
     m = min(n, max(s.train_size, nlist))
     sample = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
     quantizer = faiss.IndexFlatIP(d)
-    index = faiss.IndexIVFScalarQuantizer(quantizer, d, nlist, getattr(faiss.ScalarQuantizer, CODES[s.codes]),
-                                          faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFScalarQuantizer(
+        quantizer, d, nlist, getattr(faiss.ScalarQuantizer, CODES[s.codes]), faiss.METRIC_INNER_PRODUCT
+    )
     index.cp.niter = s.kmeans_iters
     index.cp.seed = s.seed
     index.cp.min_points_per_centroid = 1  # a small file: no warning for few rows per list
@@ -178,9 +189,18 @@ def build(vectors: str | Path, out: str | Path, settings: IndexSettings | None =
             bar.update(len(rows))
     if _file_facts(src) != before:
         raise VectorIndexError(f"--input {src} changed while it was being indexed; run again")
-    meta = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "metric": METRIC, "n": n, "dim": d,
-            "dtype": str(x.dtype), "nlist": nlist, "settings": to_dict(s), "faiss": faiss.__version__,
-            "source": {**before, "sha256": h.hexdigest()}}
+    meta = {
+        "format": INDEX_FORMAT,
+        "version": INDEX_VERSION,
+        "metric": METRIC,
+        "n": n,
+        "dim": d,
+        "dtype": str(x.dtype),
+        "nlist": nlist,
+        "settings": to_dict(s),
+        "faiss": faiss.__version__,
+        "source": {**before, "sha256": h.hexdigest()},
+    }
     remove_stale_temps(dst.parent, dst.name)
     tmp = make_temp_dir(dst)
     try:
@@ -203,8 +223,9 @@ def _check_target(p: Path) -> Path:
     if p.exists() and not p.is_dir():
         raise VectorIndexError(f"--output {p}: is a file; give a folder for the index")
     if p.is_dir() and any(p.iterdir()) and not (p / META_FILE).is_file():
-        raise VectorIndexError(f"--output {p}: exists and is not a sentkit index; give a new folder, or move this one "
-                               "away yourself")
+        raise VectorIndexError(
+            f"--output {p}: exists and is not a sentkit index; give a new folder, or move this one away yourself"
+        )
     if p.is_dir() and set(e.name for e in p.iterdir()) - {INDEX_FILE, META_FILE}:
         raise VectorIndexError(f"--output {p}: is an index but also holds other files; give a new folder")
     return p
@@ -216,11 +237,15 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise VectorIndexError(f"index {d}: not a sentkit index ({type(e).__name__}); build one: "
-                               "sentkit index --input vectors.npy --output DIR") from None
+        raise VectorIndexError(
+            f"index {d}: not a sentkit index ({type(e).__name__}); build one: "
+            "sentkit index --input vectors.npy --output DIR"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != INDEX_FORMAT:
-        raise VectorIndexError(f"index {d}: {META_FILE} is not a sentkit index's; build one: "
-                               "sentkit index --input vectors.npy --output DIR")
+        raise VectorIndexError(
+            f"index {d}: {META_FILE} is not a sentkit index's; build one: "
+            "sentkit index --input vectors.npy --output DIR"
+        )
     return meta
 
 
@@ -251,19 +276,26 @@ class VectorIndex:
         src = Path(vectors) if vectors is not None else Path(self.meta["source"]["path"])
         why = stale_reason(self.meta, src) if check else None
         if why is not None:
-            raise VectorIndexError(f"index {self.folder} is stale: {why}; rebuild it: sentkit index --input {src} "
-                                   f"--output {self.folder}")
+            raise VectorIndexError(
+                f"index {self.folder} is stale: {why}; rebuild it: sentkit index --input {src} --output {self.folder}"
+            )
         self.vectors = open_vectors(src, what="vectors")
         if tuple(self.vectors.shape) != (self.meta["n"], self.meta["dim"]):
-            raise VectorIndexError(f"index {self.folder} holds {self.meta['n']} x {self.meta['dim']} vectors, {src} "
-                                   f"{self.vectors.shape[0]} x {self.vectors.shape[1]}; rebuild it: sentkit index "
-                                   f"--input {src} --output {self.folder}")
+            raise VectorIndexError(
+                f"index {self.folder} holds {self.meta['n']} x {self.meta['dim']} vectors, {src} "
+                f"{self.vectors.shape[0]} x {self.vectors.shape[1]}; rebuild it: sentkit index "
+                f"--input {src} --output {self.folder}"
+            )
         try:
             self.index = faiss.read_index(str(self.folder / INDEX_FILE))
         except RuntimeError as e:  # faiss's own error for a torn or missing file
-            raise VectorIndexError(f"index {self.folder}: {INDEX_FILE} cannot be read ({str(e).splitlines()[0][:100]}); "
-                                   f"rebuild it: sentkit index --input {src} --output {self.folder}") from None
-        self.settings = from_dict(IndexSettings, dict(self.meta.get("settings", {})), where=str(self.folder / META_FILE))
+            raise VectorIndexError(
+                f"index {self.folder}: {INDEX_FILE} cannot be read ({str(e).splitlines()[0][:100]}); "
+                f"rebuild it: sentkit index --input {src} --output {self.folder}"
+            ) from None
+        self.settings = from_dict(
+            IndexSettings, dict(self.meta.get("settings", {})), where=str(self.folder / META_FILE)
+        )
         self.nprobe = self.settings.nprobe or auto_nprobe(int(self.meta["nlist"]))  # lists a query probes by default
         self.index.nprobe = self.nprobe
 
@@ -274,14 +306,17 @@ class VectorIndex:
     def dim(self) -> int:
         return int(self.meta["dim"])
 
-    def search(self, queries: Any, k: int = 10, *, nprobe: int | None = None,
-               candidates: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Any, k: int = 10, *, nprobe: int | None = None, candidates: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k cosine for query vectors [m, dim]: (int64 [m, k'], float32 [m, k']), best first,
         k' = min(k, n); the scores are exact (re-ranked from the vectors)."""
         q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
         if q.shape[1] != self.dim:
-            raise VectorIndexError(f"queries are {q.shape[1]}-dimensional, the index {self.folder} {self.dim}-dimensional: "
-                                   "encode them with the model that made its vectors")
+            raise VectorIndexError(
+                f"queries are {q.shape[1]}-dimensional, the index {self.folder} {self.dim}-dimensional: "
+                "encode them with the model that made its vectors"
+            )
         k = min(int(k), len(self))
         if k < 1:
             raise VectorIndexError(f"k must be >= 1, got {k}")
@@ -299,13 +334,17 @@ class VectorIndex:
 
 
 # ----------------------------------------------------------------------------- exact and the entry point
-def exact_search(vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int = 262_144) -> tuple[np.ndarray, np.ndarray]:
+def exact_search(
+    vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int = 262_144
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine top-k over (possibly memory-mapped) rows, ``chunk`` rows at a time."""
     q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
     n = vectors.shape[0]
     if q.shape[1] != vectors.shape[1]:
-        raise VectorIndexError(f"queries are {q.shape[1]}-dimensional, the vectors {vectors.shape[1]}-dimensional: "
-                               "encode them with the model that made the vectors")
+        raise VectorIndexError(
+            f"queries are {q.shape[1]}-dimensional, the vectors {vectors.shape[1]}-dimensional: "
+            "encode them with the model that made the vectors"
+        )
     if n <= chunk:
         return top_k(q @ normalise_rows(vectors).T, k)
     best_i = np.zeros((len(q), 0), np.int64)
@@ -318,9 +357,17 @@ def exact_search(vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int =
     return best_i, best_s
 
 
-def search(queries: Any, k: int = 10, *, vectors: str | Path | np.ndarray, index: str | Path | None = None,
-           encoder: Any = None, exact_below: int | None = None, prompt_name: str | None = None,
-           prompt: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search(
+    queries: Any,
+    k: int = 10,
+    *,
+    vectors: str | Path | np.ndarray,
+    index: str | Path | None = None,
+    encoder: Any = None,
+    exact_below: int | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
     (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given
     (embedded with its query prompt, as ``neighbours`` does, or `prompt_name` / `prompt`).
@@ -337,15 +384,18 @@ def search(queries: Any, k: int = 10, *, vectors: str | Path | np.ndarray, index
     if x.shape[0] < limit:
         return exact_search(x, queries, k)
     if index is None:
-        raise VectorIndexError(f"{x.shape[0]} vectors are past the exact-search limit ({limit}); build an index "
-                               "(sentkit index --input vectors.npy --output DIR) and pass index=DIR")
+        raise VectorIndexError(
+            f"{x.shape[0]} vectors are past the exact-search limit ({limit}); build an index "
+            "(sentkit index --input vectors.npy --output DIR) and pass index=DIR"
+        )
     if not isinstance(vectors, (str, Path)):
         raise VectorIndexError("an index searches the .npy it was built from: pass vectors as its path")
     return VectorIndex(index, vectors).search(queries, k)
 
 
-def ensure(vectors: str | Path, folder: str | Path, settings: IndexSettings | None = None, *,
-           progress: bool = True) -> VectorIndex:
+def ensure(
+    vectors: str | Path, folder: str | Path, settings: IndexSettings | None = None, *, progress: bool = True
+) -> VectorIndex:
     """The index in ``folder`` of ``vectors``, built (or rebuilt, when stale or damaged) first if needed."""
     folder = Path(folder)
     if (folder / META_FILE).is_file():

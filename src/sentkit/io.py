@@ -132,8 +132,8 @@ def _fsync_dir(folder: Path) -> None:
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success it is fsynced, given the user's normal
-    file mode and renamed onto `path` (onto the file it links to, when `path` is a symbolic link). On any error (or Ctrl-C) the temporary file is removed and
-    `path` is left as it was."""
+    file mode and renamed onto `path` (onto the file it links to, when `path` is a symbolic link).
+    On any error (or Ctrl-C) the temporary file is removed and `path` is left as it was."""
     target = Path(path)
     if target.is_symlink():  # write through the link: replace the file it points to, not the link
         target = Path(os.path.realpath(target))
@@ -263,7 +263,11 @@ def _probe(folder: Path, p: Path, what: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(p.name), suffix=TMP_SUFFIX, dir=folder)
     except OSError as e:
-        why = "is on a read-only file system" if e.errno == errno.EROFS else f"cannot create files in {folder} ({e.strerror})"
+        why = (
+            "is on a read-only file system"
+            if e.errno == errno.EROFS
+            else f"cannot create files in {folder} ({e.strerror})"
+        )
         raise PathError(e.errno or errno.EACCES, why, what, p) from None
     os.close(fd)
     with contextlib.suppress(OSError):

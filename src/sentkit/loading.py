@@ -75,8 +75,10 @@ def describe(spec: str | Path) -> str:
     training method's name, a near-miss of a known name, a string that cannot be a hub id)."""
     text = str(spec).strip()
     if not text:
-        raise ConfigError("no model given (an empty name); pass a model folder, a registry name "
-                          f"({', '.join(known_names())}), a Hugging Face id or file.py:attr")
+        raise ConfigError(
+            "no model given (an empty name); pass a model folder, a registry name "
+            f"({', '.join(known_names())}), a Hugging Face id or file.py:attr"
+        )
     if _is_code(text):
         return "code"
     if text.lower() in WORD_VECTORS or text.lower() in WORD_VECTOR_ALIASES:
@@ -93,14 +95,19 @@ def describe(spec: str | Path) -> str:
     if text in method_names():
         raise ConfigError(
             f"{text!r} is a training method, not a model: train one first: sentkit train --method {text} "
-            f"--corpus CORPUS --out DIR, then pass DIR as the model")
+            f"--corpus CORPUS --out DIR, then pass DIR as the model"
+        )
     close = difflib.get_close_matches(text.lower(), [n.lower() for n in known_names()], n=3, cutoff=0.8)
     if close and "/" not in text:
-        raise ConfigError(f"unknown model {text!r}: did you mean {' or '.join(repr(c) for c in close)}? "
-                          f"Known names: {', '.join(known_names())}")
+        raise ConfigError(
+            f"unknown model {text!r}: did you mean {' or '.join(repr(c) for c in close)}? "
+            f"Known names: {', '.join(known_names())}"
+        )
     if not HUB_ID.match(text) or text.startswith((".", "~")):
-        raise ConfigError(f"no model folder {text} (it does not exist){_near(text)}; give a model folder, a registry "
-                          f"name ({', '.join(known_names())}), a Hugging Face id or file.py:attr")
+        raise ConfigError(
+            f"no model folder {text} (it does not exist){_near(text)}; give a model folder, a registry "
+            f"name ({', '.join(known_names())}), a Hugging Face id or file.py:attr"
+        )
     return "hub"
 
 
@@ -110,8 +117,14 @@ def _near(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- load
-def load(spec: str | Path, *, allow_code: bool = True, prompts: dict[str, str] | None = None,
-         default_prompt_name: str | None = None, **kwargs: Any) -> Encoder:
+def load(
+    spec: str | Path,
+    *,
+    allow_code: bool = True,
+    prompts: dict[str, str] | None = None,
+    default_prompt_name: str | None = None,
+    **kwargs: Any,
+) -> Encoder:
     """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
     attention: a decoder's, "causal" or "bidirectional") apply to transformer models only.
     `allow_code=False` refuses `file.py:attr` / `module:attr`.
@@ -139,8 +152,10 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
     kind = describe(text)
     if kind == "code":
         if not allow_code:
-            raise ConfigError(f"model {text!r} names Python code (file.py:attr or module:attr), which runs when it "
-                              "loads: it is accepted from the command line only")
+            raise ConfigError(
+                f"model {text!r} names Python code (file.py:attr or module:attr), which runs when it "
+                "loads: it is accepted from the command line only"
+            )
         _no_settings(text, kwargs)
         return as_encoder(import_attr(text))
     if kind == "word vectors":
@@ -161,9 +176,11 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
 
 
 def _not_on_hub(text: str, why: str) -> ConfigError:
-    return ConfigError(f"cannot load model {text!r}: there is no folder of that name here, it is not a known name "
-                       f"({', '.join(known_names())}), and the Hugging Face hub did not give it ({why}). Check the "
-                       "spelling, or download it where the hub is reachable")
+    return ConfigError(
+        f"cannot load model {text!r}: there is no folder of that name here, it is not a known name "
+        f"({', '.join(known_names())}), and the Hugging Face hub did not give it ({why}). Check the "
+        "spelling, or download it where the hub is reachable"
+    )
 
 
 def _offline_and_not_cached(hub_id: str) -> bool:
@@ -184,15 +201,19 @@ def _reason(e: Exception) -> str:
 
 def _no_settings(text: str, kwargs: dict[str, Any]) -> None:
     if kwargs:
-        raise ConfigError(f"model {text!r} takes no settings (got {', '.join(sorted(kwargs))}); pooling and "
-                          "max_length apply to transformer models")
+        raise ConfigError(
+            f"model {text!r} takes no settings (got {', '.join(sorted(kwargs))}); pooling and "
+            "max_length apply to transformer models"
+        )
 
 
 def _bag_settings(text: str, kwargs: dict[str, Any]) -> None:
     """A model that is not a transformer takes `pooling` alone (applied when it averages word vectors)."""
     if set(kwargs) - {"pooling"}:
-        raise ConfigError(f"model {text!r} takes no {', '.join(sorted(set(kwargs) - {'pooling'}))}; max_length and "
-                          "device apply to transformer models (pooling also to models that average word vectors)")
+        raise ConfigError(
+            f"model {text!r} takes no {', '.join(sorted(set(kwargs) - {'pooling'}))}; max_length and "
+            "device apply to transformer models (pooling also to models that average word vectors)"
+        )
 
 
 def _pooled(encoder: Any, text: str, kwargs: dict[str, Any]) -> Encoder:
@@ -208,8 +229,10 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     try:
         marker = read_marker(p)
     except (ValueError, UnicodeDecodeError) as e:
-        raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not valid JSON ({e}); "
-                          "the folder is damaged, train or copy it again") from None
+        raise ConfigError(
+            f"model folder {p}: its {MARKER_FILE} is not valid JSON ({e}); "
+            "the folder is damaged, train or copy it again"
+        ) from None
     if marker is not None and not isinstance(marker, dict):
         raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
     method = marker.get("method") if marker is not None else None
@@ -219,15 +242,19 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
     # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():
-        raise ConfigError(f"{p} is a folder but not a model folder: it has no {MARKER_FILE} (written by `sentkit "
-                          "train`) and no config.json (transformers, sentence-transformers)")
+        raise ConfigError(
+            f"{p} is a folder but not a model folder: it has no {MARKER_FILE} (written by `sentkit "
+            "train`) and no config.json (transformers, sentence-transformers)"
+        )
     from sentkit.models.encoder import TransformerEncoder
 
     return TransformerEncoder.from_pretrained(str(p), **kwargs)
 
 
-CODE_FORM = ("the form is a .py file path, then ':', then an attribute name (my_encoder.py:MyEncoder), or an "
-             "importable module, ':' and an attribute (package.module:attr)")
+CODE_FORM = (
+    "the form is a .py file path, then ':', then an attribute name (my_encoder.py:MyEncoder), or an "
+    "importable module, ':' and an attribute (package.module:attr)"
+)
 
 
 def import_attr(spec: str) -> Any:
@@ -255,8 +282,9 @@ def import_attr(spec: str) -> Any:
         try:
             module = importlib.import_module(mod_name)
         except ModuleNotFoundError as e:
-            raise ConfigError(f"model {spec}: {mod_name!r} is neither a .py file nor an importable module ({e}); "
-                              f"{CODE_FORM}") from None
+            raise ConfigError(
+                f"model {spec}: {mod_name!r} is neither a .py file nor an importable module ({e}); {CODE_FORM}"
+            ) from None
     if not hasattr(module, attr):
         raise ConfigError(f"model {spec}: module {mod_name!r} has no attribute {attr!r}")
     obj = getattr(module, attr)
@@ -286,8 +314,9 @@ NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "tra
 def is_model_file(rel: Path) -> bool:
     """Whether `rel`, a path inside a model folder, is part of the model: not a cache, a checkpoint, a
     run's bookkeeping or log (`NOT_MODEL_FILES`, ``*.log``), nor hidden (a lock, a temporary)."""
-    return not (rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log")
-                or any(p.startswith(".") for p in rel.parts))
+    return not (
+        rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log") or any(p.startswith(".") for p in rel.parts)
+    )
 
 
 def folder_digest(path: Path) -> str:
@@ -376,8 +405,12 @@ def fingerprint(encoder: Any, name: str) -> str | None:
             settings["attention"] = encoder.attention
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
-        return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[:20]
+        return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[
+            :20
+        ]
     if Path(name).is_dir():
         pooled = f"|pooling={encoder.pooling}" if getattr(encoder, "pooling", None) else ""  # a bag pooled another way
-        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}".encode()).hexdigest()[:20]
+        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}".encode()).hexdigest()[
+            :20
+        ]
     return None

@@ -62,67 +62,95 @@ class MethodEntry:
 
 METHODS: dict[str, MethodEntry] = {
     # transformer recipes (sentkit.training.recipes: a Recipe each, run by the one loop)
-    "declutr": MethodEntry("sentkit.training.recipes.declutr:Declutr",
-                           "DeCLUTR continued pretraining of a masked-LM transformer (spans of one document are "
-                           "positives)"),
-    "mlm": MethodEntry("sentkit.training.recipes.mlm:MLM",
-                       "Masked-LM training (continued or from scratch) on packed sequences; a base for declutr"),
-    "simcse": MethodEntry("sentkit.training.recipes.simcse:SimCSE",
-                          "Unsupervised SimCSE: two dropout views of each text, in-batch negatives"),
-    "tsdae": MethodEntry("sentkit.training.recipes.tsdae:TSDAE",
-                         "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words "
-                         "deleted)"),
-    "mntp": MethodEntry("sentkit.training.recipes.mntp:MNTP",
-                        "Masked next-token prediction of a decoder LM (LLM2Vec's step 2): bidirectional attention, "
-                        "token i predicted from output i-1"),
-    "clm": MethodEntry("sentkit.training.recipes.clm:CLM",
-                       "Causal-LM training (next-token prediction; continued or from scratch) of a decoder on packed "
-                       "sequences; a base for mntp and llm2vec"),
+    "declutr": MethodEntry(
+        "sentkit.training.recipes.declutr:Declutr",
+        "DeCLUTR continued pretraining of a masked-LM transformer (spans of one document are positives)",
+    ),
+    "mlm": MethodEntry(
+        "sentkit.training.recipes.mlm:MLM",
+        "Masked-LM training (continued or from scratch) on packed sequences; a base for declutr",
+    ),
+    "simcse": MethodEntry(
+        "sentkit.training.recipes.simcse:SimCSE",
+        "Unsupervised SimCSE: two dropout views of each text, in-batch negatives",
+    ),
+    "tsdae": MethodEntry(
+        "sentkit.training.recipes.tsdae:TSDAE",
+        "TSDAE: reconstruct a sentence from the pooled vector of its noisy version (60 % of words deleted)",
+    ),
+    "mntp": MethodEntry(
+        "sentkit.training.recipes.mntp:MNTP",
+        "Masked next-token prediction of a decoder LM (LLM2Vec's step 2): bidirectional attention, "
+        "token i predicted from output i-1",
+    ),
+    "clm": MethodEntry(
+        "sentkit.training.recipes.clm:CLM",
+        "Causal-LM training (next-token prediction; continued or from scratch) of a decoder on packed "
+        "sequences; a base for mntp and llm2vec",
+    ),
     # recipes made of other methods (a Method each)
-    "llm2vec": MethodEntry("sentkit.training.llm2vec:LLM2VEC",
-                           "Recipe: LLM2Vec's unsupervised steps on a decoder LM (bidirectional attention, MNTP, then "
-                           "SimCSE on the same corpus), resumable"),
-    "raw-text": MethodEntry("sentkit.training.raw_text:RAW_TEXT",
-                            "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> "
-                            "DeCLUTR with sentence-length spans); with --model, DeCLUTR with those spans on a given "
-                            "base"),
+    "llm2vec": MethodEntry(
+        "sentkit.training.llm2vec:LLM2VEC",
+        "Recipe: LLM2Vec's unsupervised steps on a decoder LM (bidirectional attention, MNTP, then "
+        "SimCSE on the same corpus), resumable",
+    ),
+    "raw-text": MethodEntry(
+        "sentkit.training.raw_text:RAW_TEXT",
+        "Recipe: a sentence encoder from a raw corpus (wordpiece skip-gram -> MLM base -> "
+        "DeCLUTR with sentence-length spans); with --model, DeCLUTR with those spans on a given "
+        "base",
+    ),
     # word vectors for a transformer's input embeddings (an estimator)
-    "wordpiece-skipgram": MethodEntry("sentkit.training.wordpiece_skipgram:WordpieceSkipGram",
-                                      "Mean of skip-gram vectors of a transformer's wordpieces (phase 0 of the "
-                                      "raw-text recipe)"),
+    "wordpiece-skipgram": MethodEntry(
+        "sentkit.training.wordpiece_skipgram:WordpieceSkipGram",
+        "Mean of skip-gram vectors of a transformer's wordpieces (phase 0 of the raw-text recipe)",
+    ),
     # the Hill et al. (2016) models (sentkit.hill: an estimator each)
-    "fastsent": MethodEntry("sentkit.hill.fastsent:FastSent",
-                            "FastSent: sum of word vectors predicting adjacent sentences' words"),
-    "fastsent-ae": MethodEntry("sentkit.hill.fastsent:FastSentAE",
-                               "FastSent+AE: FastSent that also predicts the sentence's own words"),
+    "fastsent": MethodEntry(
+        "sentkit.hill.fastsent:FastSent", "FastSent: sum of word vectors predicting adjacent sentences' words"
+    ),
+    "fastsent-ae": MethodEntry(
+        "sentkit.hill.fastsent:FastSentAE", "FastSent+AE: FastSent that also predicts the sentence's own words"
+    ),
     "sdae": MethodEntry("sentkit.hill.sdae:SDAE", "Sequential denoising autoencoder (GRU/LSTM)"),
     "sae": MethodEntry("sentkit.hill.sdae:SAE", "Sequential autoencoder (SDAE without noise)"),
-    "skipthought": MethodEntry("sentkit.hill.skipthought:SkipThought",
-                               "Uni-skip SkipThought with GloVe vocabulary expansion"),
-    "dictrep-bow": MethodEntry("sentkit.hill.regress:DictRepBOW",
-                               "DictRep BOW: WordNet definitions -> GloVe vector of the word"),
-    "dictrep-rnn": MethodEntry("sentkit.hill.regress:DictRepRNN",
-                               "DictRep RNN: WordNet definitions -> GloVe vector of the word"),
-    "paragraph-vector-dbow": MethodEntry("sentkit.hill.gensim_models:ParagraphVector",
-                                         "Paragraph Vector DBOW (gensim Doc2Vec)"),
-    "paragraph-vector-dm": MethodEntry("sentkit.hill.gensim_models:ParagraphVectorDM",
-                                       "Paragraph Vector DM (gensim Doc2Vec)"),
+    "skipthought": MethodEntry(
+        "sentkit.hill.skipthought:SkipThought", "Uni-skip SkipThought with GloVe vocabulary expansion"
+    ),
+    "dictrep-bow": MethodEntry(
+        "sentkit.hill.regress:DictRepBOW", "DictRep BOW: WordNet definitions -> GloVe vector of the word"
+    ),
+    "dictrep-rnn": MethodEntry(
+        "sentkit.hill.regress:DictRepRNN", "DictRep RNN: WordNet definitions -> GloVe vector of the word"
+    ),
+    "paragraph-vector-dbow": MethodEntry(
+        "sentkit.hill.gensim_models:ParagraphVector", "Paragraph Vector DBOW (gensim Doc2Vec)"
+    ),
+    "paragraph-vector-dm": MethodEntry(
+        "sentkit.hill.gensim_models:ParagraphVectorDM", "Paragraph Vector DM (gensim Doc2Vec)"
+    ),
     "cbow": MethodEntry("sentkit.hill.gensim_models:Word2VecSum", "Sum of CBOW word2vec vectors"),
     "skipgram": MethodEntry("sentkit.hill.gensim_models:SkipGramSum", "Sum of skip-gram word2vec vectors"),
     "tfidf": MethodEntry("sentkit.hill.tfidf:TfidfBOW", "Unigram TF-IDF bag of words (200k words)"),
-    "captionrep": MethodEntry("sentkit.hill.regress:CaptionRep",
-                              "CaptionRep: caption RNN -> image features (bring captions + features)"),
+    "captionrep": MethodEntry(
+        "sentkit.hill.regress:CaptionRep", "CaptionRep: caption RNN -> image features (bring captions + features)"
+    ),
     "nmt": MethodEntry("sentkit.hill.nmt:NMTEncoder", "Encoder of an RNN translation model (bring parallel text)"),
     # averaged word vectors and post-processing of any model (a Method each)
-    "glove-average": MethodEntry("sentkit.models.wordvectors:GLOVE_AVERAGE",
-                                 "Mean of GloVe-50d word vectors (nothing trained; also a model name: --model "
-                                 "glove-average)"),
-    "whiten": MethodEntry("sentkit.training.whiten:WHITEN",
-                          "Whitening of any model's vectors fitted on the corpus (BERT-whitening; saved as a Dense "
-                          "module for transformers)"),
-    "sif": MethodEntry("sentkit.training.sif:SIF_METHOD",
-                       "SIF (Arora et al. 2017) of any averaged-word-vector model: word weights a/(a+p(w)) counted "
-                       "on the corpus, first principal component removed"),
+    "glove-average": MethodEntry(
+        "sentkit.models.wordvectors:GLOVE_AVERAGE",
+        "Mean of GloVe-50d word vectors (nothing trained; also a model name: --model glove-average)",
+    ),
+    "whiten": MethodEntry(
+        "sentkit.training.whiten:WHITEN",
+        "Whitening of any model's vectors fitted on the corpus (BERT-whitening; saved as a Dense "
+        "module for transformers)",
+    ),
+    "sif": MethodEntry(
+        "sentkit.training.sif:SIF_METHOD",
+        "SIF (Arora et al. 2017) of any averaged-word-vector model: word weights a/(a+p(w)) counted "
+        "on the corpus, first principal component removed",
+    ),
 }
 
 
@@ -159,8 +187,9 @@ def method_target(name: str) -> Any:
         raise ValueError(f"method {name!r}: its entry {target!r} is not 'module:attr'")
     obj = getattr(importlib.import_module(module), attr, None)
     if obj is None:
-        raise ValueError(f"method {name!r}: module {module} has no {attr!r} (the entry in sentkit.methods.METHODS "
-                         "names it)")
+        raise ValueError(
+            f"method {name!r}: module {module} has no {attr!r} (the entry in sentkit.methods.METHODS names it)"
+        )
     return obj
 
 
@@ -173,17 +202,23 @@ def get_method(name: str) -> Method:
     elif callable(getattr(obj, "as_method", None)):  # a Recipe or an estimator class
         method = obj.as_method(name)
     else:
-        raise ValueError(f"method {name!r}: {_where(entry)} is neither a Method nor a class with as_method "
-                         "(a Recipe or an estimator)")
+        raise ValueError(
+            f"method {name!r}: {_where(entry)} is neither a Method nor a class with as_method "
+            "(a Recipe or an estimator)"
+        )
     if method.name != name:
-        raise ValueError(f"method {name!r}: {_where(entry)} calls itself {method.name!r}; the folders it saves "
-                         "would name another method")
+        raise ValueError(
+            f"method {name!r}: {_where(entry)} calls itself {method.name!r}; the folders it saves "
+            "would name another method"
+        )
     return dataclasses.replace(method, description=entry.description or method.description)
 
 
 def _where(entry: MethodEntry) -> str:
     t = entry.target
-    return t if isinstance(t, str) else f"{getattr(t, '__module__', '?')}:{getattr(t, '__qualname__', type(t).__name__)}"
+    return (
+        t if isinstance(t, str) else f"{getattr(t, '__module__', '?')}:{getattr(t, '__qualname__', type(t).__name__)}"
+    )
 
 
 def write_marker(out: Path, method: str, **extra: Any) -> None:

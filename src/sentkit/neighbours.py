@@ -92,7 +92,9 @@ class NeighbourIndex:
     sentences: list[str]
     embeddings: Any
     sparse: bool = False
-    ann: Any = field(default=None, repr=False, compare=False)  # sentkit.index.attach: the approximate index past its size
+    ann: Any = field(
+        default=None, repr=False, compare=False
+    )  # sentkit.index.attach: the approximate index past its size
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -126,8 +128,7 @@ class NeighbourIndex:
             with atomic_open(d / EMB_FILE, "wb") as f:
                 np.save(f, self.embeddings)
         atomic_write_text(d / SENT_FILE, "\n".join(self.sentences) + "\n")
-        atomic_write_text(d / META_FILE, json.dumps({**meta, "sparse": self.sparse,
-                                                      "n": len(self)}, indent=2) + "\n")
+        atomic_write_text(d / META_FILE, json.dumps({**meta, "sparse": self.sparse, "n": len(self)}, indent=2) + "\n")
 
     @classmethod
     def load(cls, d: Path) -> NeighbourIndex:
@@ -147,8 +148,7 @@ class NeighbourIndex:
         return cls(sentences, emb, bool(meta.get("sparse")))
 
 
-def corpus_sentences(corpus: str | Path, max_sentences: int | None = None,
-                     min_words: int = 3) -> list[str]:
+def corpus_sentences(corpus: str | Path, max_sentences: int | None = None, min_words: int = 3) -> list[str]:
     """Raw sentences of a corpus in order (single-line, at least ``min_words`` words); a
     CorpusError with the read/kept/skipped counts when there is none."""
     report = ReadReport(str(corpus))
@@ -186,12 +186,14 @@ def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
     try:
         index.save(d, meta)
     except OSError as e:
-        log.warning("cannot cache the neighbour index in %s (%s); continuing without the cache", d,
-                    describe_os_error(e))
+        log.warning(
+            "cannot cache the neighbour index in %s (%s); continuing without the cache", d, describe_os_error(e)
+        )
 
 
-def side_prompt(encoder: Any, role: str, *, prompt_name: str | None = None, prompt: str | None = None
-                ) -> dict[str, Any]:
+def side_prompt(
+    encoder: Any, role: str, *, prompt_name: str | None = None, prompt: str | None = None
+) -> dict[str, Any]:
     """The prompt arguments of one side of a search: `prompt_name` / `prompt` when given, else the
     encoder's prompt for `role` ("query" or "document")."""
     from sentkit.encoder import role_prompt_name
@@ -201,8 +203,9 @@ def side_prompt(encoder: Any, role: str, *, prompt_name: str | None = None, prom
     return {"prompt_name": prompt_name, "prompt": prompt}
 
 
-def encode_side(encoder: Any, texts: list[str], *, sparse: bool = False, prompt_name: str | None = None,
-                prompt: str | None = None) -> Any:
+def encode_side(
+    encoder: Any, texts: list[str], *, sparse: bool = False, prompt_name: str | None = None, prompt: str | None = None
+) -> Any:
     """`texts` embedded with a prompt (`sentkit.encoder.encode_with_prompt`); ``sparse``: through the
     encoder's ``encode_sparse``, the prompt's text prepended."""
     from sentkit.encoder import encode_with_prompt, prompt_used
@@ -213,8 +216,15 @@ def encode_side(encoder: Any, texts: list[str], *, sparse: bool = False, prompt_
     return encoder.encode_sparse([text + t for t in texts] if text else texts)
 
 
-def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
-                progress: bool = True, prompt_name: str | None = None, prompt: str | None = None) -> NeighbourIndex:
+def build_index(
+    encoder: Any,
+    sentences: list[str],
+    *,
+    batch_size: int = 4096,
+    progress: bool = True,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> NeighbourIndex:
     """Embed ``sentences`` in batches (sparse when the encoder has ``encode_sparse``) with the given
     prompt (none given: the encoder's document prompt)."""
     from tqdm.auto import tqdm
@@ -224,8 +234,7 @@ def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
     sparse = hasattr(encoder, "encode_sparse")
     parts: list[Any] = []
-    for i in tqdm(range(0, len(sentences), batch_size), desc="indexing", unit=" batch",
-                  disable=not progress):
+    for i in tqdm(range(0, len(sentences), batch_size), desc="indexing", unit=" batch", disable=not progress):
         batch = sentences[i : i + batch_size]
         if sparse:
             parts.append(encode_side(encoder, batch, sparse=True, **side))
@@ -240,10 +249,18 @@ def build_index(encoder: Any, sentences: list[str], *, batch_size: int = 4096,
     return NeighbourIndex(sentences, emb, sparse)
 
 
-def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
-              cache_dir: str | Path | None = None, max_sentences: int | None = None,
-              rebuild: bool = False, progress: bool = True, prompt_name: str | None = None,
-              prompt: str | None = None) -> tuple[NeighbourIndex, bool, Path]:
+def get_index(
+    model: str | Path,
+    corpus: str | Path,
+    encoder: Any = None,
+    *,
+    cache_dir: str | Path | None = None,
+    max_sentences: int | None = None,
+    rebuild: bool = False,
+    progress: bool = True,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> tuple[NeighbourIndex, bool, Path]:
     """Load the cached index of (model, corpus) or build and cache it, the corpus embedded with
     `prompt_name` / `prompt` (neither: the encoder's document prompt). Returns (index, built_now,
     index folder). ``encoder`` defaults to ``sentkit.load(model)``."""
@@ -254,8 +271,11 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
 
         encoder = load(str(model))
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
-    key: dict[str, Any] = {"model": model_fingerprint(model), "corpus": corpus_fingerprint(corpus),
-                           "max_sentences": max_sentences}
+    key: dict[str, Any] = {
+        "model": model_fingerprint(model),
+        "corpus": corpus_fingerprint(corpus),
+        "max_sentences": max_sentences,
+    }
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
@@ -270,9 +290,7 @@ def get_index(model: str | Path, corpus: str | Path, encoder: Any = None, *,
     sentences = corpus_sentences(corpus, max_sentences)
     index = build_index(encoder, sentences, progress=progress, **side)
     secs = time.perf_counter() - t
-    log.info("indexed %d sentences in %.1fs (%.0f sentences/s)", len(index), secs,
-             len(index) / max(secs, 1e-9))
+    log.info("indexed %d sentences in %.1fs (%.0f sentences/s)", len(index), secs, len(index) / max(secs, 1e-9))
     if writable:
         _save_cached(index, d, {**key, "build_seconds": secs})
     return index, True, d
-

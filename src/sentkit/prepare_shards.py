@@ -97,18 +97,35 @@ def _fingerprint(corpus: Path, files: list[Path]) -> str:
     return h.hexdigest()
 
 
-def prepare_shard(corpus: str | Path, tokenizer: Any, out: str | Path, shard: Shard, settings: PrepareSettings, *,
-                  window: int | None, rule: LengthRule | None = None, what: str = "--out",
-                  show_progress: bool = True, block: int | None = None) -> str:
+def prepare_shard(
+    corpus: str | Path,
+    tokenizer: Any,
+    out: str | Path,
+    shard: Shard,
+    settings: PrepareSettings,
+    *,
+    window: int | None,
+    rule: LengthRule | None = None,
+    what: str = "--out",
+    show_progress: bool = True,
+    block: int | None = None,
+) -> str:
     """Tokenize shard `shard` of `corpus`'s files into the parts of the store `out`, then join the
     parts into the store if every one is there. Returns what happened, for the user."""
     corpus_p, out_p = Path(corpus), check_store_target(out, what=what)
     files = shard_files(corpus_p)
     n = max(1, len(files))
     plan = PartsPlan(n, block or -(-n // MAX_PARTS))
-    run = {"format": FORMAT, "corpus": str(corpus), "files": len(files), "block": plan.block,
-           "input": _fingerprint(corpus_p, files), "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-           "window": window, **{k: getattr(settings, k) for k in settings.__dataclass_fields__}}
+    run = {
+        "format": FORMAT,
+        "corpus": str(corpus),
+        "files": len(files),
+        "block": plan.block,
+        "input": _fingerprint(corpus_p, files),
+        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+        "window": window,
+        **{k: getattr(settings, k) for k in settings.__dataclass_fields__},
+    }
     run_id = hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]
     manifest = {**run, "parts": [{"file": plan.name(k, ""), "files": list(plan.span(k))} for k in range(plan.count)]}
     folder = store_parts_folder(out_p)
@@ -119,13 +136,28 @@ def prepare_shard(corpus: str | Path, tokenizer: Any, out: str | Path, shard: Sh
     mine = plan.for_shard(shard)
     todo = [k for k in mine if not (folder / plan.name(k, "")).is_dir()]
     if len(todo) < len(mine):
-        log.info("shard %s: %d of its %d parts were written before; tokenizing the other %d", shard,
-                 len(mine) - len(todo), len(mine), len(todo))
+        log.info(
+            "shard %s: %d of its %d parts were written before; tokenizing the other %d",
+            shard,
+            len(mine) - len(todo),
+            len(mine),
+            len(todo),
+        )
     size = _bytes(corpus_p, files, plan, todo)
     with progress_bar(size, show=show_progress, desc=f"prepare {shard}") as bar:
         for k in todo:
-            _write_part(folder, plan, k, corpus_p, files, tokenizer, settings, window=window, bar=bar,
-                        bytes_known=size is not None)
+            _write_part(
+                folder,
+                plan,
+                k,
+                corpus_p,
+                files,
+                tokenizer,
+                settings,
+                window=window,
+                bar=bar,
+                bytes_known=size is not None,
+            )
     with output_lock(out_p):
         return _finish(out_p, folder, plan, shard, corpus, tokenizer, settings, run_id, rule=rule, what=what)
 
@@ -147,8 +179,10 @@ def _open_folder(folder: Path, manifest: dict[str, Any], what: str) -> None:
     else:
         diff = differences(old, manifest)
         if diff:
-            raise ConfigError(f"{what}: {folder} holds parts of a prepare run with other settings or another corpus "
-                              f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again")
+            raise ConfigError(
+                f"{what}: {folder} holds parts of a prepare run with other settings or another corpus "
+                f"({'; '.join(diff)}); rerun with that run's settings, or remove {folder} to start again"
+            )
     remove_stale_temps(folder)  # the part a killed shard was writing
 
 
@@ -168,8 +202,19 @@ def _bytes(corpus: Path, files: list[Path], plan: PartsPlan, todo: list[int]) ->
         return None
 
 
-def _write_part(folder: Path, plan: PartsPlan, k: int, corpus: Path, files: list[Path], tokenizer: Any,
-                settings: PrepareSettings, *, window: int | None, bar: Any, bytes_known: bool) -> None:
+def _write_part(
+    folder: Path,
+    plan: PartsPlan,
+    k: int,
+    corpus: Path,
+    files: list[Path],
+    tokenizer: Any,
+    settings: PrepareSettings,
+    *,
+    window: int | None,
+    bar: Any,
+    bytes_known: bool,
+) -> None:
     from sentkit.io import make_temp_dir
 
     t0 = time.perf_counter()
@@ -179,17 +224,23 @@ def _write_part(folder: Path, plan: PartsPlan, k: int, corpus: Path, files: list
     if files:
         docs = iter_file_streams(_part_files(files, plan, k), stats=stats, progress=progress)
     else:
-        docs = iter_document_streams(corpus, field=settings.text_field, txt_mode=settings.txt_mode, stats=stats,
-                                     progress=progress)
+        docs = iter_document_streams(
+            corpus, field=settings.text_field, txt_mode=settings.txt_mode, stats=stats, progress=progress
+        )
     final = folder / plan.name(k, "")
     tmp = make_temp_dir(final)
     try:
         done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=bytes_known)
         np.save(tmp / "offsets.npy", done.offsets)
         np.save(tmp / "short.npy", done.short)
-        report = {**{f: getattr(done.rep, f) for f in ("documents_read", "kept", "too_short", "pieces_from_splits",
-                                                         "tokens_kept")},
-                  "seconds": time.perf_counter() - t0, "corpus": stats.as_dict()}
+        report = {
+            **{
+                f: getattr(done.rep, f)
+                for f in ("documents_read", "kept", "too_short", "pieces_from_splits", "tokens_kept")
+            },
+            "seconds": time.perf_counter() - t0,
+            "corpus": stats.as_dict(),
+        }
         (tmp / REPORT).write_text(json.dumps(report) + "\n")
         for name in ("offsets.npy", "short.npy", REPORT):
             with open(tmp / name, "rb") as f:
@@ -200,24 +251,48 @@ def _write_part(folder: Path, plan: PartsPlan, k: int, corpus: Path, files: list
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _finish(out: Path, folder: Path, plan: PartsPlan, shard: Shard, corpus: str | Path, tokenizer: Any,
-            settings: PrepareSettings, run_id: str, *, rule: LengthRule | None, what: str) -> str:
+def _finish(
+    out: Path,
+    folder: Path,
+    plan: PartsPlan,
+    shard: Shard,
+    corpus: str | Path,
+    tokenizer: Any,
+    settings: PrepareSettings,
+    run_id: str,
+    *,
+    rule: LengthRule | None,
+    what: str,
+) -> str:
     """Join the parts into the store when all are there (the caller holds the lock)."""
     if not folder.is_dir():
         return f"shard {shard}: done; {out} was already written"
     names = [plan.name(k, "") for k in range(plan.count)]
     missing = [nm for nm in names if not (folder / nm).is_dir()]
     if missing:
-        return (f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
-                f"shards (in {folder}); the last shard to finish writes the store {out}")
+        return (
+            f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
+            f"shards (in {folder}); the last shard to finish writes the store {out}"
+        )
     from sentkit.io import make_temp_dir, remove_stale_temps
 
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     try:
         done, stats, seconds = _join(folder, names, tmp / "tokens.bin")
-        rep = write_store(tmp, out, corpus, tokenizer, settings, done, stats, seconds=seconds, rule=rule, what=what,
-                          extra={"sharded": {"run": run_id, "parts": plan.count}})
+        rep = write_store(
+            tmp,
+            out,
+            corpus,
+            tokenizer,
+            settings,
+            done,
+            stats,
+            seconds=seconds,
+            rule=rule,
+            what=what,
+            extra={"sharded": {"run": run_id, "parts": plan.count}},
+        )
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -255,7 +330,8 @@ def _join(folder: Path, names: list[str], tokens: Path) -> tuple[Tokenized, Corp
         os.fsync(fout.fileno())
     all_offsets = np.concatenate(offsets)
     if int(all_offsets[-1]) != tokens.stat().st_size // 4:
-        raise ConfigError(f"the parts in {folder} hold {tokens.stat().st_size // 4} tokens, their offsets "
-                          f"{int(all_offsets[-1])}; remove {folder} and run again")
+        raise ConfigError(
+            f"the parts in {folder} hold {tokens.stat().st_size // 4} tokens, their offsets "
+            f"{int(all_offsets[-1])}; remove {folder} and run again"
+        )
     return Tokenized(rep, all_offsets, np.concatenate(shorts) if shorts else np.zeros(0, np.int64)), stats, seconds
-

@@ -124,7 +124,9 @@ def test_the_pages_arrows_are_the_real_imports() -> None:
 def test_evaluation_depends_only_on_the_encoder_interface() -> None:
     """No import runs from the evaluation room into the Hill et al. models (or any training code)."""
     for f in sorted((SRC / "evaluation").rglob("*.py")):
-        bad = {m for m in imported_modules(f) if m.startswith(("sentkit.hill", "sentkit.training", "sentkit.baselines"))}
+        bad = {
+            m for m in imported_modules(f) if m.startswith(("sentkit.hill", "sentkit.training", "sentkit.baselines"))
+        }
         assert not bad, f"{f.relative_to(SRC)} imports {sorted(bad)}"
 
 
@@ -152,8 +154,9 @@ def import_page_module(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     return name
 
 
-def test_a_method_added_as_the_page_says_trains_and_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_method_added_as_the_page_says_trains_and_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sentkit
     from sentkit.methods import METHODS, MethodEntry, register_method
 
@@ -171,8 +174,25 @@ def test_a_method_added_as_the_page_says_trains_and_loads(tmp_path: Path, monkey
     for i, doc in enumerate(make_docs(4, 80)):
         (corpus / f"{i}.txt").write_text(doc + "\n")
     out = tmp_path / "toy"
-    assert main(["-q", "train", "--method", name, "--corpus", str(corpus), "--out", str(out), "--set", "dim=6",
-                 "--set", "progress=false"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                name,
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--set",
+                "dim=6",
+                "--set",
+                "progress=false",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "sentkit.json").read_text())["method"] == name
     enc = sentkit.load(str(out))
     # oracle: the mean of the saved vectors of the sentence's words (an unknown word is skipped)
@@ -215,23 +235,42 @@ class Letters:
 '''
 
 
-def test_a_task_added_as_the_page_says_is_evaluated_under_tasks_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    task_registry) -> None:  # type: ignore[no-untyped-def]
+def test_a_task_added_as_the_page_says_is_evaluated_under_tasks_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_registry
+) -> None:  # type: ignore[no-untyped-def]
     import_page_module(page_example("toy-task"), tmp_path, monkeypatch)
     data = tmp_path / "data"
     (data / "TOYSTS").mkdir(parents=True)
     rng = np.random.default_rng(0)
     words = ["river", "stone", "bread", "winter", "ocean", "harbour", "market", "soldier"]
-    pairs = [(" ".join(rng.choice(words, 3)), " ".join(rng.choice(words, 3)), float(rng.uniform(0, 5)))
-             for _ in range(20)]
+    pairs = [
+        (" ".join(rng.choice(words, 3)), " ".join(rng.choice(words, 3)), float(rng.uniform(0, 5))) for _ in range(20)
+    ]
     (data / "TOYSTS" / "pairs.tsv").write_text("".join(f"{y:.2f}\t{a}\t{b}\n" for a, b, y in pairs), encoding="utf-8")
     assert task_registry.expand_tasks("all", data) == ["ToySTS"]  # the only task whose files are there
     assert task_registry.expand_tasks("downstream", data) == ["ToySTS"]
 
     (tmp_path / "letters.py").write_text(LETTERS_PY)
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", f"{tmp_path / 'letters.py'}:Letters", "--tasks", "all", "--data-dir",
-                 str(data), "--output", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                f"{tmp_path / 'letters.py'}:Letters",
+                "--tasks",
+                "all",
+                "--data-dir",
+                str(data),
+                "--output",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())["results"]
     assert list(res) == ["ToySTS"]
     # oracle: Spearman's rho of the cosines of the letter counts against the gold scores
@@ -258,15 +297,18 @@ def kind_registry(task_registry):  # type: ignore[no-untyped-def]
     task_registry.KIND_SCORES.update(saved[2])
 
 
-def test_a_task_kind_added_as_the_page_says_is_evaluated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         kind_registry) -> None:  # type: ignore[no-untyped-def]
+def test_a_task_kind_added_as_the_page_says_is_evaluated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind_registry
+) -> None:  # type: ignore[no-untyped-def]
     from sklearn.metrics import roc_auc_score
 
     T = kind_registry
     import_page_module(page_example("toy-kind"), tmp_path, monkeypatch)
     assert "pair-auc" in T.KINDS
     # a task of the new kind, with the toy task's loader shape (score<TAB>a<TAB>b), as the page says
-    task = page_example("toy-task").replace('"ToySTS", "sts", "spearman", "TOYSTS"', '"ToyPairs", "pair-auc", "auc", "TOYPAIRS"')
+    task = page_example("toy-task").replace(
+        '"ToySTS", "sts", "spearman", "TOYSTS"', '"ToyPairs", "pair-auc", "auc", "TOYPAIRS"'
+    )
     import_page_module(task, tmp_path, monkeypatch)
     data = tmp_path / "data"
     (data / "TOYPAIRS").mkdir(parents=True)
@@ -280,8 +322,25 @@ def test_a_task_kind_added_as_the_page_says_is_evaluated(tmp_path: Path, monkeyp
     (data / "TOYPAIRS" / "pairs.tsv").write_text("".join(f"{y}\t{a}\t{b}\n" for a, b, y in pairs), encoding="utf-8")
     (tmp_path / "letters.py").write_text(LETTERS_PY)
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", f"{tmp_path / 'letters.py'}:Letters", "--tasks", "ToyPairs",
-                 "--data-dir", str(data), "--output", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                f"{tmp_path / 'letters.py'}:Letters",
+                "--tasks",
+                "ToyPairs",
+                "--data-dir",
+                str(data),
+                "--output",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())["results"]["ToyPairs"]
     exec(LETTERS_PY, ns := {})
     enc = ns["Letters"]()

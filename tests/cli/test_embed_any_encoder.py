@@ -17,8 +17,12 @@ def tfidf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus = d / "corpus.txt"
     corpus.write_text("\n".join(make_docs(30, 40)) + "\n")
     out = d / "model"
-    assert main(["-q", "train", "--method", "tfidf", "--corpus", str(corpus), "--out", str(out),
-                 "--set", "progress=false"]) == 0
+    assert (
+        main(
+            ["-q", "train", "--method", "tfidf", "--corpus", str(corpus), "--out", str(out), "--set", "progress=false"]
+        )
+        == 0
+    )
     return out
 
 
@@ -31,11 +35,38 @@ def test_embed_with_a_hill_model(tfidf_model: Path, tmp_path: Path, capsys: pyte
     assert main(["embed", "--model", str(tfidf_model), "--input", str(src), "--output", str(tmp_path / "e.npy")]) == 0
     assert np.load(tmp_path / "e.npy").shape == (0, dim)
     src.write_text("river stone\n\nwinter bread\n")
-    assert main(["embed", "--model", str(tfidf_model), "--input", str(src), "--output", str(tmp_path / "v.npy"),
-                 "--batch-size", "1"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(tfidf_model),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "v.npy"),
+                "--batch-size",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert np.load(tmp_path / "v.npy").shape == (3, dim)
-    assert main(["embed", "--model", str(tfidf_model), "--input", str(src), "--output", str(tmp_path / "c.npy"),
-                 "--chunk-long"]) == 2
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(tfidf_model),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "c.npy"),
+                "--chunk-long",
+            ]
+        )
+        == 2
+    )
     assert "--chunk-long needs a transformer model" in capsys.readouterr().err
     assert main(["similarity", "--model", str(tfidf_model), "river stone", "stone river"]) == 0
     assert "cosine similarity" in capsys.readouterr().out
@@ -43,7 +74,7 @@ def test_embed_with_a_hill_model(tfidf_model: Path, tmp_path: Path, capsys: pyte
 
 # The Model names table (README): an object with `encode`, a class built with no arguments, or a
 # function `list[str] -> array`. Each here takes only the texts, as a user's own code would.
-USER_CODE = '''
+USER_CODE = """
 import numpy as np
 
 
@@ -61,12 +92,13 @@ enc = Enc()
 
 def embed(texts):
     return _vectors(texts)
-'''
+"""
 
 
 @pytest.mark.parametrize("attr", ["Enc", "enc", "embed"])
-def test_embed_takes_code_whose_encode_takes_only_the_texts(attr: str, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_embed_takes_code_whose_encode_takes_only_the_texts(
+    attr: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = tmp_path / "my.py"
     code.write_text(USER_CODE)
     lines = ["river stone", "", "a rare winter river", "bread"]
@@ -75,13 +107,31 @@ def test_embed_takes_code_whose_encode_takes_only_the_texts(attr: str, tmp_path:
     expected = np.array([[len(t), t.count("r"), 1.0] for t in lines], dtype=np.float32)  # the oracle
     model = f"{code}:{attr}"
     one = tmp_path / "one.npy"
-    assert main(["-q", "embed", "--model", model, "--input", str(src), "--output", str(one), "--batch-size", "3"]) == 0, \
-        capsys.readouterr().err
+    assert (
+        main(["-q", "embed", "--model", model, "--input", str(src), "--output", str(one), "--batch-size", "3"]) == 0
+    ), capsys.readouterr().err
     assert np.array_equal(np.load(one), expected)
     sharded = tmp_path / "sharded.npy"
     for i in (1, 0):
-        assert main(["-q", "embed", "--model", model, "--input", str(src), "--output", str(sharded), "--block", "1",
-                     "--shard", f"{i}/2"]) == 0, capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "-q",
+                    "embed",
+                    "--model",
+                    model,
+                    "--input",
+                    str(src),
+                    "--output",
+                    str(sharded),
+                    "--block",
+                    "1",
+                    "--shard",
+                    f"{i}/2",
+                ]
+            )
+            == 0
+        ), capsys.readouterr().err
     assert sharded.read_bytes() == one.read_bytes()
     assert main(["-q", "similarity", "--model", model, "river", "bread"]) == 0
 

@@ -47,41 +47,97 @@ def _jsonl_body(tmp_path: Path, n: int = 20) -> Path:
 
 
 def test_prepare_no_usable_document(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["prepare", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "s"), "--model", str(tiny_model_dir)]
+    argv = [
+        "prepare",
+        "--corpus",
+        str(_short_docs(tmp_path)),
+        "--out",
+        str(tmp_path / "s"),
+        "--model",
+        str(tiny_model_dir),
+    ]
     assert _rerun_with_fix(argv, capsys)[0] == "--max-span-len"
 
 
-def test_prepare_jsonl_without_the_text_field(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["prepare", "--corpus", str(_jsonl_body(tmp_path)), "--out", str(tmp_path / "s"), "--model",
-            str(tiny_model_dir), "--max-span-len", "32"]
+def test_prepare_jsonl_without_the_text_field(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "prepare",
+        "--corpus",
+        str(_jsonl_body(tmp_path)),
+        "--out",
+        str(tmp_path / "s"),
+        "--model",
+        str(tiny_model_dir),
+        "--max-span-len",
+        "32",
+    ]
     assert _rerun_with_fix(argv, capsys) == ["--text-field", "body"]
 
 
-def test_prepare_max_doc_tokens_below_the_rule(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["prepare", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "s"), "--model",
-            str(tiny_model_dir), "--max-span-len", "16", "--max-doc-tokens", "10"]
+def test_prepare_max_doc_tokens_below_the_rule(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "prepare",
+        "--corpus",
+        str(_short_docs(tmp_path)),
+        "--out",
+        str(tmp_path / "s"),
+        "--model",
+        str(tiny_model_dir),
+        "--max-span-len",
+        "16",
+        "--max-doc-tokens",
+        "10",
+    ]
     assert _rerun_with_fix(argv, capsys) == ["--max-doc-tokens", "64"]
 
 
-def test_spans_no_document_long_enough(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_spans_no_document_long_enough(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["spans", "--corpus", str(_short_docs(tmp_path, 3)), "--model", str(tiny_model_dir), "--num", "1"]
     assert _rerun_with_fix(argv, capsys)[0] == "--max-span-len"
 
 
-def test_embed_jsonl_without_the_text_field(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["embed", "--model", str(tiny_model_dir), "--input", str(_jsonl_body(tmp_path, 3)), "--output", str(tmp_path / "v.npy")]
+def test_embed_jsonl_without_the_text_field(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "embed",
+        "--model",
+        str(tiny_model_dir),
+        "--input",
+        str(_jsonl_body(tmp_path, 3)),
+        "--output",
+        str(tmp_path / "v.npy"),
+    ]
     assert _rerun_with_fix(argv, capsys) == ["--text-field", "body"]
 
 
 def test_train_no_usable_document(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["train", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "run"), "--model", str(tiny_model_dir),
-            "--max-steps", "1", "--set", "progress=false"]
+    argv = [
+        "train",
+        "--corpus",
+        str(_short_docs(tmp_path)),
+        "--out",
+        str(tmp_path / "run"),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "1",
+        "--set",
+        "progress=false",
+    ]
     fix = _rerun_with_fix(argv, capsys)
     assert fix[0] == "--set" and fix[1].startswith("max_span_len=")
 
 
-def test_train_suggestions_work_in_a_fresh_folder(tmp_path: Path, tiny_model_dir: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_suggestions_work_in_a_fresh_folder(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The suggested flags are right for train in a fresh folder too."""
     base = ["--model", str(tiny_model_dir), "--max-steps", "1", "--set", "progress=false"]
     argv = ["train", "--corpus", str(_short_docs(tmp_path)), "--out", str(tmp_path / "run"), *base]
@@ -90,9 +146,26 @@ def test_train_suggestions_work_in_a_fresh_folder(tmp_path: Path, tiny_model_dir
     assert main(["train", "--corpus", str(tmp_path / "short"), "--out", str(tmp_path / "run2"), *base, *fix]) == 0
 
 
-def test_train_jsonl_without_the_text_field(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["train", "--corpus", str(_jsonl_body(tmp_path)), "--out", str(tmp_path / "run"), "--model", str(tiny_model_dir),
-            "--max-steps", "1", "--set", "progress=false", "--set", "max_span_len=32", "--set", "min_span_len=8"]
+def test_train_jsonl_without_the_text_field(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "train",
+        "--corpus",
+        str(_jsonl_body(tmp_path)),
+        "--out",
+        str(tmp_path / "run"),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "1",
+        "--set",
+        "progress=false",
+        "--set",
+        "max_span_len=32",
+        "--set",
+        "min_span_len=8",
+    ]
     assert _rerun_with_fix(argv, capsys) == ["--set", "text_field=body"]
 
 

@@ -36,8 +36,9 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("command", "name"), _params())
 def test_hostile_input(command: str, name: str, tmp_path: Path, tiny_model_dir: Path) -> None:
-    (case,) = build_cases(tmp_path, str(tiny_model_dir), giant_mb=5.0 if command in BIG else 1.0,
-                          commands=[command], inputs=[name])
+    (case,) = build_cases(
+        tmp_path, str(tiny_model_dir), giant_mb=5.0 if command in BIG else 1.0, commands=[command], inputs=[name]
+    )
     out = run_in_process(case.argv)
     v = verdict(case, out)
     assert v in ("ok", "clean error"), f"{case.argv[:1]} on {name}: {v}; exit {out.rc}\n{out.stderr[-3000:]}"
@@ -45,8 +46,16 @@ def test_hostile_input(command: str, name: str, tmp_path: Path, tiny_model_dir: 
         assert out.error_line().count("\n") == 0 and out.error_line().startswith(f"sentkit {command}: error: ")
 
 
-@pytest.mark.parametrize(("command", "name"), [("embed", "binary"), ("prepare", "utf-16"), ("report", "latin-1"),
-                                               ("experiment", "nul-byte"), ("embed", "malformed-jsonl")])
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("embed", "binary"),
+        ("prepare", "utf-16"),
+        ("report", "latin-1"),
+        ("experiment", "nul-byte"),
+        ("embed", "malformed-jsonl"),
+    ],
+)
 def test_hostile_input_as_a_process(command: str, name: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     """What a user sees: one line on stderr after any progress output, no traceback."""
     (case,) = build_cases(tmp_path, str(tiny_model_dir), giant_mb=0.01, commands=[command], inputs=[name])

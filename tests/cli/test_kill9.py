@@ -23,14 +23,20 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENI
 
 
 def sentkit(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sentkit.cli.main", *argv], capture_output=True, text=True,
-                          env=ENV, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sentkit.cli.main", *argv], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
 
 
 def kill_when(argv: list[str], ready: Callable[[], bool], *, timeout: float = 240) -> bool:
     """Start ``sentkit ARGV``; SIGKILL it as soon as `ready()` holds. False when it ended first."""
-    p = subprocess.Popen([sys.executable, "-m", "sentkit.cli.main", *argv], env=ENV,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sentkit.cli.main", *argv],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + timeout
     try:
         while p.poll() is None and time.monotonic() < deadline:
@@ -44,7 +50,8 @@ def kill_when(argv: list[str], ready: Callable[[], bool], *, timeout: float = 24
             p.kill()
             p.wait()
     assert p.returncode is not None
-    pytest.fail(f"sentkit {argv[0]} ended (exit {p.returncode}) before the moment to kill it: {p.stderr.read()[-2000:] if p.stderr else ''}")
+    err = p.stderr.read()[-2000:] if p.stderr else ""
+    pytest.fail(f"sentkit {argv[0]} ended (exit {p.returncode}) before the moment to kill it: {err}")
 
 
 # Killed from inside: a write too short to catch by polling dies half-way through itself.
@@ -63,8 +70,9 @@ sys.exit(main(sys.argv[1:]))
 
 def killed_inside_savez(argv: list[str], *, timeout: float = 240) -> None:
     """Run ``sentkit ARGV`` with numpy's savez replaced by one that writes some bytes and SIGKILLs."""
-    p = subprocess.run([sys.executable, "-c", _DIE_IN_SAVEZ, *argv], env=ENV, capture_output=True,
-                       text=True, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-c", _DIE_IN_SAVEZ, *argv], env=ENV, capture_output=True, text=True, timeout=timeout
+    )
     assert p.returncode == -signal.SIGKILL, f"exit {p.returncode}, not killed inside savez: {p.stderr[-2000:]}"
 
 
@@ -74,6 +82,7 @@ def temporaries(folder: Path) -> list[Path]:
 
 def grows(pattern: str, folder: Path, min_bytes: int = 0) -> Callable[[], bool]:
     """True once a file matching `pattern` under `folder` holds more than `min_bytes`."""
+
     def ready() -> bool:
         for p in folder.glob(pattern):
             try:
@@ -99,12 +108,26 @@ def test_kill_prepare(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None
 
     corpus = _corpus(tmp_path, 2500, 300)
     out = tmp_path / "store"
-    argv = ["prepare", "--corpus", str(corpus), "--out", str(out), "--model", str(tiny_model_dir), "--max-span-len", "16"]
+    argv = [
+        "prepare",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--max-span-len",
+        "16",
+    ]
     # a good store from an earlier run must survive the killed replacement untouched
     (tmp_path / "small").mkdir()
     small = _corpus(tmp_path / "small", 40, 300)
-    assert sentkit("prepare", "--corpus", str(small), "--out", str(out), "--model", str(tiny_model_dir),
-                   "--max-span-len", "16").returncode == 0
+    assert (
+        sentkit(
+            "prepare", "--corpus", str(small), "--out", str(out), "--model", str(tiny_model_dir), "--max-span-len", "16"
+        ).returncode
+        == 0
+    )
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     if moment == "temp-folder-created":
         kill_when(argv, lambda: any(tmp_path.glob(".store.*.tmp")))
@@ -117,8 +140,9 @@ def test_kill_prepare(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None
     assert len(TokenStore(out)) == 2500 and temporaries(tmp_path) == []
 
 
-def test_a_store_swap_that_fails_keeps_the_old_store(tmp_path: Path, tiny_model_dir: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_swap_that_fails_keeps_the_old_store(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sentkit.data import store as store_mod
     from sentkit.models.hub import load_tokenizer
 
@@ -176,27 +200,59 @@ def test_kill_an_embed_shard_and_run_it_again(tmp_path: Path, tiny_model_dir: Pa
         assert main(["-q", *argv, "--shard", shard]) == 0
         if shard == "0/2":
             assert {name: (parts / name).stat().st_mtime_ns for name in kept} == kept
-    one = ["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / "one.npy"),
-           "--block", "100"]
+    one = [
+        "embed",
+        "--model",
+        str(tiny_model_dir),
+        "--input",
+        str(src),
+        "--output",
+        str(tmp_path / "one.npy"),
+        "--block",
+        "100",
+    ]
     assert main(["-q", *one]) == 0
     assert dst.read_bytes() == (tmp_path / "one.npy").read_bytes()
     assert not parts.exists() and temporaries(tmp_path) == []
 
 
 # ----------------------------------------------------------------------------- train
-TRAIN_SETTINGS = ["--set", "max_span_len=16", "--set", "min_span_len=4", "--set", "batch_size=4",
-                  "--set", "checkpoint_every=2", "--set", "progress=false"]
+TRAIN_SETTINGS = [
+    "--set",
+    "max_span_len=16",
+    "--set",
+    "min_span_len=4",
+    "--set",
+    "batch_size=4",
+    "--set",
+    "checkpoint_every=2",
+    "--set",
+    "progress=false",
+]
 
 
-@pytest.mark.parametrize("moment", [
-    "while-preparing",
-    "after-a-checkpoint",
-])
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "while-preparing",
+        "after-a-checkpoint",
+    ],
+)
 def test_kill_train(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     corpus = _corpus(tmp_path, 2000 if moment == "while-preparing" else 40, 300)
     out = tmp_path / "run"
-    argv = ["train", "--corpus", str(corpus), "--out", str(out), "--model", str(tiny_model_dir),
-            "--max-steps", "30", *TRAIN_SETTINGS]
+    argv = [
+        "train",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "30",
+        *TRAIN_SETTINGS,
+    ]
     if moment == "while-preparing":
         kill_when(argv, lambda: any(out.glob(".prepared.*.tmp")))
         assert not (out / "prepared").exists() or (out / "prepared" / "meta.json").is_file()
@@ -227,13 +283,36 @@ def _mr(root: Path, n: int) -> Path:
 def test_kill_evaluate(moment: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     data = _mr(tmp_path / "senteval", 1500)
     cache, out = tmp_path / "cache", tmp_path / "results.json"
-    argv = ["evaluate", "--model", str(tiny_model_dir), "--tasks", "MR", "--data-dir", str(data), "--output", str(out),
-            "--cache-dir", str(cache), "--batch-size", "64"]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_model_dir),
+        "--tasks",
+        "MR",
+        "--data-dir",
+        str(data),
+        "--output",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--batch-size",
+        "64",
+    ]
     before = None
     if moment == "after-encoding":  # an earlier good results file must survive the kill
         small = _mr(tmp_path / "small", 60)
-        r = sentkit("evaluate", "--model", str(tiny_model_dir), "--tasks", "MR", "--data-dir", str(small),
-                    "--output", str(out), "--no-cache")
+        r = sentkit(
+            "evaluate",
+            "--model",
+            str(tiny_model_dir),
+            "--tasks",
+            "MR",
+            "--data-dir",
+            str(small),
+            "--output",
+            str(out),
+            "--no-cache",
+        )
         assert r.returncode == 0, r.stderr
         before = out.read_bytes()
     if moment == "cache-shard-being-written":

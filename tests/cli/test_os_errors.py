@@ -37,8 +37,10 @@ def _texts(tmp_path: Path, n: int = 3) -> Path:
 def _mounted(folder: Path, options: str) -> Iterator[Path]:
     """A tmpfs at `folder` (root only; skips elsewhere)."""
     folder.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
-                                           capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True).returncode
+    ):
         pytest.skip("needs root and a mountable tmpfs")
     try:
         yield folder
@@ -83,8 +85,13 @@ def test_embed_checks_its_output_before_loading_the_model(
     output: str, tmp_path: Path, readonly_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     src = _texts(tmp_path)
-    dst = {"dir": tmp_path, "under-a-file": src / "v.npy", "read-only": readonly_dir / "v.npy",
-           "same-as-input": src, "bad-suffix": tmp_path / "v.csv"}[output]
+    dst = {
+        "dir": tmp_path,
+        "under-a-file": src / "v.npy",
+        "read-only": readonly_dir / "v.npy",
+        "same-as-input": src,
+        "bad-suffix": tmp_path / "v.csv",
+    }[output]
     if output == "same-as-input":  # another name of the input file (a hard link)
         dst = tmp_path / "in.npy"
         os.link(src, dst)
@@ -97,15 +104,22 @@ def test_embed_checks_its_output_before_loading_the_model(
 
 def test_embed_refuses_bad_numbers_and_a_folder_as_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _texts(tmp_path)
-    for flags, needle in ((["--batch-size", "0"], "--batch-size must be at least 1"),
-                          (["--block", "-5"], "--block must be at least 1")):
-        assert main(["embed", "--model", NO_MODEL, "--input", str(src), "--output", str(tmp_path / "v.npy"), *flags]) == 2
+    for flags, needle in (
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--block", "-5"], "--block must be at least 1"),
+    ):
+        assert (
+            main(["embed", "--model", NO_MODEL, "--input", str(src), "--output", str(tmp_path / "v.npy"), *flags]) == 2
+        )
         assert needle in _err(capsys)
     assert main(["embed", "--model", NO_MODEL, "--input", str(tmp_path), "--output", str(tmp_path / "v.npy")]) == 2
     assert "--input" in _err(capsys)
     for name in ("v.parquet", "t.txt.gz"):
         (tmp_path / name).write_bytes(b"PAR1\x00\x01")
-        assert main(["embed", "--model", NO_MODEL, "--input", str(tmp_path / name), "--output", str(tmp_path / "v.npy")]) == 2
+        assert (
+            main(["embed", "--model", NO_MODEL, "--input", str(tmp_path / name), "--output", str(tmp_path / "v.npy")])
+            == 2
+        )
         assert "embed reads .txt (one text per line) or .jsonl" in _err(capsys)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -113,15 +127,43 @@ def test_embed_refuses_bad_numbers_and_a_folder_as_input(tmp_path: Path, capsys:
     assert "not a regular file" in _err(capsys)
 
 
-def test_long_output_names_and_the_current_folder_as_a_store(tmp_path: Path, tiny_model_dir: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_long_output_names_and_the_current_folder_as_a_store(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     name = "v" * 240 + ".npy"  # a valid name; its temporary must be valid too
-    assert main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output",
-                 str(tmp_path / name)]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(_texts(tmp_path)),
+                "--output",
+                str(tmp_path / name),
+            ]
+        )
+        == 0
+    )
     assert np.load(tmp_path / name).shape == (3, 32)
     sharded = "w" * 244 + ".npy"  # its parts folder's name still fits; the record beside it is cut short
-    assert main(["-q", "embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output",
-                 str(tmp_path / sharded), "--shard", "0/1"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "embed",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(_texts(tmp_path)),
+                "--output",
+                str(tmp_path / sharded),
+                "--shard",
+                "0/1",
+            ]
+        )
+        == 0
+    )
     assert np.array_equal(np.load(tmp_path / sharded), np.load(tmp_path / name))
     assert len([p for p in tmp_path.iterdir() if p.name.endswith(".manifest.json")]) == 1
     corpus = tmp_path / "c.txt"
@@ -129,12 +171,16 @@ def test_long_output_names_and_the_current_folder_as_a_store(tmp_path: Path, tin
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)  # an empty current folder may hold the store
-    assert main(["prepare", "--corpus", str(corpus), "--out", ".", "--model", str(tiny_model_dir),
-                 "--max-span-len", "16"]) == 0
+    assert (
+        main(["prepare", "--corpus", str(corpus), "--out", ".", "--model", str(tiny_model_dir), "--max-span-len", "16"])
+        == 0
+    )
     assert sorted(p.name for p in here.iterdir()) == ["meta.json", "offsets.npy", "tokens.bin"]
 
 
-def test_prepare_checks_its_out_before_tokenizing(tmp_path: Path, readonly_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prepare_checks_its_out_before_tokenizing(
+    tmp_path: Path, readonly_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     corpus = _texts(tmp_path)
     for out in (readonly_dir / "store", corpus):
         rc = main(["prepare", "--corpus", str(corpus), "--out", str(out), "--model", NO_MODEL])
@@ -142,8 +188,9 @@ def test_prepare_checks_its_out_before_tokenizing(tmp_path: Path, readonly_dir: 
         assert rc in (1, 2) and line.startswith(f"sentkit prepare: error: --out {out}") and NO_MODEL not in line
 
 
-def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path, tiny_model_dir: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_full_disk_is_one_line_and_leaves_nothing(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = _texts(tmp_path, 2000)  # 2000 x 32 float32 = 256 kB > the 64 kB disk
     with _mounted(tmp_path / "small", "size=64k") as disk:
         np.save(disk / "vectors.npy", np.ones((2, 32), dtype=np.float32))  # an earlier good output
@@ -156,9 +203,9 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path: Path, tiny_model_d
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EIO])
-def test_os_errors_while_writing_end_in_one_line(code: int, tmp_path: Path, tiny_model_dir: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_os_errors_while_writing_end_in_one_line(
+    code: int, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli import embed_commands
 
     def fail(tmp: Path, *a: object, **kw: object) -> int:
@@ -166,14 +213,17 @@ def test_os_errors_while_writing_end_in_one_line(code: int, tmp_path: Path, tiny
         raise OSError(code, os.strerror(code), str(tmp))
 
     monkeypatch.setattr(embed_commands, "_write_npy", fail)
-    rc = main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output", str(tmp_path / "v.npy")])
+    rc = main(
+        ["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path)), "--output", str(tmp_path / "v.npy")]
+    )
     line = _err(capsys)
     assert rc == 1 and os.strerror(code) in line and "Traceback" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # no half-written file, no temporary
 
 
-def test_unreadable_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_input_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = _texts(tmp_path)
     if os.geteuid() == 0:  # root reads anything: make the check see what a user would
         real = os.access
@@ -184,9 +234,9 @@ def test_unreadable_input_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     assert rc in (1, 2) and "--input" in _err(capsys)
 
 
-def test_interrupt_mid_write_leaves_no_temporary(tmp_path: Path, tiny_model_dir: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_interrupt_mid_write_leaves_no_temporary(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.models.encoder import TransformerEncoder
 
     calls = []
@@ -199,8 +249,19 @@ def test_interrupt_mid_write_leaves_no_temporary(tmp_path: Path, tiny_model_dir:
         return real(self, *a, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(TransformerEncoder, "encode", encode)
-    rc = main(["embed", "--model", str(tiny_model_dir), "--input", str(_texts(tmp_path, 10)),
-               "--output", str(tmp_path / "v.npy"), "--block", "4"])
+    rc = main(
+        [
+            "embed",
+            "--model",
+            str(tiny_model_dir),
+            "--input",
+            str(_texts(tmp_path, 10)),
+            "--output",
+            str(tmp_path / "v.npy"),
+            "--block",
+            "4",
+        ]
+    )
     assert rc == 130 and "interrupted" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
@@ -220,7 +281,10 @@ def _embed_under_umask(mask: int, tmp_path: Path, model: Path, name: str) -> int
     """The mode of `name` as embed writes it under umask `mask`."""
     old = os.umask(mask)
     try:
-        assert main(["embed", "--model", str(model), "--input", str(_texts(tmp_path)), "--output", str(tmp_path / name)]) == 0
+        assert (
+            main(["embed", "--model", str(model), "--input", str(_texts(tmp_path)), "--output", str(tmp_path / name)])
+            == 0
+        )
     finally:
         os.umask(old)
     return stat.S_IMODE((tmp_path / name).stat().st_mode)
@@ -235,8 +299,22 @@ def test_output_through_a_symlink_and_into_a_new_folder(tmp_path: Path, tiny_mod
     src = _texts(tmp_path)
     assert main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(link)]) == 0
     assert link.is_symlink() and np.load(real).shape == (3, 32)
-    assert main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output",
-                 str(tmp_path / "a" / "b" / "v.parquet"), "--block", str(10**12)]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "a" / "b" / "v.parquet"),
+                "--block",
+                str(10**12),
+            ]
+        )
+        == 0
+    )
 
 
 # ----------------------------------------------------------------------------- main's error path
@@ -258,11 +336,15 @@ def test_describe_error_kinds() -> None:
     assert rc == 1 and "free some space" in msg
     assert describe_error(MemoryError())[1] == 1
     assert describe_error(FileNotFoundError("input x does not exist")) == ("input x does not exist", 2)
-    assert describe_error(PathError(errno.EISDIR, "is a directory", "--output", "x")) == ("--output x: is a directory", 2)
+    assert describe_error(PathError(errno.EISDIR, "is a directory", "--output", "x")) == (
+        "--output x: is a directory",
+        2,
+    )
 
 
-def test_main_reports_every_error_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_reports_every_error_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli import embed_commands
 
     def boom(args: object) -> int:
@@ -293,14 +375,18 @@ def test_broken_pipe_is_quiet(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Ca
     assert capsys.readouterr().err == ""
 
 
-def test_embed_never_overwrites_a_file_it_did_not_write(tmp_path: Path, tiny_model_dir: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_embed_never_overwrites_a_file_it_did_not_write(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     src = _texts(tmp_path)
-    users = {"labels.npy": lambda p: np.save(p, np.arange(5)), "data.parquet": lambda p: pq.write_table(pa.table({"x": [1]}), p),
-             "notes.npy": lambda p: p.write_text("not an array")}
+    users = {
+        "labels.npy": lambda p: np.save(p, np.arange(5)),
+        "data.parquet": lambda p: pq.write_table(pa.table({"x": [1]}), p),
+        "notes.npy": lambda p: p.write_text("not an array"),
+    }
     for name, write in users.items():
         write(tmp_path / name)
         before = (tmp_path / name).read_bytes()
@@ -309,4 +395,7 @@ def test_embed_never_overwrites_a_file_it_did_not_write(tmp_path: Path, tiny_mod
         assert (tmp_path / name).read_bytes() == before
     for name in ("v.npy", "v.parquet"):  # its own earlier output is replaced
         for _ in range(2):
-            assert main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / name)]) == 0
+            assert (
+                main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / name)])
+                == 0
+            )

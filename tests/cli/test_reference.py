@@ -11,8 +11,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "reference"
 
 
 def test_reference_pages_are_fresh() -> None:
-    stale = [name for name, text in reference.pages().items()
-             if not (DOCS / name).is_file() or (DOCS / name).read_text(encoding="utf-8") != text]
+    stale = [
+        name
+        for name, text in reference.pages().items()
+        if not (DOCS / name).is_file() or (DOCS / name).read_text(encoding="utf-8") != text
+    ]
     assert not stale, f"docs/reference/{stale} are stale: run `python -m sentkit.cli.reference`"
 
 

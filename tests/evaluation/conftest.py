@@ -9,8 +9,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-         "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+]
 
 
 def _sent(rng: np.random.Generator, tag: str, i: int) -> str:
@@ -27,8 +47,12 @@ def _w(path: Path, lines: list[str], encoding: str = "utf-8", newline: str = "\n
 def make_senteval_dir(root: Path, seed: int = 0) -> Path:
     """Write every task of SentEval in its file format, tiny."""
     rng = np.random.default_rng(seed)
-    for folder, files in (("MR", ("rt-polarity.pos", "rt-polarity.neg")), ("CR", ("custrev.pos", "custrev.neg")),
-                          ("SUBJ", ("subj.objective", "subj.subjective")), ("MPQA", ("mpqa.pos", "mpqa.neg"))):
+    for folder, files in (
+        ("MR", ("rt-polarity.pos", "rt-polarity.neg")),
+        ("CR", ("custrev.pos", "custrev.neg")),
+        ("SUBJ", ("subj.objective", "subj.subjective")),
+        ("MPQA", ("mpqa.pos", "mpqa.neg")),
+    ):
         for k, f in enumerate(files):
             _w(root / folder / f, [_sent(rng, f"{folder.lower()}{k}", i) for i in range(20)], "latin-1")
     classes = ["ABBR:abb", "DESC:def", "ENTY:animal", "HUM:ind", "LOC:city", "NUM:date"]
@@ -38,17 +62,26 @@ def make_senteval_dir(root: Path, seed: int = 0) -> Path:
         _w(root / "SST2" / f"sentiment-{split}", [f"{_sent(rng, 'sst2', i)}\t{i % 2}" for i in range(n)])
         _w(root / "SST5" / f"sentiment-{split}", [f"{i % 5} {_sent(rng, 'sst5', i)}" for i in range(n)])
     labels = ["NEUTRAL", "ENTAILMENT", "CONTRADICTION"]
-    for f, n, nl in (("SICK_train.txt", 30, "\n"), ("SICK_trial.txt", 12, "\n"), ("SICK_test_annotated.txt", 12, "\r\n")):
+    for f, n, nl in (
+        ("SICK_train.txt", 30, "\n"),
+        ("SICK_trial.txt", 12, "\n"),
+        ("SICK_test_annotated.txt", 12, "\r\n"),
+    ):
         rows = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
-        rows += [f"{i}\t{_sent(rng, 'sicka', i)}\t{_sent(rng, 'sickb', i)}\t{1 + 4 * rng.random():.1f}\t{labels[i % 3]}"
-                 for i in range(n)]
+        rows += [
+            f"{i}\t{_sent(rng, 'sicka', i)}\t{_sent(rng, 'sickb', i)}\t{1 + 4 * rng.random():.1f}\t{labels[i % 3]}"
+            for i in range(n)
+        ]
         _w(root / "SICK" / f, rows, newline=nl)
         (root / "SICK" / "raw").mkdir(parents=True, exist_ok=True)
         raw = [rows[0]] + [r.replace(" .", ".").replace("sick", "Sick") for r in rows[1:]]
         _w(root / "SICK" / "raw" / f, raw, newline=nl)
     for f, n in (("sts-train.csv", 30), ("sts-dev.csv", 12), ("sts-test.csv", 12)):
-        rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{5 * rng.random():.3f}\t{_sent(rng, 'stsba', i)}\t"
-                f"{_sent(rng, 'stsbb', i)}" for i in range(n)]
+        rows = [
+            f"main-captions\tMSRvid\t2012test\t{i:04d}\t{5 * rng.random():.3f}\t{_sent(rng, 'stsba', i)}\t"
+            f"{_sent(rng, 'stsbb', i)}"
+            for i in range(n)
+        ]
         _w(root / "STSB" / f, rows)
     from sentkit.evaluation.tasks import STS_SUBSETS
 
@@ -71,8 +104,11 @@ def make_senteval_dir(root: Path, seed: int = 0) -> Path:
     from sentkit.evaluation.tasks import PROBING_FILES
 
     for task, f in PROBING_FILES.items():
-        rows = [f"{sp}\t{['PAST', 'PRES', 'FUT'][i % 3]}\t{_sent(rng, task.lower(), i)}"
-                for sp, n in (("tr", 30), ("va", 9), ("te", 9)) for i in range(n)]
+        rows = [
+            f"{sp}\t{['PAST', 'PRES', 'FUT'][i % 3]}\t{_sent(rng, task.lower(), i)}"
+            for sp, n in (("tr", 30), ("va", 9), ("te", 9))
+            for i in range(n)
+        ]
         _w(root / "PROBING" / f, rows)
     for split, nimg in (("train", 12), ("valid", 5), ("test", 5)):
         caps = {}
@@ -91,7 +127,6 @@ def make_senteval_dir(root: Path, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def senteval_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_senteval_dir(tmp_path_factory.mktemp("senteval"))
-
 
 
 class HashEncoder:

@@ -27,8 +27,9 @@ def encoder(tmp_path: Path) -> str:
 
 
 def _evaluate(senteval_dir: Path, model: str, *extra: str) -> int:
-    return main(["-q", "evaluate", "-m", model, "--tasks", "MR,STS12", "--data-dir", str(senteval_dir),
-                 "--no-cache", *extra])
+    return main(
+        ["-q", "evaluate", "-m", model, "--tasks", "MR,STS12", "--data-dir", str(senteval_dir), "--no-cache", *extra]
+    )
 
 
 # -- outputs -----------------------------------------------------------------------------------
@@ -89,10 +90,18 @@ def test_an_undefined_score_is_a_task_error_and_the_json_stays_valid(senteval_di
     from sentkit.evaluation import protocols
 
     nan = float("nan")
-    monkeypatch.setattr(protocols, "sts_scores", lambda subsets: {
-        "x": {"pearson": nan, "spearman": nan, "nsamples": 3},
-        "all": {"pearson": {"mean": nan, "wmean": nan}, "spearman": {"mean": nan, "wmean": nan},
-                "concatenated": {"pearson": nan, "spearman": nan}}})
+    monkeypatch.setattr(
+        protocols,
+        "sts_scores",
+        lambda subsets: {
+            "x": {"pearson": nan, "spearman": nan, "nsamples": 3},
+            "all": {
+                "pearson": {"mean": nan, "wmean": nan},
+                "spearman": {"mean": nan, "wmean": nan},
+                "concatenated": {"pearson": nan, "spearman": nan},
+            },
+        },
+    )
     real = protocols.inner_kfold
     monkeypatch.setattr(protocols, "inner_kfold", lambda *a, **k: {**real(*a, **k), "devacc": nan})
     res = evaluate(HashEncoder(), tasks="MR,STS12", data_dir=senteval_dir, use_cache=False, progress=False)
@@ -109,13 +118,16 @@ class Raising:
         return HashEncoder().encode(texts)
 
 
-@pytest.mark.parametrize("enc,match", [
-    (Raising(), "encoder raised RuntimeError: CUDA out of memory"),
-    (lambda texts: np.zeros((len(texts), 0), np.float32), "dim 0"),
-    (lambda texts: [["a", "b"]] * len(texts), "could not convert string to float"),
-    (lambda texts: None, "shape"),
-    (lambda texts: np.full((len(texts), 3), np.inf), "NaN or inf"),
-])
+@pytest.mark.parametrize(
+    "enc,match",
+    [
+        (Raising(), "encoder raised RuntimeError: CUDA out of memory"),
+        (lambda texts: np.zeros((len(texts), 0), np.float32), "dim 0"),
+        (lambda texts: [["a", "b"]] * len(texts), "could not convert string to float"),
+        (lambda texts: None, "shape"),
+        (lambda texts: np.full((len(texts), 3), np.inf), "NaN or inf"),
+    ],
+)
 def test_an_encoder_that_fails_gives_a_per_task_error_never_a_score(senteval_dir, enc, match):
     res = evaluate(enc, tasks="TREC,STS13", data_dir=senteval_dir, use_cache=False, progress=False)
     assert "TREC" not in res["results"] and match in res["errors"]["TREC"]
@@ -131,13 +143,16 @@ def _copy(senteval_dir: Path, tmp_path: Path, folder: str) -> Path:
     return d
 
 
-@pytest.mark.parametrize("mangle,match", [
-    (lambda p: p.write_bytes(p.read_text(encoding="utf-8").encode("utf-16")), "UTF-16"),
-    (lambda p: p.write_bytes(p.read_bytes()[:40] + b"\x00\x00" + p.read_bytes()[40:]), "NUL bytes"),
-    (lambda p: p.write_bytes(p.read_bytes() + b"\xff\xfe broken\t1\n"), "not utf-8 text"),
-    (lambda p: p.write_bytes(p.read_bytes() + b"a line cut short"), "line 31"),
-    (lambda p: p.write_bytes(p.read_bytes() + b"a sentence\tnot-a-label\n"), "line 31"),
-])
+@pytest.mark.parametrize(
+    "mangle,match",
+    [
+        (lambda p: p.write_bytes(p.read_text(encoding="utf-8").encode("utf-16")), "UTF-16"),
+        (lambda p: p.write_bytes(p.read_bytes()[:40] + b"\x00\x00" + p.read_bytes()[40:]), "NUL bytes"),
+        (lambda p: p.write_bytes(p.read_bytes() + b"\xff\xfe broken\t1\n"), "not utf-8 text"),
+        (lambda p: p.write_bytes(p.read_bytes() + b"a line cut short"), "line 31"),
+        (lambda p: p.write_bytes(p.read_bytes() + b"a sentence\tnot-a-label\n"), "line 31"),
+    ],
+)
 def test_a_broken_task_file_names_the_file_line_and_fix(senteval_dir, tmp_path, mangle, match):
     d = _copy(senteval_dir, tmp_path, "SST2")
     f = d / "SST2" / "sentiment-train"
@@ -175,11 +190,13 @@ def test_a_truncated_file_is_flagged_by_its_size(senteval_dir, tmp_path, monkeyp
     assert "CHANGED" in out and f"sentkit data download MR --data-dir {d} --force" in out
 
 
-@pytest.mark.parametrize("tasks,match", [("", "no task given"), (" , ", "no task given"),
-                                         ("MR,Nope", "unknown task 'Nope'")])
+@pytest.mark.parametrize(
+    "tasks,match", [("", "no task given"), (" , ", "no task given"), ("MR,Nope", "unknown task 'Nope'")]
+)
 def test_bad_task_lists_are_usage_errors(senteval_dir, tmp_path, encoder, capsys, tasks, match):
-    rc = main(["evaluate", "-m", encoder, "--tasks", tasks, "--data-dir", str(senteval_dir),
-               "-o", str(tmp_path / "r.json")])
+    rc = main(
+        ["evaluate", "-m", encoder, "--tasks", tasks, "--data-dir", str(senteval_dir), "-o", str(tmp_path / "r.json")]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and match in err and err.count("\n") == 1
     assert not (tmp_path / "r.json").exists()
@@ -194,17 +211,20 @@ def test_threads_must_be_positive(senteval_dir, tmp_path, encoder, capsys):
 GOOD = {"model": {"name": "m"}, "config": {"preset": "prototyping"}, "results": {"MR": {"acc": 70.0}}}
 
 
-@pytest.mark.parametrize("content,match", [
-    (b"", "not a JSON results file"),
-    (b"[1, 2]", "not a sentkit results file"),
-    (b'{"results": [1]}', "not a sentkit results file"),
-    (json.dumps(GOOD).encode("utf-16"), "not UTF-8"),
-    (b"\x00\x01\x02garbage", "not a JSON results file"),
-    (json.dumps({**GOOD, "results": {"MR": {"accuracy": 70.0}}}).encode(), "task MR: malformed results"),
-    (json.dumps({**GOOD, "results": {"STS12": {"all": "x"}}}).encode(), "task STS12: malformed"),
-    (json.dumps({**GOOD, "model": "m"}).encode(), "'model' is not an object"),
-    (json.dumps({**GOOD, "timings": {"total_s": "soon"}}).encode(), "total_s"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (b"", "not a JSON results file"),
+        (b"[1, 2]", "not a sentkit results file"),
+        (b'{"results": [1]}', "not a sentkit results file"),
+        (json.dumps(GOOD).encode("utf-16"), "not UTF-8"),
+        (b"\x00\x01\x02garbage", "not a JSON results file"),
+        (json.dumps({**GOOD, "results": {"MR": {"accuracy": 70.0}}}).encode(), "task MR: malformed results"),
+        (json.dumps({**GOOD, "results": {"STS12": {"all": "x"}}}).encode(), "task STS12: malformed"),
+        (json.dumps({**GOOD, "model": "m"}).encode(), "'model' is not an object"),
+        (json.dumps({**GOOD, "timings": {"total_s": "soon"}}).encode(), "total_s"),
+    ],
+)
 def test_report_refuses_a_file_that_is_not_results(tmp_path, capsys, content, match):
     p = tmp_path / "r.json"
     p.write_bytes(content)
@@ -215,8 +235,9 @@ def test_report_refuses_a_file_that_is_not_results(tmp_path, capsys, content, ma
 
 def test_report_shows_a_nan_score_as_missing(tmp_path, capsys, caplog):
     nan = tmp_path / "nan.json"
-    nan.write_text('{"model": {"name": "n"}, "config": {"preset": "p"}, "results": '
-                   '{"MR": {"acc": NaN}, "TREC": {"acc": 60.0}}}')
+    nan.write_text(
+        '{"model": {"name": "n"}, "config": {"preset": "p"}, "results": {"MR": {"acc": NaN}, "TREC": {"acc": 60.0}}}'
+    )
     good = tmp_path / "good.json"
     good.write_text(json.dumps(GOOD))
     assert main(["report", str(nan), str(good)]) == 0
@@ -293,31 +314,62 @@ def test_ctrl_c_keeps_the_finished_tasks(senteval_dir, tmp_path, capsys, monkeyp
     assert set(e.value.results["results"]) == {"MR"}
     assert e.value.results["errors"] == {"TREC": "interrupted", "STS12": "interrupted"}
     enc = tmp_path / "ctrlc.py"
-    enc.write_text("import numpy as np\n"
-                   "def f(texts):\n"
-                   "    if any(t.startswith('trec') for t in texts):\n"
-                   "        raise KeyboardInterrupt\n"
-                   "    return np.array([[len(t), t.count('a') + 1.0] for t in texts], np.float32)\n")
+    enc.write_text(
+        "import numpy as np\n"
+        "def f(texts):\n"
+        "    if any(t.startswith('trec') for t in texts):\n"
+        "        raise KeyboardInterrupt\n"
+        "    return np.array([[len(t), t.count('a') + 1.0] for t in texts], np.float32)\n"
+    )
     out = tmp_path / "r.json"
-    rc = main(["-q", "evaluate", "-m", f"{enc}:f", "--tasks", "MR,TREC", "--data-dir", str(senteval_dir),
-               "--no-cache", "-o", str(out)])
+    rc = main(
+        [
+            "-q",
+            "evaluate",
+            "-m",
+            f"{enc}:f",
+            "--tasks",
+            "MR,TREC",
+            "--data-dir",
+            str(senteval_dir),
+            "--no-cache",
+            "-o",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 130 and "interrupted" in err and "1 finished tasks were written" in err
     assert set(json.loads(out.read_text())["results"]) == {"MR"}
 
 
-@pytest.mark.parametrize("content,match", [
-    (b"", "no sentence in the all split"),
-    (b"  \n\t\n   \n", "no sentence in the all split"),
-    (b"one sentence\nanother\n", "4 samples, too few for 5-fold"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (b"", "no sentence in the all split"),
+        (b"  \n\t\n   \n", "no sentence in the all split"),
+        (b"one sentence\nanother\n", "4 samples, too few for 5-fold"),
+    ],
+)
 def test_an_empty_or_tiny_task_is_a_data_error_in_one_line(senteval_dir, tmp_path, encoder, capsys, content, match):
     d = _copy(senteval_dir, tmp_path, "MR")
     for f in ("rt-polarity.pos", "rt-polarity.neg"):
         (d / "MR" / f).write_bytes(content)
     shutil.copytree(senteval_dir / "STS12", d / "STS12")
-    rc = main(["-q", "evaluate", "-m", encoder, "--tasks", "MR,STS12", "--data-dir", str(d), "--no-cache",
-               "-o", str(tmp_path / "r.json")])
+    rc = main(
+        [
+            "-q",
+            "evaluate",
+            "-m",
+            encoder,
+            "--tasks",
+            "MR,STS12",
+            "--data-dir",
+            str(d),
+            "--no-cache",
+            "-o",
+            str(tmp_path / "r.json"),
+        ]
+    )
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sentkit ")]
     assert rc == 1 and len(err) == 1
     assert err[0].startswith("sentkit evaluate: error: 1 of 2 tasks failed: task MR: ") and match in err[0]

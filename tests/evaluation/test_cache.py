@@ -26,8 +26,11 @@ TASKS = "MR,STS12"
 
 def cache_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     """Warnings of the cache (the fixture's tiny files also draw size warnings from the runner)."""
-    return [r.getMessage() for r in caplog.records
-            if r.levelno >= logging.WARNING and r.name.startswith("sentkit.evaluation.cache")]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("sentkit.evaluation.cache")
+    ]
 
 
 def _run(data_dir: Path, cache: Path, enc: HashEncoder | None = None) -> dict:
@@ -115,8 +118,20 @@ def _not_npz(p: Path) -> None:
     p.write_text("these are not embeddings\n")
 
 
-CORRUPTIONS = [_truncate, _garbage, _empty, _float64, _int_keys, _object_array, _fewer_keys, _nan, _inf,
-               _wrong_dim, _other_model, _not_npz]
+CORRUPTIONS = [
+    _truncate,
+    _garbage,
+    _empty,
+    _float64,
+    _int_keys,
+    _object_array,
+    _fewer_keys,
+    _nan,
+    _inf,
+    _wrong_dim,
+    _other_model,
+    _not_npz,
+]
 
 
 @pytest.mark.parametrize("corrupt", CORRUPTIONS, ids=lambda f: f.__name__.strip("_"))
@@ -159,15 +174,15 @@ def test_an_unwritable_cache_folder_degrades_to_no_cache_with_one_warning(sentev
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     with caplog.at_level(logging.WARNING):
-        res = evaluate(HashEncoder(), tasks=TASKS, data_dir=senteval_dir, cache_dir=str(blocker / "cache"),
-                       progress=False)
+        res = evaluate(
+            HashEncoder(), tasks=TASKS, data_dir=senteval_dir, cache_dir=str(blocker / "cache"), progress=False
+        )
     assert res["errors"] == {} and res["results"] == cold
     warnings = cache_warnings(caplog)
     assert len(warnings) == 1 and "without writing the cache" in warnings[0]
 
 
-def test_a_write_that_fails_midway_warns_once_and_the_run_goes_on(senteval_dir, tmp_path, cold, caplog,
-                                                                   monkeypatch):
+def test_a_write_that_fails_midway_warns_once_and_the_run_goes_on(senteval_dir, tmp_path, cold, caplog, monkeypatch):
     import sentkit.evaluation.cache as cache_mod
 
     def full_disk(*args, **kwargs):
@@ -253,8 +268,11 @@ def _start(tmp_path: Path, data: Path, cache: Path, out: Path, delay: float, mom
     script = tmp_path / "run_eval.py"
     script.write_text(textwrap.dedent(SCRIPT))
     with open(tmp_path / f"{out.stem}.stderr", "wb") as err:  # a file: a chatty child never blocks on a pipe
-        return subprocess.Popen([sys.executable, str(script), str(data), str(cache), str(out), str(delay), moment],
-                                stdout=subprocess.PIPE, stderr=err)
+        return subprocess.Popen(
+            [sys.executable, str(script), str(data), str(cache), str(out), str(delay), moment],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
 
 
 def _stderr(p: subprocess.Popen) -> str:
@@ -273,8 +291,11 @@ def five_cold(senteval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     return _finish(_start(d, senteval_dir, d / "cache", d / "out.json", 0.0), d / "out.json")
 
 
-@pytest.mark.parametrize(("moment", "shards"), [("first-encode", 0), ("second-task", 1), ("classifying", 5)],
-                         ids=["before-any-shard", "mid-run", "after-all-encoding"])
+@pytest.mark.parametrize(
+    ("moment", "shards"),
+    [("first-encode", 0), ("second-task", 1), ("classifying", 5)],
+    ids=["before-any-shard", "mid-run", "after-all-encoding"],
+)
 def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(moment, shards, senteval_dir, tmp_path, five_cold):
     """Killed at three moments, each signalled by the evaluation itself (no sleeps): in the first
     task's encoding, inside the second task's encoding, and after every task's shard is written
@@ -289,7 +310,10 @@ def test_kill_9_during_evaluate_leaves_a_cache_the_next_run_trusts(moment, shard
     assert len(_shards(cache)) == shards and not (tmp_path / "killed.json").exists()
     res = _finish(_start(tmp_path, senteval_dir, cache, tmp_path / "resumed.json", 0.0), tmp_path / "resumed.json")
     assert res["errors"] == {} and res["results"] == five_cold["results"]
-    assert res["timings"]["sentences_from_cache"] + res["timings"]["sentences_encoded"] == res["timings"]["sentences_unique"]
+    assert (
+        res["timings"]["sentences_from_cache"] + res["timings"]["sentences_encoded"]
+        == res["timings"]["sentences_unique"]
+    )
     if shards == 5:
         assert res["timings"]["sentences_encoded"] == 0
 

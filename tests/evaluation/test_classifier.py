@@ -40,8 +40,12 @@ def _reference_fit(X, y, train, dev, l2, spec, validation_split=None):
     if spec.nhid == 0:
         model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], spec.nclasses))
     else:
-        model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], spec.nhid), torch.nn.Dropout(0.0),
-                                    torch.nn.Sigmoid(), torch.nn.Linear(spec.nhid, spec.nclasses))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(X.shape[1], spec.nhid),
+            torch.nn.Dropout(0.0),
+            torch.nn.Sigmoid(),
+            torch.nn.Linear(spec.nhid, spec.nclasses),
+        )
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             torch.nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=g)
@@ -120,8 +124,7 @@ def test_relatedness_loss_matches_loop_reference():
     X, yc = _data(n=160, d=5, c=5, seed=3)
     scores = np.clip(yc + 1 + np.random.default_rng(0).uniform(0, 0.9, len(yc)), 1, 5)
     T = relatedness_target(scores)
-    spec = TrainSpec(nclasses=5, optim="adam", batch_size=16, tenacity=1, epoch_size=3, max_epoch=6,
-                     loss="mse_softmax")
+    spec = TrainSpec(nclasses=5, optim="adam", batch_size=16, tenacity=1, epoch_size=3, max_epoch=6, loss="mse_softmax")
     train, dev = np.arange(120), np.arange(120, 160)
     # score on class accuracy against argmax of the target so the reference loop can be reused
     ydev = T[dev].argmax(1)

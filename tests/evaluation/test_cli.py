@@ -20,9 +20,29 @@ def encoder_file(tmp_path: Path) -> str:
 
 def test_evaluate_writes_json_markdown_and_png(senteval_dir, tmp_path, encoder_file, capsys):
     out = tmp_path / "r.json"
-    rc = main(["evaluate", "--model", encoder_file, "--tasks", "MR,STS12,SICKE", "--data-dir", str(senteval_dir),
-               "--output", str(out), "--markdown", str(tmp_path / "r.md"), "--plot", str(tmp_path / "r.png"),
-               "--cache-dir", str(tmp_path / "cache"), "--set", "kfold=3", "--threads", "1"])
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            encoder_file,
+            "--tasks",
+            "MR,STS12,SICKE",
+            "--data-dir",
+            str(senteval_dir),
+            "--output",
+            str(out),
+            "--markdown",
+            str(tmp_path / "r.md"),
+            "--plot",
+            str(tmp_path / "r.png"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--set",
+            "kfold=3",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0
     res = json.loads(out.read_text())
     assert set(res["results"]) == {"MR", "STS12", "SICKE"} and res["config"]["kfold"] == 3
@@ -35,8 +55,20 @@ def test_evaluate_writes_json_markdown_and_png(senteval_dir, tmp_path, encoder_f
 
 def test_failing_task_gives_nonzero_exit_but_keeps_results(senteval_dir, tmp_path, encoder_file, capsys):
     out = tmp_path / "r.json"
-    rc = main(["evaluate", "-m", encoder_file, "--tasks", "TREC,STS13", "--data-dir", str(senteval_dir),
-               "-o", str(out), "--no-cache"])
+    rc = main(
+        [
+            "evaluate",
+            "-m",
+            encoder_file,
+            "--tasks",
+            "TREC,STS13",
+            "--data-dir",
+            str(senteval_dir),
+            "-o",
+            str(out),
+            "--no-cache",
+        ]
+    )
     assert rc == 1
     res = json.loads(out.read_text())
     assert "STS13" in res["results"] and "task TREC" in res["errors"]["TREC"]
@@ -46,12 +78,39 @@ def test_report_side_by_side_and_plot(senteval_dir, tmp_path, encoder_file, caps
     paths = []
     for preset in ("prototyping", "literature"):
         p = tmp_path / f"{preset}.json"
-        assert main(["evaluate", "-m", encoder_file, "--tasks", "STS12,SICKE", "--preset", preset,
-                     "--data-dir", str(senteval_dir), "-o", str(p), "--no-cache"]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "-m",
+                    encoder_file,
+                    "--tasks",
+                    "STS12,SICKE",
+                    "--preset",
+                    preset,
+                    "--data-dir",
+                    str(senteval_dir),
+                    "-o",
+                    str(p),
+                    "--no-cache",
+                ]
+            )
+            == 0
+        )
         paths.append(str(p))
     capsys.readouterr()
-    rc = main(["report", *paths, "--labels", "proto,lit", "--plot", str(tmp_path / "c.png"),
-               "--output", str(tmp_path / "c.md")])
+    rc = main(
+        [
+            "report",
+            *paths,
+            "--labels",
+            "proto,lit",
+            "--plot",
+            str(tmp_path / "c.png"),
+            "--output",
+            str(tmp_path / "c.md"),
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "| task | proto | lit |" in text and "| STS12 |" in text and "downstream avg" in text
@@ -94,8 +153,9 @@ def test_unknown_model_module_is_a_user_error(tmp_path, capsys):
     assert "'no_such_module_xyz' is neither a .py file nor an importable module" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["evaluate", "--help"], ["report", "--help"], ["data", "check", "--help"],
-                                  ["data", "download", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["evaluate", "--help"], ["report", "--help"], ["data", "check", "--help"], ["data", "download", "--help"]]
+)
 def test_help(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

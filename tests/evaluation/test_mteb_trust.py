@@ -44,15 +44,20 @@ def marked_model(folder: Path, prompts: dict[str, str] | None = None, default: s
     marks = folder / "marks"
     marks.mkdir(parents=True, exist_ok=True)
     p = folder / "marked_encoder.py"
-    p.write_text(MARKED_ENCODER.format(loaded=str(marks / "loaded"), encoded=str(marks / "encoded"),
-                                       prompts=prompts or {}, default=default))
+    p.write_text(
+        MARKED_ENCODER.format(
+            loaded=str(marks / "loaded"), encoded=str(marks / "encoded"), prompts=prompts or {}, default=default
+        )
+    )
     return f"{p}:Enc", marks
 
 
 def sts_copy(folder: Path, n: int, split: str = "test") -> Path:
     folder.mkdir(parents=True)
-    rows = [{"sentence1": f"a sentence {i}", "sentence2": f"another sentence {i % 7}", "score": float(i % 5)}
-            for i in range(n)]
+    rows = [
+        {"sentence1": f"a sentence {i}", "sentence2": f"another sentence {i % 7}", "score": float(i % 5)}
+        for i in range(n)
+    ]
     (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
@@ -65,8 +70,9 @@ def stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------------------------------------
 # A local copy is checked
 # ---------------------------------------------------------------------------------------------
-def test_a_40_pair_sts12_copy_is_refused_before_the_model_loads(empty_hf_cache: Path, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_40_pair_sts12_copy_is_refused_before_the_model_loads(
+    empty_hf_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import mteb
 
     want = mteb.get_task("STS12").metadata.n_samples["test"]  # the oracle: mteb's metadata (3,108 pairs)
@@ -77,8 +83,9 @@ def test_a_40_pair_sts12_copy_is_refused_before_the_model_loads(empty_hf_cache: 
     assert main(["-q", "evaluate", "--model", model, "--mteb", f"STS12={copy}", "-o", str(out), "--no-cache"]) == 2
     _, err = stderr_lines(capsys)
     assert len(err) == 1
-    assert err[0].startswith(f"sentkit evaluate: error: --mteb STS12={copy}: split test has 40 samples, MTEB's STS12 "
-                             f"has {want:,}")
+    assert err[0].startswith(
+        f"sentkit evaluate: error: --mteb STS12={copy}: split test has 40 samples, MTEB's STS12 has {want:,}"
+    )
     assert "hf download --repo-type dataset mteb/sts12-sts" in err[0] and "--allow-subset" in err[0]
     assert not (marks / "loaded").exists() and not out.parent.exists()  # nothing loaded, nothing written
 
@@ -89,8 +96,23 @@ def test_with_allow_subset_a_copy_is_filed_under_a_local_subset_revision(empty_h
     copy = sts_copy(tmp_path / "sts12", 40)
     model, _ = marked_model(tmp_path)
     out = tmp_path / "run" / "r.json"
-    assert main(["-q", "evaluate", "--model", model, "--mteb", f"STS12={copy}", "--allow-subset", "-o", str(out),
-                 "--no-cache"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                model,
+                "--mteb",
+                f"STS12={copy}",
+                "--allow-subset",
+                "-o",
+                str(out),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
     section = json.loads(out.read_text())["mteb"]
     name, revision = A.model_identity(model)
     assert section["model"] == name == "sentkit/marked_encoder.Enc"
@@ -119,8 +141,9 @@ def test_a_complete_copy_is_accepted_and_filed_as_the_task(empty_hf_cache: Path,
     assert json.loads(file.read_text())["dataset_revision"] == task.metadata.dataset["revision"]
 
 
-def test_a_copy_of_another_revision_or_without_the_split_is_refused(empty_hf_cache: Path, tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_copy_of_another_revision_or_without_the_split_is_refused(
+    empty_hf_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import mteb
 
     task = mteb.get_task("STS12")
@@ -132,28 +155,40 @@ def test_a_copy_of_another_revision_or_without_the_split_is_refused(empty_hf_cac
     capsys.readouterr()
     assert main(["-q", "evaluate", "--model", model, "--mteb", f"STS12={copy}", "-o", str(tmp_path / "r.json")]) == 2
     _, err = stderr_lines(capsys)
-    assert len(err) == 1 and f"it is revision {'0' * 40} of mteb/sts12-sts, MTEB's STS12 uses " \
-        f"{task.metadata.dataset['revision']}" in err[0]
+    assert (
+        len(err) == 1
+        and f"it is revision {'0' * 40} of mteb/sts12-sts, MTEB's STS12 uses {task.metadata.dataset['revision']}"
+        in err[0]
+    )
     train_only = sts_copy(tmp_path / "train_only", 30, split="train")
-    assert main(["-q", "evaluate", "--model", model, "--mteb", f"STS12={train_only}", "-o", str(tmp_path / "r.json")]) == 2
+    assert (
+        main(["-q", "evaluate", "--model", model, "--mteb", f"STS12={train_only}", "-o", str(tmp_path / "r.json")]) == 2
+    )
     _, err = stderr_lines(capsys)
     assert len(err) == 1 and "split test is missing (found: train)" in err[0]
 
 
-def test_a_beir_folder_with_only_dev_qrels_gets_a_hint_that_works(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_beir_folder_with_only_dev_qrels_gets_a_hint_that_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     beir = tmp_path / "beir"
     write_beir(beir)
     (beir / "qrels" / "test.tsv").rename(beir / "qrels" / "dev.tsv")
     model, marks = marked_model(tmp_path)
     capsys.readouterr()
-    assert main(["-q", "evaluate", "--model", model, "--mteb", f"retrieval:faq={beir}", "-o", str(tmp_path / "r.json")]) == 2
+    assert (
+        main(["-q", "evaluate", "--model", model, "--mteb", f"retrieval:faq={beir}", "-o", str(tmp_path / "r.json")])
+        == 2
+    )
     _, err = stderr_lines(capsys)
     assert len(err) == 1 and "has dev.tsv (split dev), not test.tsv" in err[0] and 'split = "dev"' in err[0]
     assert not (marks / "loaded").exists()
     (tmp_path / "t.toml").write_text(f'[[task]]\nname = "faq"\ntype = "retrieval"\npath = "{beir}"\nsplit = "dev"\n')
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", model, "--mteb", str(tmp_path / "t.toml"), "-o", str(out), "--no-cache"]) == 0
+    assert (
+        main(["-q", "evaluate", "--model", model, "--mteb", str(tmp_path / "t.toml"), "-o", str(out), "--no-cache"])
+        == 0
+    )
     assert set(json.loads(out.read_text())["mteb"]["tasks"]) == {"faq"}
 
 
@@ -162,7 +197,8 @@ def test_a_beir_folder_with_only_dev_qrels_gets_a_hint_that_works(tmp_path: Path
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("quiet", [True, False])
 def test_a_benchmark_without_its_data_is_one_line_and_a_file_before_the_model_loads(
-        quiet: bool, empty_hf_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    quiet: bool, empty_hf_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bench = A.registry_tasks("MTEB(eng, v2)")
     model, marks = marked_model(tmp_path)
     out = tmp_path / "run" / "r.json"
@@ -171,10 +207,12 @@ def test_a_benchmark_without_its_data_is_one_line_and_a_file_before_the_model_lo
     stdout, err = stderr_lines(capsys)
     assert rc == 1
     failures = out.parent / "r.mteb-failures.txt"
-    assert err == [f"sentkit evaluate: error: {len(bench)} of {len(bench)} MTEB tasks failed: {len(bench)} MTEB datasets "
-                   "of MTEB(eng, v2) are neither in the local cache nor reachable; where the hub is reachable run "
-                   "`sentkit data download --mteb 'MTEB(eng, v2)'` and copy the Hugging Face cache "
-                   f"(~/.cache/huggingface, or $HF_HOME) here; each task's reason and fix: {failures}"]
+    assert err == [
+        f"sentkit evaluate: error: {len(bench)} of {len(bench)} MTEB tasks failed: {len(bench)} MTEB datasets "
+        "of MTEB(eng, v2) are neither in the local cache nor reachable; where the hub is reachable run "
+        "`sentkit data download --mteb 'MTEB(eng, v2)'` and copy the Hugging Face cache "
+        f"(~/.cache/huggingface, or $HF_HOME) here; each task's reason and fix: {failures}"
+    ]
     lines = failures.read_text().splitlines()
     assert [ln.split(":")[0] for ln in lines] == [t.metadata.name for t in bench]
     for t, ln in zip(bench, lines):  # each fix whole: nothing cut
@@ -186,8 +224,9 @@ def test_a_benchmark_without_its_data_is_one_line_and_a_file_before_the_model_lo
     assert not (out.parent / "mteb").exists() and "mteb/results" not in stdout  # no empty folder, no phantom files
 
 
-def test_one_failure_during_the_run_is_told_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                 monkeypatch: pytest.MonkeyPatch, files: Path) -> None:
+def test_one_failure_during_the_run_is_told_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, files: Path
+) -> None:
     import mteb
 
     real = mteb.evaluate
@@ -200,17 +239,27 @@ def test_one_failure_during_the_run_is_told_once(tmp_path: Path, capsys: pytest.
     monkeypatch.setattr(mteb, "evaluate", failing)
     model, _ = marked_model(tmp_path)
     capsys.readouterr()
-    assert main(["-q", "evaluate", "--model", model, *mteb_args(files), "-o", str(tmp_path / "r.json"), "--no-cache"]) == 1
+    assert (
+        main(["-q", "evaluate", "--model", model, *mteb_args(files), "-o", str(tmp_path / "r.json"), "--no-cache"]) == 1
+    )
     _, err = stderr_lines(capsys)
     final = [ln for ln in err if "x" * 900 in ln]
     assert len(final) == 1 and final[0] == err[-1]  # the message once, in the closing line, whole
     assert err[-1] == f"sentkit evaluate: error: 1 of 3 MTEB tasks failed: MTEB task pairs: ValueError: {'x' * 900}"
 
 
-@pytest.mark.parametrize(("typed", "meant"), [("sts12", "STS12"), ("Banking77", "Banking77Classification"),
-                                              ("scifact", "SciFact"), ("MTEB(eng,v2)", "MTEB(eng, v2)")])
-def test_closest_names_ignore_case_and_prefer_what_the_user_meant(typed: str, meant: str, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("sts12", "STS12"),
+        ("Banking77", "Banking77Classification"),
+        ("scifact", "SciFact"),
+        ("MTEB(eng,v2)", "MTEB(eng, v2)"),
+    ],
+)
+def test_closest_names_ignore_case_and_prefer_what_the_user_meant(
+    typed: str, meant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model, marks = marked_model(tmp_path)
     capsys.readouterr()
     assert main(["evaluate", "--model", model, "--mteb", typed, "-o", str(tmp_path / "r.json")]) == 2
@@ -267,8 +316,23 @@ def test_minilm_runs_are_filed_under_mtebs_name_and_revision_with_its_meta(files
     seen = set()
     for i, form in enumerate(["all-minilm-l6-v2", str(copy)]):
         out = tmp_path / f"run{i}" / "r.json"
-        assert main(["-q", "evaluate", "--model", form, "--mteb", f"sts:pairs={files / 'sts.jsonl'}", "-o", str(out),
-                     "--cache-dir", str(tmp_path / "cache")]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "evaluate",
+                    "--model",
+                    form,
+                    "--mteb",
+                    f"sts:pairs={files / 'sts.jsonl'}",
+                    "-o",
+                    str(out),
+                    "--cache-dir",
+                    str(tmp_path / "cache"),
+                ]
+            )
+            == 0
+        )
         section = json.loads(out.read_text())["mteb"]
         file = out.parent / section["tasks"]["pairs"]["file"]
         seen.add(file.relative_to(out.parent).as_posix())
@@ -283,8 +347,22 @@ def test_model_meta_carries_the_encoders_prompts(files: Path, tmp_path: Path) ->
     prompts = {"query": "query: ", "document": "passage: "}
     model, _ = marked_model(tmp_path, prompts=prompts, default="query")
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", model, "--mteb", f"sts:pairs={files / 'sts.jsonl'}", "-o", str(out),
-                 "--no-cache"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                model,
+                "--mteb",
+                f"sts:pairs={files / 'sts.jsonl'}",
+                "-o",
+                str(out),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
     section = json.loads(out.read_text())["mteb"]
     written = json.loads((out.parent / section["tasks"]["pairs"]["file"]).with_name("model_meta.json").read_text())
     assert written["loader_kwargs"] == {"model_prompts": prompts, "default_prompt_name": "query"}

@@ -39,8 +39,7 @@ def test_log_lines_when_not_a_terminal(senteval_dir, caplog):
     """In a log file or a pipe: a line per task and, while encoding, one every `interval` seconds."""
     bar = EvalProgress(["MR"], tty=False, interval=0.0)
     with caplog.at_level(logging.INFO, logger="sentkit.evaluation"):
-        evaluate(HashEncoder(), tasks="MR", data_dir=senteval_dir, use_cache=False, progress=bar,
-                 encode_batch_size=8)
+        evaluate(HashEncoder(), tasks="MR", data_dir=senteval_dir, use_cache=False, progress=bar, encode_batch_size=8)
     lines = [r.getMessage() for r in caplog.records if r.name == "sentkit.evaluation"]
     n = len(_unique("MR", senteval_dir))
     assert f"MR (1/1): {n} sentences to encode, 0 from the cache" in lines[0]
@@ -65,10 +64,22 @@ def test_disabled_shows_nothing_but_still_counts(senteval_dir, capsys, caplog):
 @pytest.mark.parametrize("quiet", [False, True])
 def test_the_cli_reports_progress_unless_quiet(senteval_dir, tmp_path, caplog, quiet):
     enc = tmp_path / "enc.py"
-    enc.write_text("import numpy as np\n"
-                   "def f(texts):\n    return np.array([[len(t), 1.0 + t.count('a')] for t in texts], np.float32)\n")
-    argv = ["evaluate", "-m", f"{enc}:f", "--tasks", "MR", "--data-dir", str(senteval_dir), "--no-cache",
-            "-o", str(tmp_path / "r.json")]
+    enc.write_text(
+        "import numpy as np\n"
+        "def f(texts):\n    return np.array([[len(t), 1.0 + t.count('a')] for t in texts], np.float32)\n"
+    )
+    argv = [
+        "evaluate",
+        "-m",
+        f"{enc}:f",
+        "--tasks",
+        "MR",
+        "--data-dir",
+        str(senteval_dir),
+        "--no-cache",
+        "-o",
+        str(tmp_path / "r.json"),
+    ]
     with caplog.at_level(logging.INFO):
         assert main(["-q", *argv] if quiet else argv) == 0
     said = any("sentences to encode" in r.getMessage() for r in caplog.records)

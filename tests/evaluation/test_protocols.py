@@ -74,8 +74,14 @@ def test_sts_cosine_equal_to_gold_scores_spearman_one():
 
 def test_sts_mean_wmean_and_concat_against_scipy():
     rng = np.random.default_rng(1)
-    subsets = {k: (rng.normal(size=(n, 4)).astype(np.float32), rng.normal(size=(n, 4)).astype(np.float32),
-                   rng.uniform(0, 5, n)) for k, n in (("x", 40), ("y", 10))}
+    subsets = {
+        k: (
+            rng.normal(size=(n, 4)).astype(np.float32),
+            rng.normal(size=(n, 4)).astype(np.float32),
+            rng.uniform(0, 5, n),
+        )
+        for k, n in (("x", 40), ("y", 10))
+    }
     res = P.sts_scores(subsets)
     sys = {k: P.cosine_rows(a, b) for k, (a, b, _) in subsets.items()}
     sp = {k: spearmanr(sys[k], subsets[k][2])[0] for k in subsets}

@@ -15,15 +15,23 @@ REAL_DATA = Path(os.environ["SENTKIT_DATA"])  # conftest sets the default
 
 pytestmark = [
     pytest.mark.data,
-    pytest.mark.skipif(not (REAL_DATA / "MR" / "rt-polarity.pos").is_file(),
-                       reason=f"SentEval data folder {REAL_DATA} is absent (set SENTKIT_DATA)"),
+    pytest.mark.skipif(
+        not (REAL_DATA / "MR" / "rt-polarity.pos").is_file(),
+        reason=f"SentEval data folder {REAL_DATA} is absent (set SENTKIT_DATA)",
+    ),
 ]
 
 COUNTS = {
-    "MR": {"all": 10662}, "CR": {"all": 3775}, "SUBJ": {"all": 10000}, "MPQA": {"all": 10606},
-    "TREC": {"train": 5452, "test": 500}, "SST2": {"train": 67349, "dev": 872, "test": 1821},
-    "SST5": {"train": 8544, "dev": 1101, "test": 2210}, "MRPC": {"train": 4076, "test": 1725},
-    "SICKE": {"train": 4500, "dev": 500, "test": 4927}, "STSB": {"train": 5749, "dev": 1500, "test": 1379},
+    "MR": {"all": 10662},
+    "CR": {"all": 3775},
+    "SUBJ": {"all": 10000},
+    "MPQA": {"all": 10606},
+    "TREC": {"train": 5452, "test": 500},
+    "SST2": {"train": 67349, "dev": 872, "test": 1821},
+    "SST5": {"train": 8544, "dev": 1101, "test": 2210},
+    "MRPC": {"train": 4076, "test": 1725},
+    "SICKE": {"train": 4500, "dev": 500, "test": 4927},
+    "STSB": {"train": 5749, "dev": 1500, "test": 1379},
 }
 STS_PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186}
 
@@ -47,15 +55,29 @@ def test_raw_pair_files_align_with_processed():
 
 
 # SentEval's scores for averaged GloVe-50d, prototyping preset (from the issue)
-REFERENCE = {"CR": 71.60, "TREC": 68.0, "SICKE": 72.34, "MRPC": 72.58, "MRPC_f1": 79.95,
-             "STS12": 51.31, "STS13": 45.07, "STS14": 49.69, "STS15": 53.22, "STS16": 51.77}
+REFERENCE = {
+    "CR": 71.60,
+    "TREC": 68.0,
+    "SICKE": 72.34,
+    "MRPC": 72.58,
+    "MRPC_f1": 79.95,
+    "STS12": 51.31,
+    "STS13": 45.07,
+    "STS14": 49.69,
+    "STS15": 53.22,
+    "STS16": 51.77,
+}
 
 
 def test_glove_average_reproduces_senteval(tmp_path):
     from sentkit.models.wordvectors import GloveAverage
 
-    res = evaluate(GloveAverage(), tasks=["CR", "TREC", "SICKE", "MRPC", "STS12", "STS13", "STS14", "STS15",
-                                          "STS16"], data_dir=REAL_DATA, cache_dir=str(tmp_path))
+    res = evaluate(
+        GloveAverage(),
+        tasks=["CR", "TREC", "SICKE", "MRPC", "STS12", "STS13", "STS14", "STS15", "STS16"],
+        data_dir=REAL_DATA,
+        cache_dir=str(tmp_path),
+    )
     assert res["errors"] == {}
     r = res["results"]
     for task in ("CR", "TREC", "SICKE", "MRPC"):

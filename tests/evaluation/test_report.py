@@ -32,10 +32,20 @@ from .test_user_tasks import encoder as bow_encoder
 __all__ = ["_forget_user_tasks"]  # autouse: user tasks declared by a test are forgotten after it
 
 
-def run(name: str, results: dict[str, Any], *, errors: dict[str, str] | None = None, total_s: float = 10.0,
-        mteb: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": {"name": name}, "config": {"preset": "p"}, "results": results,
-                           "timings": {"total_s": total_s}}
+def run(
+    name: str,
+    results: dict[str, Any],
+    *,
+    errors: dict[str, str] | None = None,
+    total_s: float = 10.0,
+    mteb: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "model": {"name": name},
+        "config": {"preset": "p"},
+        "results": results,
+        "timings": {"total_s": total_s},
+    }
     if errors is not None:
         out["errors"] = errors
     if mteb is not None:
@@ -45,16 +55,28 @@ def run(name: str, results: dict[str, Any], *, errors: dict[str, str] | None = N
 
 def section(tasks: dict[str, tuple[str, float]], errors: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     """An MTEB section as `sentkit evaluate --mteb` writes it: {task: (type, main score)}."""
-    return {"mteb_version": "2.x", "model": "sentkit/m", "revision": "r", "results_dir": "mteb",
-            "tasks": {n: {"type": ty, "main_score_name": "m", "main_score": v, "scores": {"test": {"default": v}}}
-                      for n, (ty, v) in tasks.items()},
-            "errors": errors or {}, "average": {}, **extra}
+    return {
+        "mteb_version": "2.x",
+        "model": "sentkit/m",
+        "revision": "r",
+        "results_dir": "mteb",
+        "tasks": {
+            n: {"type": ty, "main_score_name": "m", "main_score": v, "scores": {"test": {"default": v}}}
+            for n, (ty, v) in tasks.items()
+        },
+        "errors": errors or {},
+        "average": {},
+        **extra,
+    }
 
 
 def rows(table: str) -> dict[str, list[str]]:
     """{row label: its cells} of a Markdown table."""
-    return {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
-            for ln in table.splitlines() if ln.startswith("| ")}
+    return {
+        ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
+        for ln in table.splitlines()
+        if ln.startswith("| ")
+    }
 
 
 def footnotes(table: str) -> list[str]:
@@ -65,10 +87,16 @@ def footnotes(table: str) -> list[str]:
 # Averages: how many tasks, and whether they can be compared
 # ---------------------------------------------------------------------------------------------
 def test_each_average_says_how_many_tasks_it_covers_and_the_best_is_bold():
-    a = run("a", {"MR": {"acc": 70.0}, "CR": {"acc": 80.0}, "Tense": {"acc": 60.0}},
-            mteb=section({"STS12": ("STS", 50.0), "STS13": ("STS", 70.0), "faq": ("Retrieval", 30.0)}))
-    b = run("b", {"MR": {"acc": 75.0}, "CR": {"acc": 85.0}, "Tense": {"acc": 50.0}},
-            mteb=section({"STS12": ("STS", 40.0), "STS13": ("STS", 60.0), "faq": ("Retrieval", 35.0)}))
+    a = run(
+        "a",
+        {"MR": {"acc": 70.0}, "CR": {"acc": 80.0}, "Tense": {"acc": 60.0}},
+        mteb=section({"STS12": ("STS", 50.0), "STS13": ("STS", 70.0), "faq": ("Retrieval", 30.0)}),
+    )
+    b = run(
+        "b",
+        {"MR": {"acc": 75.0}, "CR": {"acc": 85.0}, "Tense": {"acc": 50.0}},
+        mteb=section({"STS12": ("STS", 40.0), "STS13": ("STS", 60.0), "faq": ("Retrieval", 35.0)}),
+    )
     table = side_by_side([a, b], ["a", "b"])
     r = rows(table)
     assert r["**downstream avg**"] == ["75.00 (2 tasks)", "**80.00** (2 tasks)"]  # (70+80)/2, (75+85)/2
@@ -81,23 +109,35 @@ def test_each_average_says_how_many_tasks_it_covers_and_the_best_is_bold():
 
 def test_averages_over_different_task_sets_are_marked_not_comparable_and_not_bolded():
     a = run("a", {"MR": {"acc": 70.0}, "CR": {"acc": 80.0}}, mteb=section({"STS12": ("STS", 50.0)}))
-    b = run("b", {"MR": {"acc": 75.0}, "CR": {"acc": 85.0}, "TREC": {"acc": 95.0}},
-            mteb=section({"STS12": ("STS", 40.0), "STS13": ("STS", 60.0), "faq": ("Retrieval", 35.0)}))
+    b = run(
+        "b",
+        {"MR": {"acc": 75.0}, "CR": {"acc": 85.0}, "TREC": {"acc": 95.0}},
+        mteb=section({"STS12": ("STS", 40.0), "STS13": ("STS", 60.0), "faq": ("Retrieval", 35.0)}),
+    )
     table = side_by_side([a, b], ["a", "b"])
     r = rows(table)
     assert r["**downstream avg**"] == ["75.00 (2 tasks)†", "85.00 (3 tasks)†"]  # (75+85+95)/3: not bold
     assert r["**MTEB avg**"] == ["50.00 (1 task)†", "45.00 (3 tasks)†"]
     notes = footnotes(table)
-    assert notes == ["† downstream avg, downstream avg w/o SNLI: over different tasks, not comparable (a lacks TREC).",
-                     "† MTEB avg, MTEB avg over task types: over different tasks, not comparable (a lacks STS13, faq).",
-                     "† total time (s): over different tasks, not comparable (a lacks TREC, MTEB STS13, MTEB faq)."]
+    assert notes == [
+        "† downstream avg, downstream avg w/o SNLI: over different tasks, not comparable (a lacks TREC).",
+        "† MTEB avg, MTEB avg over task types: over different tasks, not comparable (a lacks STS13, faq).",
+        "† total time (s): over different tasks, not comparable (a lacks TREC, MTEB STS13, MTEB faq).",
+    ]
     assert r["total time (s)"] == ["10.00†", "10.00†"]
     assert r["MR"] == ["70.00", "**75.00**"]  # a task's row compares one task: still bolded
 
 
 def test_a_run_of_a_few_tasks_next_to_a_full_one_does_not_look_comparable():
-    full = run("full", {n: {"acc": 80.0} for n in DOWNSTREAM if n not in ("MRPC", "SICKR", "STSB", "COCO")
-                        and not n.startswith("STS")}, total_s=100.0)
+    full = run(
+        "full",
+        {
+            n: {"acc": 80.0}
+            for n in DOWNSTREAM
+            if n not in ("MRPC", "SICKR", "STSB", "COCO") and not n.startswith("STS")
+        },
+        total_s=100.0,
+    )
     few = run("few", {"MR": {"acc": 90.0}, "CR": {"acc": 90.0}}, total_s=5.0)
     table = side_by_side([full, few], ["full", "few"])
     r = rows(table)
@@ -108,7 +148,8 @@ def test_a_run_of_a_few_tasks_next_to_a_full_one_does_not_look_comparable():
     assert footnotes(table) == [
         f"† downstream avg, total time (s): over different tasks, not comparable (few lacks {', '.join(missing)}).",
         "† downstream avg w/o SNLI: over different tasks, not comparable (few lacks "
-        f"{', '.join(n for n in missing if n != 'SNLI')})."]
+        f"{', '.join(n for n in missing if n != 'SNLI')}).",
+    ]
 
 
 def test_differing_tasks_lists_what_each_run_lacks():
@@ -134,40 +175,62 @@ def test_total_time_bolds_the_fastest_run():
 # ---------------------------------------------------------------------------------------------
 # Failed tasks
 # ---------------------------------------------------------------------------------------------
-MISSING = ("MTEB task SciFact: its dataset mteb/scifact (revision 0228b52cf27578f30900b9e5271d331663a030d7) is not in "
-           "the local cache and cannot be fetched (ConnectionError: Couldn't reach 'mteb/scifact' on the Hub "
-           "(LocalEntryNotFoundError)); where the hub is reachable run `sentkit data download --mteb SciFact` and "
-           "copy the Hugging Face cache here")
+MISSING = (
+    "MTEB task SciFact: its dataset mteb/scifact (revision 0228b52cf27578f30900b9e5271d331663a030d7) is not in "
+    "the local cache and cannot be fetched (ConnectionError: Couldn't reach 'mteb/scifact' on the Hub "
+    "(LocalEntryNotFoundError)); where the hub is reachable run `sentkit data download --mteb SciFact` and "
+    "copy the Hugging Face cache here"
+)
 
 
-@pytest.mark.parametrize("message,want", [
-    (MISSING, "its dataset mteb/scifact is not in the local cache and cannot be fetched"),
-    ("FileNotFoundError: [Errno 2] No such file or directory: 'data/TREC/train_5500.label'",
-     "[Errno 2] No such file or directory: 'data/TREC/train_5500.label'"),
-    ("interrupted", "interrupted"),
-    ("MTEB task faq: ValueError: the encoder returned 3 rows\nfor 4 texts", "the encoder returned 3 rows for 4 texts"),
-    ("ValueError: " + " ".join(["embedding"] * 20), " ".join(["embedding"] * 8) + "…"),  # 79 characters and …
-    ("x" * 100, "x" * 100),  # one word longer than a cell: kept whole, never cut inside
-])
+@pytest.mark.parametrize(
+    "message,want",
+    [
+        (MISSING, "its dataset mteb/scifact is not in the local cache and cannot be fetched"),
+        (
+            "FileNotFoundError: [Errno 2] No such file or directory: 'data/TREC/train_5500.label'",
+            "[Errno 2] No such file or directory: 'data/TREC/train_5500.label'",
+        ),
+        ("interrupted", "interrupted"),
+        (
+            "MTEB task faq: ValueError: the encoder returned 3 rows\nfor 4 texts",
+            "the encoder returned 3 rows for 4 texts",
+        ),
+        ("ValueError: " + " ".join(["embedding"] * 20), " ".join(["embedding"] * 8) + "…"),  # 79 characters and …
+        ("x" * 100, "x" * 100),  # one word longer than a cell: kept whole, never cut inside
+    ],
+)
 def test_a_failure_reason_is_short_and_never_cut_mid_word(message, want):
     assert short_reason(message) == want
 
 
 def test_failed_tasks_are_rows_that_say_why(tmp_path):
-    a = run("a", {"MR": {"acc": 70.0}}, errors={"TREC": "FileNotFoundError: [Errno 2] No such file: 'TREC/x'"},
-            mteb=section({"STS12": ("STS", 50.0)}, {"SciFact": MISSING}))
-    b = run("b", {"MR": {"acc": 75.0}, "TREC": {"acc": 60.0}}, errors={},
-            mteb=section({"STS12": ("STS", 40.0), "SciFact": ("Retrieval", 20.0)}))
+    a = run(
+        "a",
+        {"MR": {"acc": 70.0}},
+        errors={"TREC": "FileNotFoundError: [Errno 2] No such file: 'TREC/x'"},
+        mteb=section({"STS12": ("STS", 50.0)}, {"SciFact": MISSING}),
+    )
+    b = run(
+        "b",
+        {"MR": {"acc": 75.0}, "TREC": {"acc": 60.0}},
+        errors={},
+        mteb=section({"STS12": ("STS", 40.0), "SciFact": ("Retrieval", 20.0)}),
+    )
     table = side_by_side([a, b], ["a", "b"])
     r = rows(table)
     assert r["TREC"] == ["error: [Errno 2] No such file: 'TREC/x'", "**60.00**"]  # the only score: the best
-    assert r["MTEB SciFact"] == ["error: its dataset mteb/scifact is not in the local cache and cannot be fetched",
-                                 "**20.00**"]
+    assert r["MTEB SciFact"] == [
+        "error: its dataset mteb/scifact is not in the local cache and cannot be fetched",
+        "**20.00**",
+    ]
     assert "full message is in the results file" in table and "copy the Hugging Face cache" not in table
     assert "a lacks TREC" in table and "a lacks SciFact" in table  # the failures make the averages differ
     one = markdown_table(a)  # one run's table: the same rows
     assert "| TREC | error | [Errno 2] No such file: 'TREC/x' | |" in one
-    assert "| MTEB SciFact | error | its dataset mteb/scifact is not in the local cache and cannot be fetched | |" in one
+    assert (
+        "| MTEB SciFact | error | its dataset mteb/scifact is not in the local cache and cannot be fetched | |" in one
+    )
     # through the command, from files
     paths = []
     for label, r_ in (("a", a), ("b", b)):
@@ -196,8 +259,13 @@ def test_a_results_file_whose_errors_are_not_an_object_is_refused(tmp_path, caps
 # ---------------------------------------------------------------------------------------------
 def test_mteb_averages_are_computed_from_the_tasks_unrounded_scores():
     # the stored average is what an older sentkit computed from mteb's rounded figures; the report recomputes
-    a = run("a", {}, mteb=section({"faq": ("Retrieval", 48.0354), "STS12": ("STS", 40.0)},
-                                  average={"mean_task": 44.0175, "n_tasks": 2}))
+    a = run(
+        "a",
+        {},
+        mteb=section(
+            {"faq": ("Retrieval", 48.0354), "STS12": ("STS", 40.0)}, average={"mean_task": 44.0175, "n_tasks": 2}
+        ),
+    )
     got = mteb_scores(a)
     assert got["mteb:faq"] == 48.0354 and got["avg:mteb"] == pytest.approx((48.0354 + 40.0) / 2, abs=1e-12)
     r = rows(side_by_side([a, run("b", {})], ["a", "b"]))
@@ -206,11 +274,19 @@ def test_mteb_averages_are_computed_from_the_tasks_unrounded_scores():
 
 
 def test_retrieval_means_are_the_unrounded_means_of_trec_evals_per_query_measures():
-    per_query = {"q1": {"ndcg_cut_10": 0.5, "recall_1": 1.0, "P_5": 0.2, "map_cut_10": 0.25, "success_10": 1.0},
-                 "q2": {"ndcg_cut_10": 1 / 3, "recall_1": 0.0, "P_5": 0.4, "map_cut_10": 0.5, "success_10": 0.0}}
+    per_query = {
+        "q1": {"ndcg_cut_10": 0.5, "recall_1": 1.0, "P_5": 0.2, "map_cut_10": 0.25, "success_10": 1.0},
+        "q2": {"ndcg_cut_10": 1 / 3, "recall_1": 0.0, "P_5": 0.4, "map_cut_10": 0.5, "success_10": 0.0},
+    }
     got = A.retrieval_means(per_query)
-    assert got == {"ndcg_at_10": pytest.approx((0.5 + 1 / 3) / 2, abs=0), "map_at_10": 0.375, "recall_at_1": 0.5,
-                   "precision_at_5": pytest.approx(0.3), "hit_rate_at_10": 0.5, "accuracy": 0.5}
+    assert got == {
+        "ndcg_at_10": pytest.approx((0.5 + 1 / 3) / 2, abs=0),
+        "map_at_10": 0.375,
+        "recall_at_1": 0.5,
+        "precision_at_5": pytest.approx(0.3),
+        "hit_rate_at_10": 0.5,
+        "accuracy": 0.5,
+    }
 
 
 def test_keep_unrounded_hooks_retrieval_tasks_once_and_leaves_others(tmp_path: Path) -> None:
@@ -232,13 +308,31 @@ def test_mteb_scores_in_the_results_file_are_unrounded(tmp_path: Path) -> None:
 
     beir = tmp_path / "beir"
     write_beir(beir)
-    (beir / "qrels" / "more.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq1\td2\t1\n"
-                                             "q2\td4\t1\nq2\td2\t1\n")
-    (tmp_path / "t.toml").write_text(f'[[task]]\nname = "faq-more"\ntype = "retrieval"\npath = "{beir}"\n'
-                                     'split = "more"\n')
+    (beir / "qrels" / "more.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq1\td2\t1\nq2\td4\t1\nq2\td2\t1\n"
+    )
+    (tmp_path / "t.toml").write_text(
+        f'[[task]]\nname = "faq-more"\ntype = "retrieval"\npath = "{beir}"\nsplit = "more"\n'
+    )
     out = tmp_path / "r.json"
-    assert main(["-q", "evaluate", "--model", bow_encoder(tmp_path), "--task-file", str(tmp_path / "t.toml"),
-                 "--mteb", str(tmp_path / "t.toml"), "-o", str(out), "--no-cache"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "evaluate",
+                "--model",
+                bow_encoder(tmp_path),
+                "--task-file",
+                str(tmp_path / "t.toml"),
+                "--mteb",
+                str(tmp_path / "t.toml"),
+                "-o",
+                str(out),
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
     res = json.loads(out.read_text())
     task = res["mteb"]["tasks"]["faq-more"]
     assert task["main_score"] == pytest.approx(HAND_NDCG_MORE, abs=1e-9)
@@ -249,9 +343,11 @@ def test_mteb_scores_in_the_results_file_are_unrounded(tmp_path: Path) -> None:
     assert res["mteb"]["average"]["mean_task"] == pytest.approx(HAND_NDCG_MORE, abs=1e-9)
     mteb_file = json.loads((out.parent / task["file"]).read_text())  # mteb's own file: as mteb writes it
     assert mteb_file["scores"]["more"][0]["ndcg_at_10"] == pytest.approx(round(HAND_NDCG_MORE / 100, 5), abs=1e-12)
-    assert mteb_scores(load_run(out)) == {"mteb:faq-more": pytest.approx(HAND_NDCG_MORE, abs=1e-9),
-                                          "avg:mteb": pytest.approx(HAND_NDCG_MORE, abs=1e-9),
-                                          "avg:mteb_by_type": pytest.approx(HAND_NDCG_MORE, abs=1e-9)}
+    assert mteb_scores(load_run(out)) == {
+        "mteb:faq-more": pytest.approx(HAND_NDCG_MORE, abs=1e-9),
+        "avg:mteb": pytest.approx(HAND_NDCG_MORE, abs=1e-9),
+        "avg:mteb_by_type": pytest.approx(HAND_NDCG_MORE, abs=1e-9),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,13 +372,34 @@ def test_the_plot_includes_the_mteb_tasks(tmp_path, capsys):
 def test_old_results_files_still_load_and_report(tmp_path):
     """Files written before failures, task counts and unrounded MTEB scores: no `errors`, no MTEB
     `tasks_requested` or `main_score_mteb`, SentEval-only ones without `timings`."""
-    old_mteb = {"mteb_version": "2.1.0", "model": "sentkit/m", "revision": "r", "results_dir": "mteb",
-                "tasks": {"STS12": {"type": "STS", "main_score_name": "cosine_spearman", "main_score": 61.5,
-                                    "scores": {"test": {"default": 61.5}}, "evaluation_time_s": 1.0, "file": "x"}},
-                "errors": {}, "average": {"mean_task": 61.5, "mean_type": 61.5, "by_type": {"STS": 61.5}, "n_tasks": 1}}
-    files = {"old_mteb.json": {"model": {"name": "m"}, "config": {"preset": "p"}, "results": {"MR": {"acc": 70.0}},
-                               "timings": {"total_s": 3.0}, "mteb": old_mteb},
-             "old.json": {"model": {"name": "o"}, "config": {"preset": "p"}, "results": {"MR": {"acc": 72.0}}}}
+    old_mteb = {
+        "mteb_version": "2.1.0",
+        "model": "sentkit/m",
+        "revision": "r",
+        "results_dir": "mteb",
+        "tasks": {
+            "STS12": {
+                "type": "STS",
+                "main_score_name": "cosine_spearman",
+                "main_score": 61.5,
+                "scores": {"test": {"default": 61.5}},
+                "evaluation_time_s": 1.0,
+                "file": "x",
+            }
+        },
+        "errors": {},
+        "average": {"mean_task": 61.5, "mean_type": 61.5, "by_type": {"STS": 61.5}, "n_tasks": 1},
+    }
+    files = {
+        "old_mteb.json": {
+            "model": {"name": "m"},
+            "config": {"preset": "p"},
+            "results": {"MR": {"acc": 70.0}},
+            "timings": {"total_s": 3.0},
+            "mteb": old_mteb,
+        },
+        "old.json": {"model": {"name": "o"}, "config": {"preset": "p"}, "results": {"MR": {"acc": 72.0}}},
+    }
     runs = []
     for name, data in files.items():
         (tmp_path / name).write_text(json.dumps(data))

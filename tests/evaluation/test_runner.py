@@ -57,8 +57,15 @@ def test_random_encoder_scores_chance(senteval_dir, tmp_path):
 
 def test_every_task_runs_and_each_sentence_is_encoded_once(senteval_dir, tmp_path):
     enc = HashEncoder()
-    res = sentkit.evaluate(enc, tasks="all", data_dir=senteval_dir, cache_dir=str(tmp_path),
-                           relatedness_max_epoch=100, coco_projdim=16, coco_max_epoch=2)
+    res = sentkit.evaluate(
+        enc,
+        tasks="all",
+        data_dir=senteval_dir,
+        cache_dir=str(tmp_path),
+        relatedness_max_epoch=100,
+        coco_projdim=16,
+        coco_max_epoch=2,
+    )
     assert res["errors"] == {}
     assert len(res["results"]) == 28
     assert len(enc.seen) == len(set(enc.seen)) == res["timings"]["sentences_unique"]
@@ -94,11 +101,14 @@ def test_callable_encoder_and_no_cache_without_fingerprint(senteval_dir, tmp_pat
     assert not any(tmp_path.iterdir())  # nothing cached for an opaque callable
 
 
-@pytest.mark.parametrize("bad,match", [
-    (lambda texts: np.full((len(texts), 4), np.nan, np.float32), "NaN or inf"),
-    (lambda texts: np.zeros((len(texts) + 1, 4), np.float32), "shape"),
-    (lambda texts: np.zeros(len(texts), np.float32), "shape"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (lambda texts: np.full((len(texts), 4), np.nan, np.float32), "NaN or inf"),
+        (lambda texts: np.zeros((len(texts) + 1, 4), np.float32), "shape"),
+        (lambda texts: np.zeros(len(texts), np.float32), "shape"),
+    ],
+)
 def test_bad_encoder_output_is_stopped_with_the_task_named(senteval_dir, bad, match):
     res = evaluate(bad, tasks="TREC", data_dir=senteval_dir, use_cache=False)
     assert "TREC" in res["errors"]
@@ -134,16 +144,19 @@ def test_unknown_override_is_a_config_error(senteval_dir):
 
 
 def test_literature_preset_and_overrides(senteval_dir):
-    res = evaluate(HashEncoder(), tasks="TREC", preset="literature", data_dir=senteval_dir, use_cache=False,
-                   tenacity=1)
+    res = evaluate(HashEncoder(), tasks="TREC", preset="literature", data_dir=senteval_dir, use_cache=False, tenacity=1)
     cfg = res["config"]
     assert (cfg["kfold"], cfg["optim"], cfg["batch_size"], cfg["epoch_size"], cfg["tenacity"]) == (10, "adam", 64, 4, 1)
 
 
 def test_declutr_average_convention():
     results = {
-        "MR": {"acc": 80.0}, "MRPC": {"acc": 70.0, "f1": 80.0}, "SICKR": {"spearman": 0.5},
-        "STS12": {"all": {"spearman": {"mean": 0.6}}}, "SNLI": {"acc": 50.0}, "Tense": {"acc": 90.0},
+        "MR": {"acc": 80.0},
+        "MRPC": {"acc": 70.0, "f1": 80.0},
+        "SICKR": {"spearman": 0.5},
+        "STS12": {"all": {"spearman": {"mean": 0.6}}},
+        "SNLI": {"acc": 50.0},
+        "Tense": {"acc": 90.0},
     }
     avg = declutr_average(results)
     assert avg["per_task"]["MRPC"] == 75.0 and avg["per_task"]["SICKR"] == 50.0
@@ -168,13 +181,18 @@ def test_embeddings_that_cannot_fit_are_refused_with_the_fix(senteval_dir, monke
     import sentkit.evaluation.runner as runner
 
     monkeypatch.setattr(runner, "available_memory", lambda: 10_000)  # bytes: far below 2 x n x 64 x 4
-    res = evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC", data_dir=senteval_dir,
-                   use_cache=False)
+    res = evaluate(
+        lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC", data_dir=senteval_dir, use_cache=False
+    )
     assert "TREC" not in res["results"]
     assert "GiB" in res["errors"]["TREC"] and "max_features" in res["errors"]["TREC"]
     monkeypatch.setattr(runner, "available_memory", lambda: None)  # unknown: no check
-    assert "TREC" in evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC",
-                              data_dir=senteval_dir, use_cache=False)["results"]
+    assert (
+        "TREC"
+        in evaluate(
+            lambda texts: np.ones((len(texts), 64), np.float32), tasks="TREC", data_dir=senteval_dir, use_cache=False
+        )["results"]
+    )
 
 
 def test_memory_is_checked_again_for_every_later_task(senteval_dir, monkeypatch):
@@ -187,8 +205,9 @@ def test_memory_is_checked_again_for_every_later_task(senteval_dir, monkeypatch)
         return 10**12 if len(calls) == 1 else 10_000
 
     monkeypatch.setattr(runner, "available_memory", shrinking)
-    res = evaluate(lambda texts: np.ones((len(texts), 64), np.float32), tasks="MR,TREC", data_dir=senteval_dir,
-                   use_cache=False)
+    res = evaluate(
+        lambda texts: np.ones((len(texts), 64), np.float32), tasks="MR,TREC", data_dir=senteval_dir, use_cache=False
+    )
     assert len(calls) == 2
     assert len(res["results"]) == 1 and len(res["errors"]) == 1
     assert "GiB" in next(iter(res["errors"].values()))

@@ -50,7 +50,9 @@ def test_download_falls_back_to_a_mirror_with_the_right_bytes(tmp_path: Path, mo
     changed.write_bytes(b"NUM:date when ? (edited upstream)\n")
     sha, size = hashlib.sha256(good.read_bytes()).hexdigest(), good.stat().st_size
     gone = (tmp_path / "gone.label").as_uri()
-    monkeypatch.setitem(data_mod.SOURCES, "TREC", [("TREC_10.label", (gone, changed.as_uri(), good.as_uri()), sha, size)])
+    monkeypatch.setitem(
+        data_mod.SOURCES, "TREC", [("TREC_10.label", (gone, changed.as_uri(), good.as_uri()), sha, size)]
+    )
     assert data_mod.download(["TREC"], tmp_path / "d") == {"TREC": ["TREC_10.label"]}
     assert (tmp_path / "d" / "TREC" / "TREC_10.label").read_bytes() == good.read_bytes()
     monkeypatch.setitem(data_mod.SOURCES, "TREC", [("TREC_10.label", (gone, changed.as_uri()), sha, size)])

@@ -35,13 +35,20 @@ def task_name_lists(path: Path, names: set[str]) -> list[tuple[int, list[str]]]:
 
 def test_no_task_name_list_outside_the_registry() -> None:
     names = _names()
-    bad = [f"{p.relative_to(SRC).as_posix()}:{line}: {', '.join(hits)}"
-           for p in sorted(SRC.rglob("*.py")) if p.relative_to(SRC).as_posix() not in REGISTRY
-           for line, hits in task_name_lists(p, names)]
-    assert not bad, "task names listed outside the registry (derive them from sentkit.evaluation.tasks):\n" + "\n".join(bad)
+    bad = [
+        f"{p.relative_to(SRC).as_posix()}:{line}: {', '.join(hits)}"
+        for p in sorted(SRC.rglob("*.py"))
+        if p.relative_to(SRC).as_posix() not in REGISTRY
+        for line, hits in task_name_lists(p, names)
+    ]
+    assert not bad, "task names listed outside the registry (derive them from sentkit.evaluation.tasks):\n" + "\n".join(
+        bad
+    )
 
 
 def test_the_check_finds_a_list(tmp_path: Path) -> None:
     p = tmp_path / "m.py"
-    p.write_text('COHORT = ("MR", "CR", "SUBJ")\nOK = ("MR", "avg:x")\nx = [t for t in ["STSB-cos", "SentLen", "WC"]]\n')
+    p.write_text(
+        'COHORT = ("MR", "CR", "SUBJ")\nOK = ("MR", "avg:x")\nx = [t for t in ["STSB-cos", "SentLen", "WC"]]\n'
+    )
     assert [line for line, _ in task_name_lists(p, _names())] == [1, 3]

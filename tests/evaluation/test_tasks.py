@@ -28,9 +28,17 @@ def test_registry_has_every_task_with_metadata():
         assert spec.citation and spec.licence and spec.files and spec.metric and spec.splits
 
 
-@pytest.mark.parametrize("alias,name", [("SICK-E", "SICKE"), ("sickrelatedness", "SICKR"),
-                                        ("STSBenchmark", "STSB"), ("Length", "SentLen"),
-                                        ("OddManOut", "SOMO"), ("ImageCaptionRetrieval", "COCO")])
+@pytest.mark.parametrize(
+    "alias,name",
+    [
+        ("SICK-E", "SICKE"),
+        ("sickrelatedness", "SICKR"),
+        ("STSBenchmark", "STSB"),
+        ("Length", "SentLen"),
+        ("OddManOut", "SOMO"),
+        ("ImageCaptionRetrieval", "COCO"),
+    ],
+)
 def test_aliases(alias, name):
     assert get_task(alias).name == name
 
@@ -42,10 +50,15 @@ def test_unknown_task_suggests_the_closest_name():
 
 def test_every_fixture_task_loads(senteval_dir):
     expected = {
-        "MR": {"all": 40}, "TREC": {"train": 36, "test": 12}, "SST2": {"train": 30, "dev": 10, "test": 10},
-        "SICKE": {"train": 30, "dev": 12, "test": 12}, "MRPC": {"train": 30, "test": 12},
-        "SNLI": {"train": 30, "dev": 12, "test": 12}, "STSB": {"train": 30, "dev": 12, "test": 12},
-        "SentLen": {"train": 30, "dev": 9, "test": 9}, "COCO": {"train": 60, "dev": 25, "test": 25},
+        "MR": {"all": 40},
+        "TREC": {"train": 36, "test": 12},
+        "SST2": {"train": 30, "dev": 10, "test": 10},
+        "SICKE": {"train": 30, "dev": 12, "test": 12},
+        "MRPC": {"train": 30, "test": 12},
+        "SNLI": {"train": 30, "dev": 12, "test": 12},
+        "STSB": {"train": 30, "dev": 12, "test": 12},
+        "SentLen": {"train": 30, "dev": 9, "test": 9},
+        "COCO": {"train": 60, "dev": 25, "test": 25},
     }
     for name in ALL_TASKS:
         data = load_task(name, senteval_dir)

@@ -82,8 +82,9 @@ def test_classification_from_a_toml_with_train_dev_test(tmp_path, capsys):
     for split, n in (("train", 60), ("dev", 20), ("test", 20)):
         lines = ["text\tlabel"] + [f"{t}\t{lab}" for t, lab in topic_rows(rng, n)]
         (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n")
-    (tmp_path / "tasks.toml").write_text('[[task]]\nname = "topics"\ntype = "classification"\n'
-                                         'train = "train.tsv"\ndev = "dev.tsv"\ntest = "test.tsv"\n')
+    (tmp_path / "tasks.toml").write_text(
+        '[[task]]\nname = "topics"\ntype = "classification"\ntrain = "train.tsv"\ndev = "dev.tsv"\ntest = "test.tsv"\n'
+    )
     res = _run(tmp_path, "--task-file", str(tmp_path / "tasks.toml"))
     r = res["results"]["topics"]
     assert r["kind"] == "split" and r["group"] == "user" and r["ntest"] == 20
@@ -130,8 +131,10 @@ def test_sts_scored_pairs_match_a_cosine_spearman_oracle(tmp_path):
     (tmp_path / "sts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = _run(tmp_path, "--user-task", f"sts:mysts={tmp_path / 'sts.jsonl'}")
     r = res["results"]["mysts"]
-    cos = [float(bow(x["text1"]) @ bow(x["text2"]) / (np.linalg.norm(bow(x["text1"])) * np.linalg.norm(bow(x["text2"]))))
-           for x in rows]
+    cos = [
+        float(bow(x["text1"]) @ bow(x["text2"]) / (np.linalg.norm(bow(x["text1"])) * np.linalg.norm(bow(x["text2"]))))
+        for x in rows
+    ]
     want = spearmanr(cos, [x["score"] for x in rows])[0]
     assert r["sts"]["spearman"] == pytest.approx(want, abs=1e-9)
     assert r["all"]["spearman"]["mean"] == pytest.approx(want, abs=1e-9)
@@ -139,10 +142,15 @@ def test_sts_scored_pairs_match_a_cosine_spearman_oracle(tmp_path):
 
 def write_beir(folder: Path) -> None:
     (folder / "qrels").mkdir(parents=True)
-    docs = {"d1": ("Sport", "goal match team"), "d2": ("", "bread soup salt"), "d3": ("", "coach score goal"),
-            "d4": ("Food", "cook meal bread")}
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n"
-                                                 for k, (t, x) in docs.items()))
+    docs = {
+        "d1": ("Sport", "goal match team"),
+        "d2": ("", "bread soup salt"),
+        "d3": ("", "coach score goal"),
+        "d4": ("Food", "cook meal bread"),
+    }
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items())
+    )
     queries = {"q1": "goal team", "q2": "bread cook", "q3": "unjudged query"}
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": x}) + "\n" for k, x in queries.items()))
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq2\td4\t1\n")
@@ -154,11 +162,18 @@ def test_retrieval_in_beir_layout_end_to_end(tmp_path):
     r = res["results"]["faq"]
     assert r["kind"] == "retrieval" and r["nqueries"] == 2 and r["ndocs"] == 4
     # the oracle: the same ranking computed by hand from the bag-of-words vectors
-    docs = {"d1": "Sport goal match team", "d2": "bread soup salt", "d3": "coach score goal", "d4": "Food cook meal bread"}
+    docs = {
+        "d1": "Sport goal match team",
+        "d2": "bread soup salt",
+        "d3": "coach score goal",
+        "d4": "Food cook meal bread",
+    }
     qrels = {"q1": {"d1": 2, "d3": 1}, "q2": {"d4": 1}}
     ranked = {}
     for q, text in (("q1", "goal team"), ("q2", "bread cook")):
-        s = {d: float(bow(text) @ bow(t) / (np.linalg.norm(bow(text)) * np.linalg.norm(bow(t)))) for d, t in docs.items()}
+        s = {
+            d: float(bow(text) @ bow(t) / (np.linalg.norm(bow(text)) * np.linalg.norm(bow(t)))) for d, t in docs.items()
+        }
         ranked[q] = sorted(s.items(), key=lambda kv: (-kv[1], [-ord(c) for c in kv[0]]))
     want = P.ir_metrics(qrels, ranked)
     assert r["ndcg_at_10"] == pytest.approx(100 * want["ndcg_at_10"])
@@ -168,9 +183,11 @@ def test_retrieval_in_beir_layout_end_to_end(tmp_path):
 
 def test_ir_metrics_against_hand_computed_values():
     qrels = {"q1": {"d1": 2, "d3": 1}, "q2": {"d2": 1}, "q3": {"d4": 0}}
-    ranked = {"q1": [("d2", 0.9), ("d1", 0.8), ("d3", 0.7)],
-              "q2": [("d1", 0.9), ("d3", 0.8), ("d4", 0.7), ("d2", 0.6)],
-              "q3": [("d4", 0.9)]}
+    ranked = {
+        "q1": [("d2", 0.9), ("d1", 0.8), ("d3", 0.7)],
+        "q2": [("d1", 0.9), ("d3", 0.8), ("d4", 0.7), ("d2", 0.6)],
+        "q3": [("d4", 0.9)],
+    }
     m = P.ir_metrics(qrels, ranked)
     # q1: DCG = 2/log2(3) + 1/log2(4) = 1.7618595, IDCG = 2 + 1/log2(3) = 2.6309298; q2: 1/log2(5); q3: 0
     assert m["ndcg_at_10"] == pytest.approx((1.7618595 / 2.6309298 + 0.4306766 + 0) / 3, abs=1e-6)
@@ -192,30 +209,68 @@ def test_exact_search_orders_ties_as_trec_eval_and_drops_identical_ids():
 
 
 BAD = [
-    ("classification", "data.tsv", "text\tlabel\nfine text\tpos\nno label column here\n", "data.tsv, line 3",
-     "separate the columns with a tab"),
-    ("classification", "data.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": \n', "data.jsonl, line 2",
-     "one JSON object per line"),
+    (
+        "classification",
+        "data.tsv",
+        "text\tlabel\nfine text\tpos\nno label column here\n",
+        "data.tsv, line 3",
+        "separate the columns with a tab",
+    ),
+    (
+        "classification",
+        "data.jsonl",
+        '{"text": "a", "label": "x"}\n{"text": "b", "label": \n',
+        "data.jsonl, line 2",
+        "one JSON object per line",
+    ),
     ("sts", "pairs.tsv", "one\ttwo\t3.5\nthree\tfour\thigh\n", "pairs.tsv, line 2", "as a number"),
     ("classification", "data.csv", "text,label\n,pos\n", "data.csv, line 2", "give every row a text"),
     # a header naming other columns is not data (it became a third class with one example)
-    ("classification", "data.csv", "sentence,category\ngoal match,sport\nbread soup,food\n", "data.csv, line 1: "
-     "the first line is a header (sentence, category) that does not name every column: expected text, label",
-     "name the columns text (or sentence), label, in any order, or remove the header line"),
-    ("classification", "data.tsv", "\ntxt\tlabel\ngoal match\tsport\nbread soup\tfood\n", "data.tsv, line 2: "
-     "the first line is a header (txt, label)", "name the columns text (or sentence), label"),
-    ("pair-classification", "data.csv", "text,label\na,b,same\n", "data.csv, line 1: the first line is a header "
-     "(text, label) that does not name every column: expected text1, text2, label", "name the columns text1 (or "
-     "sentence1 / text_a / sentence_a), text2 (or sentence2 / text_b / sentence_b), label"),
+    (
+        "classification",
+        "data.csv",
+        "sentence,category\ngoal match,sport\nbread soup,food\n",
+        "data.csv, line 1: "
+        "the first line is a header (sentence, category) that does not name every column: expected text, label",
+        "name the columns text (or sentence), label, in any order, or remove the header line",
+    ),
+    (
+        "classification",
+        "data.tsv",
+        "\ntxt\tlabel\ngoal match\tsport\nbread soup\tfood\n",
+        "data.tsv, line 2: the first line is a header (txt, label)",
+        "name the columns text (or sentence), label",
+    ),
+    (
+        "pair-classification",
+        "data.csv",
+        "text,label\na,b,same\n",
+        "data.csv, line 1: the first line is a header "
+        "(text, label) that does not name every column: expected text1, text2, label",
+        "name the columns text1 (or "
+        "sentence1 / text_a / sentence_a), text2 (or sentence2 / text_b / sentence_b), label",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("kind", "fname", "content", "where", "fix"), BAD)
-def test_malformed_files_fail_with_file_line_and_fix_before_encoding(tmp_path, capsys, kind, fname, content, where, fix):
+def test_malformed_files_fail_with_file_line_and_fix_before_encoding(
+    tmp_path, capsys, kind, fname, content, where, fix
+):
     (tmp_path / fname).write_text(content)
     mark = tmp_path / "encoded.flag"
-    rc = main(["evaluate", "--model", encoder(tmp_path, mark), "--no-cache", "--output", str(tmp_path / "r.json"),
-               "--user-task", f"{kind}:t={tmp_path / fname}"])
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            encoder(tmp_path, mark),
+            "--no-cache",
+            "--output",
+            str(tmp_path / "r.json"),
+            "--user-task",
+            f"{kind}:t={tmp_path / fname}",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     assert where in err and fix in err, err
@@ -255,10 +310,12 @@ def test_qrels_whose_first_line_is_data_with_a_decimal_score(tmp_path):
     1.386853 / 1.630930 = 0.850345, and (0.850345 + 0 + 0.5) / 3 = 45.01."""
     folder = tmp_path / "beir"
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"angle {10 * i}"}) + "\n"
-                                                 for i in range(1, 6)))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": "angle 0"}) + "\n"
-                                                  for q in ("q1", "q2", "q3")))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": f"angle {10 * i}"}) + "\n" for i in range(1, 6))
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": "angle 0"}) + "\n" for q in ("q1", "q2", "q3"))
+    )
     judgements = "q1\td1\t1\nq1\td5\t1\nq2\td2\t0\nq3\td3\t1\n"
     (folder / "qrels" / "test.tsv").write_text("q1\td3\t2.0\n" + judgements)
     enc = tmp_path / "angle.py"
@@ -266,8 +323,21 @@ def test_qrels_whose_first_line_is_data_with_a_decimal_score(tmp_path):
 
     def ndcg() -> float:
         out = tmp_path / "res.json"
-        assert main(["evaluate", "--model", f"{enc}:Enc", "--no-cache", "--output", str(out),
-                     "--user-task", f"retrieval:r={folder}"]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--model",
+                    f"{enc}:Enc",
+                    "--no-cache",
+                    "--output",
+                    str(out),
+                    "--user-task",
+                    f"retrieval:r={folder}",
+                ]
+            )
+            == 0
+        )
         return json.loads(out.read_text())["results"]["r"]["ndcg_at_10"]
 
     full = (1 + 2 / 2 + 1 / np.log2(6)) / (2 + 1 / np.log2(3) + 1 / 2)
@@ -284,16 +354,22 @@ def test_qrels_header_by_names_and_scores_that_are_not_integers(tmp_path):
     f.write_text("query_id\tcorpus_id\tscore\nq1\td1\t2.0\nq1\td2\t1\n")  # BEIR's names, either spelling
     assert U.read_qrels(f) == {"q1": {"d1": 2, "d2": 1}}
     f.write_text("q1\td1\t1.5\n")
-    with pytest.raises(U.UserTaskError, match=r"q.tsv, line 1: score '1.5' is not an integer; write the relevance "
-                                               r"as an integer \(0, 1, 2 ...\) \(a header line must be "
-                                               r"query-id<TAB>corpus-id<TAB>score\)"):
+    with pytest.raises(
+        U.UserTaskError,
+        match=r"q.tsv, line 1: score '1.5' is not an integer; write the relevance "
+        r"as an integer \(0, 1, 2 ...\) \(a header line must be "
+        r"query-id<TAB>corpus-id<TAB>score\)",
+    ):
         U.read_qrels(f)
     f.write_text("qid\tdocid\trel\nq1\td1\t1\n")  # another header is not skipped silently
     with pytest.raises(U.UserTaskError, match=r"line 1: score 'rel' is not an integer.*a header line must be"):
         U.read_qrels(f)
     f.write_text("q1\td1\t1\nq1\td2\tnan\n")
-    with pytest.raises(U.UserTaskError, match=r"line 2: score 'nan' is not an integer; write the relevance as an "
-                                               r"integer \(0, 1, 2 ...\)$"):
+    with pytest.raises(
+        U.UserTaskError,
+        match=r"line 2: score 'nan' is not an integer; write the relevance as an "
+        r"integer \(0, 1, 2 ...\)$",
+    ):
         U.read_qrels(f)
 
 

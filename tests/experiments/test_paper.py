@@ -26,7 +26,7 @@ def text(shared_data: Path) -> str:
 
 
 def _block(text: str, start: str, end: str) -> list[list[str]]:
-    body = text[text.index(start): text.index(end, text.index(start))]
+    body = text[text.index(start) : text.index(end, text.index(start))]
     return [[f.strip() for f in ln.split("\t") if f.strip()] for ln in body.splitlines()[1:] if ln.strip()]
 
 
@@ -40,7 +40,7 @@ def test_table3_matches_the_text(text: str) -> None:
     for f in _block(text, "Data\tModel\tMSRP", "Table 3:"):
         i = next(j for j, x in enumerate(f) if re.fullmatch(r"\d+\.\d / \d+\.\d", x))
         acc, f1 = (float(x) for x in f[i].split(" / "))
-        rows[f[i - 1]] = (acc, f1, *(float(REPAIRS.get(x, x)) for x in f[i + 1:]))
+        rows[f[i - 1]] = (acc, f1, *(float(REPAIRS.get(x, x)) for x in f[i + 1 :]))
     assert rows == paper.HILL_TABLE3
 
 
@@ -56,7 +56,7 @@ def test_table1_dimensions_match_the_text(text: str) -> None:
 
 
 def test_table6_and_the_combined_alphas_match_the_text(text: str) -> None:
-    heading = text[text.index("Supervised (combined"):]
+    heading = text[text.index("Supervised (combined") :]
     line = heading.splitlines()[2]
     cells = re.findall(r"(\d\.\d\d) \((\d)\)", line)
     assert [(float(a), int(r)) for a, r in cells] == list(paper.HILL_ALPHA_WITHOUT.values())
@@ -73,6 +73,7 @@ def test_sts14_all_is_not_the_mean_of_its_subsets() -> None:
 
 def test_paper_side_of_the_deep_vs_shallow_claim() -> None:
     """With the laptop claim's groups the paper's own Table 3 gives deep 78.58 vs shallow 79.40."""
+
     def group(rows: list[str]) -> float:
         return float(np.mean([paper.hill_scores(r)["avg:hill_table3"] for r in rows]))
 

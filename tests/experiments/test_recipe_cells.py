@@ -1,9 +1,9 @@
 """The studies measure the recipe users run.
 
 The budget study's candidate cell (`recipe-w512-cv`, the raw-text method end to end at width 512 on the books'
-vocabulary) holds exactly `sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells (phase 0, 1 and 2 as
-separate cells, from issue 17) hold the phases that recipe derives with the pooling it had then (mean), which
-is the budget study's `recipe-v1` (only paths, logging and the shared prepared folders differ)."""
+vocabulary) holds exactly `sentkit train --method raw-text`'s defaults; the rawtext study's three chained cells
+(phase 0, 1 and 2 as separate cells, from issue 17) hold the phases that recipe derives with the pooling it had
+then (mean), which is the budget study's `recipe-v1` (only paths, logging and the shared prepared folders differ)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def _fields(cfg: RawTextConfig) -> dict:
 def test_the_budget_candidate_is_the_raw_text_defaults(tmp_path: Path) -> None:
     cell = _cells("budget")[CANDIDATE]
     assert cell.method == "raw-text"
-    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) == \
-        _fields(RawTextConfig(corpus="c", out=str(tmp_path)))
+    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) == _fields(
+        RawTextConfig(corpus="c", out=str(tmp_path))
+    )
     assert len(load_experiment(ROOT / "experiments" / "budget.toml").cell_seeds(cell)) == 3
 
 
@@ -46,8 +47,12 @@ def test_the_rawtext_chain_is_recipe_v1(tmp_path: Path) -> None:
     cells = _cells("rawtext")
     v1 = _cells("budget")["recipe-v1"].settings
     # recipe-v1 ran before the recipe had a pooling setting: phase 2 pooled with DeCLUTR's default, mean
-    phases = {folder: (method, settings) for folder, method, settings in
-              RawTextConfig(corpus="c", out=str(tmp_path), **{"pooling": "mean", **v1}).phases(tmp_path)}
+    phases = {
+        folder: (method, settings)
+        for folder, method, settings in RawTextConfig(
+            corpus="c", out=str(tmp_path), **{"pooling": "mean", **v1}
+        ).phases(tmp_path)
+    }
     mean = DeclutrConfig.__dataclass_fields__["pooling"].default
     assert mean == "mean"
     for cell, folder in (("wp-skipgram", PHASES[0]), ("recipe-base", PHASES[1]), ("recipe", PHASES[2])):
@@ -65,8 +70,9 @@ def test_the_rawtext_chain_is_recipe_v1(tmp_path: Path) -> None:
 def test_a_changed_setting_breaks_the_match(tmp_path: Path) -> None:
     """The comparisons above can fail: another learning rate no longer matches either."""
     cell = _cells("budget")[CANDIDATE]
-    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) != \
-        _fields(RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5))
+    assert _fields(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings)) != _fields(
+        RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5)
+    )
     other = {f: s for f, _, s in RawTextConfig(corpus="c", out=str(tmp_path), lr=1e-5).phases(tmp_path)}
     assert _strip(_cells("rawtext")["recipe"].settings) != _strip(other[PHASES[2]])
 
@@ -83,8 +89,9 @@ def test_every_committed_raw_text_run_is_its_cell_as_declared_today(tmp_path: Pa
             today = dataclasses.asdict(RawTextConfig(corpus="c", out=str(tmp_path), **cell.settings))
             for path in sorted((ROOT / spec.results / cell.name).glob("seed-*.json")):
                 recorded = json.loads(path.read_text())["experiment"]["recipe"]["config"]
-                differ = {k: (v, today.get(k)) for k, v in recorded.items()
-                          if k not in bookkeeping and today.get(k) != v}
+                differ = {
+                    k: (v, today.get(k)) for k, v in recorded.items() if k not in bookkeeping and today.get(k) != v
+                }
                 assert not differ, f"{path}: recorded -> today {differ}"
                 checked += 1
     assert checked >= 10  # the 256- and 512-wide cells, 3 seeds of most

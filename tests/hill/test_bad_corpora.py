@@ -24,13 +24,21 @@ IGNORE_CORPUS = {"dictrep-bow", "dictrep-rnn"}  # WordNet, not the corpus
 MIN_COUNT_1 = {"tfidf", "wordpiece-skipgram"}  # keep every word: one short sentence is enough
 PARALLEL = {"captionrep", "nmt"}  # read their own file formats, not a folder of documents
 SMALL = {
-    "fastsent": ["dim=8"], "fastsent-ae": ["dim=8"], "cbow": ["dim=8"], "skipgram": ["dim=8"],
-    "paragraph-vector-dbow": ["dim=8", "epochs=1"], "paragraph-vector-dm": ["dim=8", "epochs=1"],
-    "sdae": ["emb_dim=8", "hidden=12"], "sae": ["emb_dim=8", "hidden=12"],
-    "skipthought": ["emb_dim=8", "hidden=12", "expand_vocab=false"], "nmt": ["emb_dim=8", "hidden=12"],
+    "fastsent": ["dim=8"],
+    "fastsent-ae": ["dim=8"],
+    "cbow": ["dim=8"],
+    "skipgram": ["dim=8"],
+    "paragraph-vector-dbow": ["dim=8", "epochs=1"],
+    "paragraph-vector-dm": ["dim=8", "epochs=1"],
+    "sdae": ["emb_dim=8", "hidden=12"],
+    "sae": ["emb_dim=8", "hidden=12"],
+    "skipthought": ["emb_dim=8", "hidden=12", "expand_vocab=false"],
+    "nmt": ["emb_dim=8", "hidden=12"],
     "dictrep-bow": ["emb_dim=8", f"wordnet_dir={WORDNET}"],
     "dictrep-rnn": ["emb_dim=8", "hidden=12", f"wordnet_dir={WORDNET}"],
-    "captionrep": ["emb_dim=8", "hidden=12"], "tfidf": [], "wordpiece-skipgram": ["dim=8"],
+    "captionrep": ["emb_dim=8", "hidden=12"],
+    "tfidf": [],
+    "wordpiece-skipgram": ["dim=8"],
 }
 
 
@@ -50,14 +58,30 @@ def _corpus(root: Path, kind: str) -> Path:
 
 
 KINDS = ["empty_folder", "empty_files", "whitespace", "binary", "tiny"]
-EXPECT = {"empty_folder": "holds no .txt files", "empty_files": "2 empty", "whitespace": "1 empty",
-          "binary": "1 binary", "tiny": "min_count"}
+EXPECT = {
+    "empty_folder": "holds no .txt files",
+    "empty_files": "2 empty",
+    "whitespace": "1 empty",
+    "binary": "1 binary",
+    "tiny": "min_count",
+}
 
 
 def _train(method: str, corpus: Path, out: Path, *extra: str) -> int:
     sets = [*SMALL[method], "max_steps=2", "progress=false", *extra]
-    return main(["-q", "train", "--method", method, "--corpus", str(corpus), "--out", str(out),
-                 *[a for s in sets for a in ("--set", s)]])
+    return main(
+        [
+            "-q",
+            "train",
+            "--method",
+            method,
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+            *[a for s in sets for a in ("--set", s)],
+        ]
+    )
 
 
 def _check_model(out: Path) -> None:
@@ -106,8 +130,20 @@ def test_the_suggested_fix_works_as_printed(method: str, tmp_path: Path, capsys)
     assert _train(method, corpus, out) == 2
     flags = _suggestion(capsys.readouterr().err)
     assert flags == ["--set", "min_count=1"]
-    rc = main(["-q", "train", "--method", method, "--corpus", str(corpus), "--out", str(out),
-               *[a for s in [*SMALL[method], "max_steps=2", "progress=false"] for a in ("--set", s)], *flags])
+    rc = main(
+        [
+            "-q",
+            "train",
+            "--method",
+            method,
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+            *[a for s in [*SMALL[method], "max_steps=2", "progress=false"] for a in ("--set", s)],
+            *flags,
+        ]
+    )
     err = capsys.readouterr().err
     if method in NEEDS_NEIGHBOURS:  # one sentence stays too little: a different refusal, no loop
         assert rc == 2 and NEEDS_NEIGHBOURS[method] in err and "rerun with" not in err
@@ -126,8 +162,22 @@ def test_counts_are_printed_like_prepare(corpus_dir: Path, tmp_path: Path, caplo
     (mixed / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
     (mixed / "dots.txt").write_text("... !!! ???")
     with caplog.at_level(logging.INFO, logger="sentkit.hill"):
-        assert main(["train", "--method", "tfidf", "--corpus", str(mixed), "--out", str(tmp_path / "o"),
-                     "--set", "progress=false"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    "--method",
+                    "tfidf",
+                    "--corpus",
+                    str(mixed),
+                    "--out",
+                    str(tmp_path / "o"),
+                    "--set",
+                    "progress=false",
+                ]
+            )
+            == 0
+        )
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "read 4 documents; kept 4 (" in text  # dots.txt has punctuation tokens (tfidf keeps them)
     assert "skipped: 0 without a sentence, 1 empty, 1 binary, 1 not UTF-8, 0 bad JSON lines" in text
@@ -136,16 +186,19 @@ def test_counts_are_printed_like_prepare(corpus_dir: Path, tmp_path: Path, caplo
 # ---------------------------------------------------------------------------------------------
 # the methods with their own file formats: parallel text (nmt) and captions (captionrep)
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name,content,expect", [
-    ("empty.tsv", b"", "no sentence pair found"),
-    ("blank.tsv", b"  \n\t\n", "no sentence pair found"),
-    ("binary.tsv", bytes(range(256)), "1 binary"),
-    ("latin1.tsv", "caf\xe9\tcoffee\n".encode("latin-1"), "1 not UTF-8"),
-    ("no_tab.tsv", b"only one side\n", "1 without the text field"),
-    ("bad.jsonl", b"{not json\n[1, 2]\n", "1 bad JSON lines"),
-    ("nulls.jsonl", b'{"source": null, "target": "x"}\n', "1 empty"),
-    ("one.tsv", b"Hi.\tSalut.\n", "min_count=2"),
-])
+@pytest.mark.parametrize(
+    "name,content,expect",
+    [
+        ("empty.tsv", b"", "no sentence pair found"),
+        ("blank.tsv", b"  \n\t\n", "no sentence pair found"),
+        ("binary.tsv", bytes(range(256)), "1 binary"),
+        ("latin1.tsv", "caf\xe9\tcoffee\n".encode("latin-1"), "1 not UTF-8"),
+        ("no_tab.tsv", b"only one side\n", "1 without the text field"),
+        ("bad.jsonl", b"{not json\n[1, 2]\n", "1 bad JSON lines"),
+        ("nulls.jsonl", b'{"source": null, "target": "x"}\n', "1 empty"),
+        ("one.tsv", b"Hi.\tSalut.\n", "min_count=2"),
+    ],
+)
 def test_nmt_on_hostile_parallel_text(name: str, content: bytes, expect: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     corpus = tmp_path / name
     corpus.write_bytes(content)
@@ -162,10 +215,12 @@ def test_captionrep_on_hostile_captions(tmp_path: Path, capsys) -> None:  # type
     feats = tmp_path / "f.npy"
     np.save(feats, np.ones((2, 3), np.float32))
     caps = tmp_path / "c.jsonl"
-    for content, expect in [(b"", "no caption with an image row"),
-                            (b'{"caption": "a dog", "image": "first"}\n', "1 empty"),
-                            (b'{"caption": "caf\xe9", "image": 0}\n', "1 not UTF-8"),
-                            (b"\x00\x01garbage\n", "1 binary")]:
+    for content, expect in [
+        (b"", "no caption with an image row"),
+        (b'{"caption": "a dog", "image": "first"}\n', "1 empty"),
+        (b'{"caption": "caf\xe9", "image": 0}\n', "1 not UTF-8"),
+        (b"\x00\x01garbage\n", "1 binary"),
+    ]:
         caps.write_bytes(content)
         assert _train("captionrep", caps, tmp_path / "out", f"features={feats}") == 2
         err = capsys.readouterr().err

@@ -55,8 +55,10 @@ def test_paragraph_vectors_encode_the_same_in_every_process(corpus: TokenizedCor
 
     m = model_class("paragraph-vector-dm")(**PV).fit(corpus)
     m.save(tmp_path / "m")
-    code = ("import sys, numpy as np, sentkit; "
-            "np.save(sys.argv[2], sentkit.load(sys.argv[1]).encode(['Ship waves ocean storm sail.', 'Cow barn.']))")
+    code = (
+        "import sys, numpy as np, sentkit; "
+        "np.save(sys.argv[2], sentkit.load(sys.argv[1]).encode(['Ship waves ocean storm sail.', 'Cow barn.']))"
+    )
     outs = []
     for seed in ("1", "2"):
         out = tmp_path / f"e{seed}.npy"

@@ -49,7 +49,8 @@ def fit_small(name: str, corpus: TokenizedCorpus) -> Any:
     if name == "captionrep":
         feats = np.random.default_rng(0).normal(size=(8, 5)).astype(np.float32)
         return cls(**{k: v for k, v in RNN.items() if k != "min_count"}).fit(
-            [(s, i % 8) for i, s in enumerate(sents)], feats)
+            [(s, i % 8) for i, s in enumerate(sents)], feats
+        )
     assert name == "nmt"
     return cls(**RNN).fit([(s, s[::-1]) for s in sents])
 

@@ -88,8 +88,26 @@ def test_compiled_kernel_matches_python_loop(corpus: TokenizedCorpus, mean: bool
     outs = []
     for fn in (_train_fastsent, py):
         w_in, w_out = w0.copy(), np.zeros_like(w0)
-        r, n = fn(tok, off, corpus.doc_ids, w_in, w_out, table, keep, 0, 40, True, mean, 3,
-                  0.05, 0.0001, 0, int(off[40]), np.uint64(12345), stable)
+        r, n = fn(
+            tok,
+            off,
+            corpus.doc_ids,
+            w_in,
+            w_out,
+            table,
+            keep,
+            0,
+            40,
+            True,
+            mean,
+            3,
+            0.05,
+            0.0001,
+            0,
+            int(off[40]),
+            np.uint64(12345),
+            stable,
+        )
         outs.append((w_in, w_out, int(r), int(n)))
     np.testing.assert_allclose(outs[0][0], outs[1][0], atol=1e-5)
     np.testing.assert_allclose(outs[0][1], outs[1][1], atol=1e-5)

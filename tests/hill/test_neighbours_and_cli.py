@@ -16,9 +16,23 @@ from sentkit.config import from_dict
 from sentkit.methods import get_method, method_names
 from sentkit.neighbours import NeighbourIndex, build_index, get_index, top_k
 
-NAMES = ["fastsent", "fastsent-ae", "sdae", "sae", "skipthought", "dictrep-bow", "dictrep-rnn",
-         "paragraph-vector-dbow", "paragraph-vector-dm", "cbow", "skipgram", "tfidf",
-         "glove-average", "captionrep", "nmt"]
+NAMES = [
+    "fastsent",
+    "fastsent-ae",
+    "sdae",
+    "sae",
+    "skipthought",
+    "dictrep-bow",
+    "dictrep-rnn",
+    "paragraph-vector-dbow",
+    "paragraph-vector-dm",
+    "cbow",
+    "skipgram",
+    "tfidf",
+    "glove-average",
+    "captionrep",
+    "nmt",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -32,8 +46,10 @@ def test_every_method_registered_with_cli_fields(name: str) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(arrays(np.float32, st.tuples(st.integers(1, 3), st.integers(1, 30)),
-              elements=st.floats(-1, 1, width=32)), st.integers(1, 40))
+@given(
+    arrays(np.float32, st.tuples(st.integers(1, 3), st.integers(1, 30)), elements=st.floats(-1, 1, width=32)),
+    st.integers(1, 40),
+)
 def test_top_k_matches_full_sort(scores: np.ndarray, k: int) -> None:
     idx, vals = top_k(scores, k)
     kk = min(k, scores.shape[1])
@@ -87,25 +103,55 @@ def test_cli_train_then_neighbours(corpus_dir: Path, tmp_path: Path, capsys) -> 
     from sentkit.cli.main import main
 
     out = tmp_path / "fs"
-    rc = main(["-q", "train", "--method", "fastsent", "--corpus", str(corpus_dir), "--out", str(out),
-               "--set", "min_count=1", "--set", "epochs=8", "--set", "dim=32", "--set", "alpha=0.05",
-               "--set", "progress=false"])
+    rc = main(
+        [
+            "-q",
+            "train",
+            "--method",
+            "fastsent",
+            "--corpus",
+            str(corpus_dir),
+            "--out",
+            str(out),
+            "--set",
+            "min_count=1",
+            "--set",
+            "epochs=8",
+            "--set",
+            "dim=32",
+            "--set",
+            "alpha=0.05",
+            "--set",
+            "progress=false",
+        ]
+    )
     assert rc == 0 and (out / "sentkit.json").is_file() and (out / "config.json").is_file()
     import sentkit
 
     enc = sentkit.load(str(out))
     assert enc.encode(["Ship waves."]).shape == (1, 32)
     capsys.readouterr()
-    rc = main(["-q", "neighbours", "--model", str(out), "--corpus", str(corpus_dir), "-k", "5",
-               "--query", "Sailor ocean harbour captain."])
+    rc = main(
+        [
+            "-q",
+            "neighbours",
+            "--model",
+            str(out),
+            "--corpus",
+            str(corpus_dir),
+            "-k",
+            "5",
+            "--query",
+            "Sailor ocean harbour captain.",
+        ]
+    )
     assert rc == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln[:4].strip().rstrip(".").isdigit()]
     assert len(lines) == 5
     from .conftest import topic_of
 
     assert sum(topic_of(ln.split("  ", 1)[1]) == "sea" for ln in lines) >= 4
-    assert main(["-q", "neighbours", "--model", str(out), "--corpus", str(corpus_dir),
-                 "--query", "x", "-k", "0"]) == 2
+    assert main(["-q", "neighbours", "--model", str(out), "--corpus", str(corpus_dir), "--query", "x", "-k", "0"]) == 2
 
 
 def test_cli_train_dictrep_from_wordnet_folder_and_glove_average(tmp_path: Path) -> None:
@@ -114,8 +160,25 @@ def test_cli_train_dictrep_from_wordnet_folder_and_glove_average(tmp_path: Path)
 
     wn = Path(__file__).parent / "data" / "wordnet"
     out = tmp_path / "dr"
-    assert main(["-q", "train", "--method", "dictrep-bow", "--corpus", str(wn), "--out", str(out),
-                 "--set", "emb_dim=8", "--set", "progress=false"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "dictrep-bow",
+                "--corpus",
+                str(wn),
+                "--out",
+                str(out),
+                "--set",
+                "emb_dim=8",
+                "--set",
+                "progress=false",
+            ]
+        )
+        == 0
+    )
     import json
 
     import sentkit
@@ -133,8 +196,23 @@ def tfidf_model(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     from sentkit.cli.main import main
 
     out = tmp_path_factory.mktemp("nb") / "tfidf"
-    assert main(["-q", "train", "--method", "tfidf", "--corpus", str(corpus_dir), "--out", str(out),
-                 "--set", "progress=false"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "tfidf",
+                "--corpus",
+                str(corpus_dir),
+                "--out",
+                str(out),
+                "--set",
+                "progress=false",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -144,24 +222,56 @@ def test_neighbours_on_a_corpus_with_nothing_to_search(kind: str, tfidf_model: P
 
     c = tmp_path / kind
     c.mkdir()
-    (c / "a.txt").write_bytes({"empty_files": b"", "binary": b"\x00\x01\x02",
-                               "short_sentences": b"Yes. No. Maybe so."}[kind])
-    rc = main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(c), "--query", "ship",
-               "--cache-dir", str(tmp_path / "cache")])
+    (c / "a.txt").write_bytes(
+        {"empty_files": b"", "binary": b"\x00\x01\x02", "short_sentences": b"Yes. No. Maybe so."}[kind]
+    )
+    rc = main(
+        [
+            "-q",
+            "neighbours",
+            "--model",
+            str(tfidf_model),
+            "--corpus",
+            str(c),
+            "--query",
+            "ship",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and f"corpus {c}: no sentence of at least 3 words" in err
     assert {"empty_files": "1 empty", "binary": "1 binary", "short_sentences": "1 without a sentence"}[kind] in err
 
 
-def test_neighbours_with_an_unwritable_cache_dir_still_answer_with_one_warning(tfidf_model: Path, corpus_dir: Path,  # type: ignore[no-untyped-def]
-                                                                               tmp_path: Path, capsys, caplog) -> None:
+def test_neighbours_with_an_unwritable_cache_dir_still_answer_with_one_warning(
+    tfidf_model: Path,
+    corpus_dir: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    capsys,
+    caplog,
+) -> None:
     from sentkit.cli.main import main
 
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     with caplog.at_level("WARNING"):
-        rc = main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(corpus_dir), "-k", "3",
-                   "--query", "Sailor ocean harbour.", "--cache-dir", str(blocker / "cache")])
+        rc = main(
+            [
+                "-q",
+                "neighbours",
+                "--model",
+                str(tfidf_model),
+                "--corpus",
+                str(corpus_dir),
+                "-k",
+                "3",
+                "--query",
+                "Sailor ocean harbour.",
+                "--cache-dir",
+                str(blocker / "cache"),
+            ]
+        )
     assert rc == 0 and "  3. " in capsys.readouterr().out
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "without writing the cache" in warnings[0]
@@ -174,9 +284,11 @@ def test_a_damaged_index_cache_is_rebuilt(corpus: Any, tmp_path: Path, caplog) -
     model.mkdir()
     index, built, where = get_index(model, corpus_file, _Onehot(), progress=False)
     assert built
-    for damage in (lambda: (where / "embeddings.npy").write_bytes(b"\x93NUMPY truncated"),
-                   lambda: (where / "meta.json").write_text("{not json"),
-                   lambda: (where / "sentences.txt").write_text("only one sentence\n")):
+    for damage in (
+        lambda: (where / "embeddings.npy").write_bytes(b"\x93NUMPY truncated"),
+        lambda: (where / "meta.json").write_text("{not json"),
+        lambda: (where / "sentences.txt").write_text("only one sentence\n"),
+    ):
         damage()
         caplog.clear()
         again, built2, _ = get_index(model, corpus_file, _Onehot(), progress=False)
@@ -210,6 +322,21 @@ def test_a_damaged_model_folder_is_one_clear_error(damage: str, corpus: Any, tmp
 def test_neighbours_max_sentences_must_be_positive(tfidf_model: Path, corpus_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from sentkit.cli.main import main
 
-    assert main(["-q", "neighbours", "--model", str(tfidf_model), "--corpus", str(corpus_dir), "--query", "x",
-                 "--max-sentences", "0"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "neighbours",
+                "--model",
+                str(tfidf_model),
+                "--corpus",
+                str(corpus_dir),
+                "--query",
+                "x",
+                "--max-sentences",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--max-sentences must be >= 1" in capsys.readouterr().err

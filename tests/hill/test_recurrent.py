@@ -139,8 +139,11 @@ def test_nmt(tmp_path: Path) -> None:
 
     pairs = read_parallel(path)[:64]
     own, shuffled = own_vs_shuffled(
-        m.net_, 0, [m.in_vocab_.encode(s.split(), unk=True) for s, _ in pairs],
-        [m.target_vocab_.encode(t.split(), unk=True) for _, t in pairs])
+        m.net_,
+        0,
+        [m.in_vocab_.encode(s.split(), unk=True) for s, _ in pairs],
+        [m.target_vocab_.encode(t.split(), unk=True) for _, t in pairs],
+    )
     assert own < 0.85 * shuffled
     m.save(tmp_path / "m")
     np.testing.assert_allclose(cls.load(tmp_path / "m").encode(["ship waves"]), e[:1], atol=1e-6)

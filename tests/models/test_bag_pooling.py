@@ -19,8 +19,11 @@ def test_mean_max_of_glove_is_the_max_and_the_mean_of_its_word_vectors() -> None
     v = glove.vectors[[row[w] for w in texts[0].lower().split()]]
     np.testing.assert_allclose(got[0], np.concatenate([v.max(axis=0), v.mean(axis=0)]), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[1], np.zeros(100, dtype=np.float32))  # no known word
-    np.testing.assert_allclose(sentkit.load("glove-average", pooling="mean").encode(texts),
-                               sentkit.load("glove-average").encode(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        sentkit.load("glove-average", pooling="mean").encode(texts),
+        sentkit.load("glove-average").encode(texts),
+        atol=1e-6,
+    )
     assert sentkit.load("glove-average", pooling="max").encode(texts).shape == (2, 50)
 
 

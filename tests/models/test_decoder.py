@@ -12,8 +12,12 @@ import torch
 
 from support.decoders import FAMILIES, tiny_decoder
 
-TEXTS = ["The river runs past the old stone bridge.", "winter bread", "A much longer sentence about music, "
-         "bread and the harbor at evening.", "stone"]
+TEXTS = [
+    "The river runs past the old stone bridge.",
+    "winter bread",
+    "A much longer sentence about music, bread and the harbor at evening.",
+    "stone",
+]
 POOLINGS = ("mean", "last-token", "weighted-mean")
 
 
@@ -88,8 +92,9 @@ def test_padding_side_changes_no_vector(decoder_dir: Path, pooling: str) -> None
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)
-def test_saved_folder_loads_in_sentence_transformers_with_equal_vectors(decoder_dir: Path, pooling: str,
-                                                                        tmp_path: Path) -> None:
+def test_saved_folder_loads_in_sentence_transformers_with_equal_vectors(
+    decoder_dir: Path, pooling: str, tmp_path: Path
+) -> None:
     from sentence_transformers import SentenceTransformer
 
     import sentkit

@@ -34,8 +34,7 @@ def first_state_moves(model: torch.nn.Module, mask: bool) -> bool:
 
 
 @pytest.mark.parametrize("implementation", ["sdpa", "eager"])
-def test_bidirectional_states_depend_on_later_tokens_causal_ones_do_not(decoder_dir: Path,
-                                                                        implementation: str) -> None:
+def test_bidirectional_states_depend_on_later_tokens_causal_ones_do_not(decoder_dir: Path, implementation: str) -> None:
     import sentkit
 
     for attention, moves in (("causal", False), ("bidirectional", True), ("causal", False)):  # and back
@@ -48,8 +47,9 @@ def test_bidirectional_states_depend_on_later_tokens_causal_ones_do_not(decoder_
     assert not first_state_moves(sentkit.load(str(decoder_dir)).model, False)
 
 
-def test_saved_bidirectional_loads_bidirectional_in_sentkit_and_sentence_transformers(decoder_dir: Path,
-                                                                                      tmp_path: Path) -> None:
+def test_saved_bidirectional_loads_bidirectional_in_sentkit_and_sentence_transformers(
+    decoder_dir: Path, tmp_path: Path
+) -> None:
     from sentence_transformers import SentenceTransformer
 
     import sentkit

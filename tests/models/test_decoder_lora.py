@@ -32,8 +32,11 @@ def test_merged_equals_unmerged(family: str, tmp_path: Path) -> None:
     trainable = add_lora(model, 4)
     model.eval()  # the new adapters' dropout too
     names = [n for n, p in model.named_parameters() if p.requires_grad]
-    assert names and all("lora_" in n for n in names) and trainable == sum(
-        p.numel() for p in model.parameters() if p.requires_grad)
+    assert (
+        names
+        and all("lora_" in n for n in names)
+        and trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    )
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=ids).logits, before)  # B starts at zero: nothing changes yet
@@ -49,8 +52,9 @@ def test_merged_equals_unmerged(family: str, tmp_path: Path) -> None:
     assert set(out.state_dict()) == set(AutoModelForCausalLM.from_pretrained(tmp_path / family).state_dict())
 
 
-def test_default_rank_is_none_below_a_billion_parameters(tmp_path: Path, tiny_model_dir: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_rank_is_none_below_a_billion_parameters(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     from sentkit.models import lora
@@ -71,9 +75,31 @@ def test_mntp_with_lora_trains_the_adapters_and_saves_merged(tmp_path: Path, tin
 
     model = tiny_decoder("llama", tmp_path / "llama")
     out = tmp_path / "run"
-    rc = main(["train", "--method", "mntp", "--model", str(model), "--corpus", str(tiny_corpus), "--out", str(out),
-               "--max-steps", "3", "--set", "progress=false", "--set", "batch_size=4", "--set", "seq_len=32",
-               "--set", "lr=1e-2", "--set", "lora_r=4"])
+    rc = main(
+        [
+            "train",
+            "--method",
+            "mntp",
+            "--model",
+            str(model),
+            "--corpus",
+            str(tiny_corpus),
+            "--out",
+            str(out),
+            "--max-steps",
+            "3",
+            "--set",
+            "progress=false",
+            "--set",
+            "batch_size=4",
+            "--set",
+            "seq_len=32",
+            "--set",
+            "lr=1e-2",
+            "--set",
+            "lora_r=4",
+        ]
+    )
     assert rc == 0
     state = torch.load(out / "checkpoint" / "state.pt", weights_only=False)["model"]
     assert any("lora_B" in k for k in state)  # the checkpoint holds the adapters (a resume loads them)

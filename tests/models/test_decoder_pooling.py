@@ -10,8 +10,9 @@ import torch
 from sentkit.models.pooling import POOLINGS, pooling_of, position_weights, saveable_poolings
 
 # two rows of 3 tokens in a width of 4: row 0 right-padded, row 1 left-padded
-HIDDEN = torch.tensor([[[1.0, 0.0], [2.0, 1.0], [3.0, 5.0], [9.0, 9.0]],
-                       [[7.0, 7.0], [1.0, 2.0], [4.0, 0.0], [6.0, 3.0]]])
+HIDDEN = torch.tensor(
+    [[[1.0, 0.0], [2.0, 1.0], [3.0, 5.0], [9.0, 9.0]], [[7.0, 7.0], [1.0, 2.0], [4.0, 0.0], [6.0, 3.0]]]
+)
 MASK = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]])
 
 

@@ -58,8 +58,13 @@ def test_encode_follows_sentence_transformers_for_one_string(tiny_model_dir: Pat
 
 def test_encode_refuses_non_strings_and_bad_batch_sizes(tiny_model_dir: Path) -> None:
     enc = TransformerEncoder.from_pretrained(str(tiny_model_dir))
-    for bad, where in ((["ok", None], "item 1 is NoneType"), (["ok", "fine", 3.5], "item 2 is float"),
-                       ([["nested"]], "item 0 is list"), (b"bytes", "got bytes"), (42, "got int")):
+    for bad, where in (
+        (["ok", None], "item 1 is NoneType"),
+        (["ok", "fine", 3.5], "item 2 is float"),
+        ([["nested"]], "item 0 is list"),
+        (b"bytes", "got bytes"),
+        (42, "got int"),
+    ):
         with pytest.raises(TypeError, match=where):
             enc.encode(bad)  # type: ignore[arg-type]
     for size in (0, -1, 2.5, True):

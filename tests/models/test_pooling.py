@@ -29,7 +29,7 @@ def test_mean_max_equals_sentence_transformers_max_and_mean_flags(tiny_model_dir
     np.testing.assert_allclose(st.encode(TEXTS), got, atol=1e-5)
     np.testing.assert_allclose(sentkit.load(str(out)).encode(TEXTS), got, atol=1e-6)  # reads its pooling back
     mean = sentkit.load(str(tiny_model_dir), pooling="mean").encode(TEXTS)
-    np.testing.assert_allclose(got[:, enc.model.config.hidden_size:], mean, atol=1e-6)
+    np.testing.assert_allclose(got[:, enc.model.config.hidden_size :], mean, atol=1e-6)
 
 
 def test_first_last_avg_is_the_mean_of_the_input_and_last_layers(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -58,8 +58,9 @@ def test_first_last_avg_is_the_mean_of_the_input_and_last_layers(tiny_model_dir:
     np.testing.assert_allclose(again.encode(TEXTS), got, atol=1e-6)
 
 
-def test_a_pooling_without_a_sentence_transformers_module_is_not_saved(tiny_model_dir: Path, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pooling_without_a_sentence_transformers_module_is_not_saved(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sentkit
     from sentkit.models.pooling import POOLINGS, Pooling, mean_pool
 
@@ -84,9 +85,33 @@ def test_declutr_trains_on_first_last_avg_and_saves_it(tiny_model_dir: Path, tin
     from sentkit.cli.main import main
 
     out = tmp_path / "run"
-    assert main(["-q", "train", "--method", "declutr", "--model", str(tiny_model_dir), "--corpus", str(tiny_corpus),
-                 "--out", str(out), "--max-steps", "2", "--set", "batch_size=4", "--set", "pooling=first-last-avg",
-                 "--set", "min_span_len=4", "--set", "max_span_len=16"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "declutr",
+                "--model",
+                str(tiny_model_dir),
+                "--corpus",
+                str(tiny_corpus),
+                "--out",
+                str(out),
+                "--max-steps",
+                "2",
+                "--set",
+                "batch_size=4",
+                "--set",
+                "pooling=first-last-avg",
+                "--set",
+                "min_span_len=4",
+                "--set",
+                "max_span_len=16",
+            ]
+        )
+        == 0
+    )
     enc = sentkit.load(str(out))
     assert enc.pooling == "first-last-avg"
     np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(TEXTS), enc.encode(TEXTS), atol=1e-5)

@@ -60,8 +60,25 @@ def test_sif_of_glove_equals_the_papers_algorithm_on_the_same_corpus(corpus: Pat
     from sentkit.training.whiten import sample_sentences
 
     out = tmp_path / "sif"
-    assert main(["-q", "train", "--method", "sif", "--model", "glove-average", "--corpus", str(corpus), "--out",
-                 str(out), "--set", "max_sentences=50"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "sif",
+                "--model",
+                "glove-average",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--set",
+                "max_sentences=50",
+            ]
+        )
+        == 0
+    )
     # the oracle: count lower-cased words over every sentence, weigh, average, remove u u^T (paper's Algorithm 1)
     glove = load_glove()
     row = {w: i for i, w in enumerate(glove.words)}
@@ -105,15 +122,49 @@ def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: P
     from sentkit.loading import folder_digest
 
     base = tmp_path / "cbow"
-    assert main(["-q", "train", "--method", "cbow", "--corpus", str(corpus), "--out", str(base), "--set", "min_count=1",
-                 "--set", "dim=8"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "cbow",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(base),
+                "--set",
+                "min_count=1",
+                "--set",
+                "dim=8",
+            ]
+        )
+        == 0
+    )
     (base / "neighbours").mkdir()
     (base / "neighbours" / "index.npy").write_bytes(b"not a model file")
     (base / "train.log").write_text("a log\n")
     (base / ".lock").touch()
     out = tmp_path / "sif"
-    assert main(["-q", "train", "--method", "sif", "--model", str(base), "--corpus", str(corpus), "--out", str(out),
-                 "--set", "max_sentences=50"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "sif",
+                "--model",
+                str(base),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--set",
+                "max_sentences=50",
+            ]
+        )
+        == 0
+    )
     kept = out / "base"
     left = {".lock", "run.json", "train.log", "neighbours"}
     assert left <= {p.name for p in base.iterdir()} and not left & {p.name for p in kept.iterdir()}
@@ -124,8 +175,9 @@ def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: P
     np.testing.assert_array_equal(sentkit.load(str(out)).encode(texts), before)
 
 
-def test_a_corpus_too_small_is_one_line_with_the_counts_of_what_was_read(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_corpus_too_small_is_one_line_with_the_counts_of_what_was_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli.main import main
 
     binary, short = tmp_path / "binary", tmp_path / "short"
@@ -133,16 +185,45 @@ def test_a_corpus_too_small_is_one_line_with_the_counts_of_what_was_read(tmp_pat
     short.mkdir()
     (binary / "a.txt").write_bytes(b"\x00\x01 binary")
     (short / "a.txt").write_text("The cat sat on the mat today. Yes.\n")
-    cases = [("sif", binary, "no sentence to count words in (read 0 documents, kept 0 with 0 sentences; skipped 0 "
-                             "without a sentence, 0 empty, 1 binary"),
-             ("sif", short, "fewer than 2 sentences of at least 3 words to fit the common component on (read 1 "
-                            "documents, kept 1 with 1 sentences;"),
-             ("whiten", short, "fewer than 2 sentences of at least 3 words to fit a whitening on (read 1 documents, "
-                               "kept 1 with 1 sentences;")]
+    cases = [
+        (
+            "sif",
+            binary,
+            "no sentence to count words in (read 0 documents, kept 0 with 0 sentences; skipped 0 "
+            "without a sentence, 0 empty, 1 binary",
+        ),
+        (
+            "sif",
+            short,
+            "fewer than 2 sentences of at least 3 words to fit the common component on (read 1 "
+            "documents, kept 1 with 1 sentences;",
+        ),
+        (
+            "whiten",
+            short,
+            "fewer than 2 sentences of at least 3 words to fit a whitening on (read 1 documents, "
+            "kept 1 with 1 sentences;",
+        ),
+    ]
     for method, corpus, words in cases:
         capsys.readouterr()
-        assert main(["-q", "train", "--method", method, "--model", "glove-average", "--corpus", str(corpus), "--out",
-                     str(tmp_path / "out")]) == 2
+        assert (
+            main(
+                [
+                    "-q",
+                    "train",
+                    "--method",
+                    method,
+                    "--model",
+                    "glove-average",
+                    "--corpus",
+                    str(corpus),
+                    "--out",
+                    str(tmp_path / "out"),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], (method, err)
         assert not [p for p in (tmp_path / "out").iterdir() if p.name != ".lock"]  # nothing but the run lock

@@ -1,5 +1,5 @@
-"""Whitening (sentkit.models.whitening, the method in sentkit.training.whiten): the maths against scikit-learn's PCA whitening, and
-`sentkit whiten` on a transformer (a Dense module sentence-transformers loads) and on averaged GloVe."""
+"""Whitening (sentkit.models.whitening, the method in sentkit.training.whiten): the maths against scikit-learn's PCA
+whitening, and `sentkit whiten` on a transformer (a Dense module sentence-transformers loads) and on averaged GloVe."""
 
 from __future__ import annotations
 
@@ -39,14 +39,32 @@ def corpus(tmp_path: Path) -> Path:
     return d
 
 
-def test_whiten_a_transformer_saves_a_dense_module_sentence_transformers_loads(tiny_model_dir: Path, corpus: Path,
-                                                                             tmp_path: Path) -> None:
+def test_whiten_a_transformer_saves_a_dense_module_sentence_transformers_loads(
+    tiny_model_dir: Path, corpus: Path, tmp_path: Path
+) -> None:
     import sentkit
     from sentkit.training.whiten import sample_sentences
 
     out = tmp_path / "white"
-    assert main(["-q", "whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out),
-                 "--max-sentences", "60", "--dim", "16"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "whiten",
+                "--model",
+                str(tiny_model_dir),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--max-sentences",
+                "60",
+                "--dim",
+                "16",
+            ]
+        )
+        == 0
+    )
     texts = ["The river runs past the stone.", "winter bread and summer music"]
     got = sentkit.load(str(out)).encode(texts)
     sents, _ = sample_sentences(str(corpus), 60, min_words=3, seed=0)
@@ -70,16 +88,38 @@ def test_whiten_glove_keeps_its_base_by_name(corpus: Path, tmp_path: Path, capsy
     from sentkit.models.whitening import Whitened
 
     out = tmp_path / "glove-white"
-    assert main(["-q", "train", "--method", "whiten", "--model", "glove-average", "--corpus", str(corpus),
-                 "--out", str(out), "--set", "max_sentences=80", "--set", "dim=20"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "whiten",
+                "--model",
+                "glove-average",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--set",
+                "max_sentences=80",
+                "--set",
+                "dim=20",
+            ]
+        )
+        == 0
+    )
     marker = json.loads((out / "sentkit.json").read_text())
     assert marker["method"] == "whiten" and marker["base"] == "glove-average" and marker["whitening"]["dim"] == 20
     enc = sentkit.load(str(out))
     assert isinstance(enc, Whitened) and enc.encode(["the river"]).shape == (1, 20)
     assert enc.encode("the river").shape == (20,)
     with np.load(out / "whitening.npz") as z:
-        np.testing.assert_allclose(enc.encode(["a stone"]), apply_whitening(sentkit.load("glove-average").encode(["a stone"]),
-                                                                            z["mu"], z["w"]), rtol=1e-5)
+        np.testing.assert_allclose(
+            enc.encode(["a stone"]),
+            apply_whitening(sentkit.load("glove-average").encode(["a stone"]), z["mu"], z["w"]),
+            rtol=1e-5,
+        )
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "a.txt").write_text("Hi.\n")
@@ -88,17 +128,38 @@ def test_whiten_glove_keeps_its_base_by_name(corpus: Path, tmp_path: Path, capsy
     assert "fewer than 2 sentences of at least 3 words" in capsys.readouterr().err
 
 
-def test_whiten_a_transformer_pooled_first_last_keeps_its_pooling(tiny_model_dir: Path, corpus: Path,
-                                                                 tmp_path: Path) -> None:
+def test_whiten_a_transformer_pooled_first_last_keeps_its_pooling(
+    tiny_model_dir: Path, corpus: Path, tmp_path: Path
+) -> None:
     """The folder gives the oracle's vectors (the base pooled so, whitened by hand), in sentkit and in
     sentence-transformers (WeightedLayerPooling, Pooling, Dense)."""
     import sentkit
     from sentkit.training.whiten import sample_sentences
 
     out = tmp_path / "white-fl"
-    assert main(["-q", "train", "--method", "whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus),
-                 "--out", str(out), "--set", "max_sentences=60", "--set", "dim=16",
-                 "--set", "pooling=first-last-avg"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "whiten",
+                "--model",
+                str(tiny_model_dir),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--set",
+                "max_sentences=60",
+                "--set",
+                "dim=16",
+                "--set",
+                "pooling=first-last-avg",
+            ]
+        )
+        == 0
+    )
     base = sentkit.load(str(tiny_model_dir), pooling="first-last-avg")
     sents, _ = sample_sentences(str(corpus), 60, min_words=3, seed=0)
     mu, w = fit_whitening(base.encode(sents), dim=16)

@@ -28,12 +28,19 @@ def tiny_tokenizer(family: str) -> Any:
     tok = Tokenizer(models.BPE(unk_token=unk))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([*make_docs(20, 200), "The river runs past the old stone bridge."],
-                            trainers.BpeTrainer(vocab_size=300, special_tokens=special, show_progress=False,
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        [*make_docs(20, 200), "The river runs past the old stone bridge."],
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=special,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     if template is not None:
-        tok.post_processor = processors.TemplateProcessing(single=template, pair=f"{template} $B:1",
-                                                           special_tokens=[(bos, tok.token_to_id(bos))])
+        tok.post_processor = processors.TemplateProcessing(
+            single=template, pair=f"{template} $B:1", special_tokens=[(bos, tok.token_to_id(bos))]
+        )
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
     kw = {k: v for k, v in (("bos_token", bos), ("eos_token", eos), ("pad_token", pad), ("unk_token", unk)) if v}
@@ -43,14 +50,34 @@ def tiny_tokenizer(family: str) -> Any:
 def tiny_config(family: str, tok: Any, *, hidden: int = 32, layers: int = 2, heads: int = 4) -> Any:
     from transformers import GPT2Config, LlamaConfig, Qwen2Config
 
-    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id,
-           "vocab_size": len(tok), "tie_word_embeddings": True}
+    ids = {
+        "bos_token_id": tok.bos_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "pad_token_id": tok.pad_token_id,
+        "vocab_size": len(tok),
+        "tie_word_embeddings": True,
+    }
     if family == "gpt2":
-        return GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=64, resid_pdrop=0.0,
-                          embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+        return GPT2Config(
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=64,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **ids,
+        )
     cls = LlamaConfig if family == "llama" else Qwen2Config
-    return cls(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=heads,
-               num_key_value_heads=heads // 2, max_position_embeddings=64, **ids)
+    return cls(
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
+        max_position_embeddings=64,
+        **ids,
+    )
 
 
 def tiny_decoder(family: str, out: Path, *, seed: int = 0) -> Path:

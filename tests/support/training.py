@@ -13,14 +13,31 @@ from check_support import build, free_port, one_graph_backward, step_gradients, 
 from sentkit.data.store import TokenStore
 from sentkit.training.recipes.declutr import DeclutrConfig
 
-__all__ = ["as_store", "build", "free_port", "one_graph_backward", "prepare", "save", "small_config",
-           "step_gradients", "torchrun"]
+__all__ = [
+    "as_store",
+    "build",
+    "free_port",
+    "one_graph_backward",
+    "prepare",
+    "save",
+    "small_config",
+    "step_gradients",
+    "torchrun",
+]
 
 
 def small_config(corpus: str, out: str, **kw: object) -> DeclutrConfig:
     base: dict[str, object] = dict(
-        corpus=corpus, out=out, num_anchors=2, num_positives=2, min_span_len=8, max_span_len=32,
-        batch_size=4, progress=False, checkpoint_every=1000, log_every=1,
+        corpus=corpus,
+        out=out,
+        num_anchors=2,
+        num_positives=2,
+        min_span_len=8,
+        max_span_len=32,
+        batch_size=4,
+        progress=False,
+        checkpoint_every=1000,
+        log_every=1,
     )
     base.update(kw)
     return DeclutrConfig(**base)  # type: ignore[arg-type]

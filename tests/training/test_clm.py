@@ -22,8 +22,16 @@ from support.decoders import tiny_decoder
 
 
 def config(corpus: Path, out: Path, model: Path, **kw: object) -> CLMConfig:
-    base: dict[str, object] = {"corpus": str(corpus), "out": str(out), "model": str(model), "progress": False,
-                               "log_every": 1, "batch_size": 4, "checkpoint_every": 1000, "seq_len": 32}
+    base: dict[str, object] = {
+        "corpus": str(corpus),
+        "out": str(out),
+        "model": str(model),
+        "progress": False,
+        "log_every": 1,
+        "batch_size": 4,
+        "checkpoint_every": 1000,
+        "seq_len": 32,
+    }
     return CLMConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -82,8 +90,9 @@ def test_bidirectional_attention_is_refused() -> None:
         CLMConfig(corpus="c", out="o", model="m", family="bert", from_scratch=True)
 
 
-def test_a_gpt2_from_scratch_with_a_wordpiece_vocabulary(tiny_model_dir: Path, tiny_corpus: Path,
-                                                         tmp_path: Path) -> None:
+def test_a_gpt2_from_scratch_with_a_wordpiece_vocabulary(
+    tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
     """The decoder study's base: a GPT-2 built from transformers' defaults, resized, with a BERT tokenizer whose [SEP]
     becomes the end-of-sequence token (saved), so that last-token pooling reads it."""
     import sentkit
@@ -91,10 +100,36 @@ def test_a_gpt2_from_scratch_with_a_wordpiece_vocabulary(tiny_model_dir: Path, t
     from sentkit.training.metrics import read_metrics
 
     out = tmp_path / "run"
-    sets = ["from_scratch=true", "family=gpt2", "layers=2", "hidden=32", "heads=4", "intermediate=64",
-            "max_positions=34", "seq_len=32", "batch_size=4", "lr=1e-3", "log_every=1", "progress=false"]
-    rc = main(["train", "--method", "clm", "--model", str(tiny_model_dir), "--corpus", str(tiny_corpus), "--out",
-               str(out), "--max-steps", "3", *[a for s in sets for a in ("--set", s)]])
+    sets = [
+        "from_scratch=true",
+        "family=gpt2",
+        "layers=2",
+        "hidden=32",
+        "heads=4",
+        "intermediate=64",
+        "max_positions=34",
+        "seq_len=32",
+        "batch_size=4",
+        "lr=1e-3",
+        "log_every=1",
+        "progress=false",
+    ]
+    rc = main(
+        [
+            "train",
+            "--method",
+            "clm",
+            "--model",
+            str(tiny_model_dir),
+            "--corpus",
+            str(tiny_corpus),
+            "--out",
+            str(out),
+            "--max-steps",
+            "3",
+            *[a for s in sets for a in ("--set", s)],
+        ]
+    )
     assert rc == 0
     config_json = json.loads((out / "config.json").read_text())
     assert config_json["model_type"] == "gpt2" and config_json["n_layer"] == 2 and config_json["n_inner"] == 64

@@ -41,7 +41,9 @@ def test_missing_model_lists_registry_names() -> None:
         load_mlm("/no/such/model-dir")
 
 
-def test_checkpoint_without_mlm_head_gets_tied_fresh_head(tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_checkpoint_without_mlm_head_gets_tied_fresh_head(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import AutoModel, AutoTokenizer
 
     from sentkit.models.hub import load_mlm

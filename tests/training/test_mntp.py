@@ -26,8 +26,16 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def config(corpus: Path, out: Path, model: Path, **kw: object) -> MNTPConfig:
-    base: dict[str, object] = {"corpus": str(corpus), "out": str(out), "model": str(model), "progress": False,
-                               "log_every": 1, "batch_size": 4, "checkpoint_every": 1000, "seq_len": 32}
+    base: dict[str, object] = {
+        "corpus": str(corpus),
+        "out": str(out),
+        "model": str(model),
+        "progress": False,
+        "log_every": 1,
+        "batch_size": 4,
+        "checkpoint_every": 1000,
+        "seq_len": 32,
+    }
     return MNTPConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -68,8 +76,9 @@ def test_loss_equals_the_shifted_causal_lm_loss_and_a_hand_written_reference(fam
     assert abs(sum(own) / 7 - float(got)) > 1e-3
 
 
-def test_batches_mask_a_fifth_of_the_tokens_with_the_blank_token(llama_dir: Path, tiny_corpus: Path,
-                                                                 tmp_path: Path) -> None:
+def test_batches_mask_a_fifth_of_the_tokens_with_the_blank_token(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
     from sentkit.data.store import TokenStore
 
     cfg = config(tiny_corpus, tmp_path / "out", llama_dir, max_steps=1)
@@ -111,9 +120,31 @@ def test_sentkit_train_method_mntp_end_to_end(llama_dir: Path, tiny_corpus: Path
     from sentkit.training.metrics import read_metrics
 
     out = tmp_path / "run"
-    rc = main(["train", "--method", "mntp", "--model", str(llama_dir), "--corpus", str(tiny_corpus), "--out",
-               str(out), "--max-steps", "3", "--set", "progress=false", "--set", "batch_size=4", "--set", "seq_len=32",
-               "--set", "lr=1e-3", "--set", "log_every=1"])
+    rc = main(
+        [
+            "train",
+            "--method",
+            "mntp",
+            "--model",
+            str(llama_dir),
+            "--corpus",
+            str(tiny_corpus),
+            "--out",
+            str(out),
+            "--max-steps",
+            "3",
+            "--set",
+            "progress=false",
+            "--set",
+            "batch_size=4",
+            "--set",
+            "seq_len=32",
+            "--set",
+            "lr=1e-3",
+            "--set",
+            "log_every=1",
+        ]
+    )
     assert rc == 0
     assert json.loads((out / "sentkit.json").read_text())["method"] == "mntp"
     assert json.loads((out / "config.json").read_text())["is_causal"] is False  # bidirectional, saved
@@ -128,31 +159,67 @@ def test_sentkit_train_method_mntp_end_to_end(llama_dir: Path, tiny_corpus: Path
     assert np.abs(got - base).max() > 1e-4  # trained (and bidirectional): not the base's vectors
 
 
-def test_a_masked_lm_is_refused_in_one_line(tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_masked_lm_is_refused_in_one_line(
+    tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from sentkit.cli.main import main
 
     capsys.readouterr()
-    rc = main(["train", "--method", "mntp", "--model", str(tiny_model_dir), "--corpus", str(tiny_corpus), "--out",
-               str(tmp_path / "run"), "--max-steps", "1", "--set", "progress=false"])
+    rc = main(
+        [
+            "train",
+            "--method",
+            "mntp",
+            "--model",
+            str(tiny_model_dir),
+            "--corpus",
+            str(tiny_corpus),
+            "--out",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "1",
+            "--set",
+            "progress=false",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
     assert "is a 'bert' model, not a decoder language model" in err[0] and "--method mlm" in err[0]
 
 
 # ----------------------------------------------------------------------------- --method llm2vec
-LLM2VEC_SETTINGS = ["mntp_steps=2", "simcse_steps=3", "mntp_batch_size=4", "simcse_batch_size=4", "seq_len=32",
-                    "max_len=32", "progress=false", "checkpoint_every=1"]
+LLM2VEC_SETTINGS = [
+    "mntp_steps=2",
+    "simcse_steps=3",
+    "mntp_batch_size=4",
+    "simcse_batch_size=4",
+    "seq_len=32",
+    "max_len=32",
+    "progress=false",
+    "checkpoint_every=1",
+]
 
 
 def llm2vec_args(model: Path, corpus: Path, out: Path, *extra: str) -> list[str]:
     sets = [a for s in LLM2VEC_SETTINGS for a in ("--set", s)]
-    return ["train", "--method", "llm2vec", "--model", str(model), "--corpus", str(corpus), "--out", str(out),
-            *sets, *extra]
+    return [
+        "train",
+        "--method",
+        "llm2vec",
+        "--model",
+        str(model),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        *sets,
+        *extra,
+    ]
 
 
-def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(llama_dir: Path, tiny_corpus: Path,
-                                                                          tmp_path: Path) -> None:
+def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
     from sentence_transformers import SentenceTransformer
 
     import sentkit
@@ -176,7 +243,8 @@ def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(llama_
 
 
 def test_llm2vec_resumed_after_a_kill_equals_an_uninterrupted_run(
-        llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sentkit
     import sentkit.training.loop as loop
     from sentkit.cli.main import main
@@ -225,9 +293,34 @@ def test_two_gloo_processes_end_where_one_does(llama_dir: Path, tiny_corpus: Pat
     kw: dict[str, object] = {"max_steps": 3, "lr": 1e-3, "dist_timeout": 120}
     train(config(tiny_corpus, tmp_path / "one", llama_dir, **kw), MNTP)
     two = config(tiny_corpus, tmp_path / "two", llama_dir, **kw)
-    res = torchrun(worker, json.dumps({"jobs": [{"method": "mntp", "config": {
-        k: getattr(two, k) for k in ("corpus", "out", "model", "progress", "log_every", "batch_size",
-                                     "checkpoint_every", "seq_len", "max_steps", "lr", "dist_timeout")}}]}))
+    res = torchrun(
+        worker,
+        json.dumps(
+            {
+                "jobs": [
+                    {
+                        "method": "mntp",
+                        "config": {
+                            k: getattr(two, k)
+                            for k in (
+                                "corpus",
+                                "out",
+                                "model",
+                                "progress",
+                                "log_every",
+                                "batch_size",
+                                "checkpoint_every",
+                                "seq_len",
+                                "max_steps",
+                                "lr",
+                                "dist_timeout",
+                            )
+                        },
+                    }
+                ]
+            }
+        ),
+    )
     assert res.returncode == 0, res.stderr[-4000:]
     a = torch.load(tmp_path / "one" / CHECKPOINT, weights_only=False)["model"]
     b = torch.load(tmp_path / "two" / CHECKPOINT, weights_only=False)["model"]

@@ -37,14 +37,32 @@ pytestmark = pytest.mark.slow
 def settings(method: str, corpora: dict[str, Path], model: Path, out: Path, **kw: Any) -> dict[str, Any]:
     """A run of a few steps on a tiny model and corpus; MLM builds its model from scratch with a
     vocabulary trained on the corpus (the workflow that needs one-off preparation)."""
-    base: dict[str, Any] = {"corpus": str(corpora["sentences" if method in ("simcse", "tsdae") else "docs"]),
-                            "out": str(out), "model": str(model), "max_steps": STEPS, "checkpoint_every": CUT,
-                            "batch_size": 4, "lr": 1e-4, "progress": False, "log_every": 1, "dist_timeout": 120}
+    base: dict[str, Any] = {
+        "corpus": str(corpora["sentences" if method in ("simcse", "tsdae") else "docs"]),
+        "out": str(out),
+        "model": str(model),
+        "max_steps": STEPS,
+        "checkpoint_every": CUT,
+        "batch_size": 4,
+        "lr": 1e-4,
+        "progress": False,
+        "log_every": 1,
+        "dist_timeout": 120,
+    }
     if method == "declutr":
         base.update(num_anchors=2, num_positives=2, min_span_len=8, max_span_len=32, grad_accum=2, grad_cache=True)
     if method == "mlm":
-        base.update(seq_len=32, from_scratch=True, train_tokenizer=True, vocab_size=300, layers=2, hidden=32, heads=2,
-                    intermediate=64, max_positions=64)
+        base.update(
+            seq_len=32,
+            from_scratch=True,
+            train_tokenizer=True,
+            vocab_size=300,
+            layers=2,
+            hidden=32,
+            heads=2,
+            intermediate=64,
+            max_positions=64,
+        )
     return {**base, **kw}
 
 
@@ -83,16 +101,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict
         one_process(method, "begun", stop_at=CUT)
     killed, left = {}, {}
     for method in METHODS:  # a fresh run, then a run that rank 0's kill -9 ends after the checkpoint at CUT
-        jobs = [{"method": method, "config": cfg(method, "fresh")},
-                {"method": method, "config": cfg(method, "killed"), "kill_at": CUT}]
+        jobs = [
+            {"method": method, "config": cfg(method, "fresh")},
+            {"method": method, "config": cfg(method, "killed"), "kill_at": CUT},
+        ]
         killed[method] = torchrun(WORKER, json.dumps({"jobs": jobs}))
         out = root / method / "killed"
-        left[method] = {"model": (out / "sentkit.json").exists(),
-                        "step": torch.load(out / CHECKPOINT, weights_only=False)["step"] if (out / CHECKPOINT).is_file() else None}
+        left[method] = {
+            "model": (out / "sentkit.json").exists(),
+            "step": torch.load(out / CHECKPOINT, weights_only=False)["step"] if (out / CHECKPOINT).is_file() else None,
+        }
     jobs = [{"method": m, "config": cfg(m, name, resume=True)} for m in METHODS for name in RESUMED]
     (root / "theirs").mkdir()
     (root / "theirs" / "notes.txt").write_text("a file of the user's")  # rank 0 refuses the folder
-    jobs.append({"method": "simcse", "config": {**cfg("simcse", "x"), "out": str(root / "theirs")}, "expect_error": True})
+    jobs.append(
+        {"method": "simcse", "config": {**cfg("simcse", "x"), "out": str(root / "theirs")}, "expect_error": True}
+    )
     resumed = torchrun(WORKER, json.dumps({"jobs": jobs}))
     for name in ("fresh", *RESUMED):  # MLM: a single-process run with each run's vocabulary
         shutil.copytree(root / "mlm" / name / "tokenizer", root / "mlm" / f"reference-{name}" / "tokenizer")
@@ -152,8 +176,10 @@ def cpu_load() -> Any:
     import subprocess
     import sys
 
-    spin = ("import os, time\nparent, end = os.getppid(), time.time() + 600\n"
-            "while time.time() < end and os.getppid() == parent:\n    pass\n")
+    spin = (
+        "import os, time\nparent, end = os.getppid(), time.time() + 600\n"
+        "while time.time() < end and os.getppid() == parent:\n    pass\n"
+    )
     busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(min(32, 2 * (os.cpu_count() or 1)))]
     try:
         yield len(busy)
@@ -171,10 +197,23 @@ def _ranks(code: str, *args: str) -> list[subprocess.Popen[str]]:
 
     from support.training import free_port
 
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
-           "OMP_NUM_THREADS": "1"}
-    return [subprocess.Popen([sys.executable, "-c", code, *args], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "2",
+        "OMP_NUM_THREADS": "1",
+    }
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
 
 
 _DIES_WHILE_THE_OTHER_WAITS = """
@@ -223,16 +262,37 @@ sys.exit(main(sys.argv[3:]))
 
 
 @pytest.mark.parametrize("victim", [1, 0])
-def test_a_rank_that_dies_mid_training_is_reported_in_one_line(victim: int, cpu_load: int, tiny_corpus: Path,
-                                                              tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_a_rank_that_dies_mid_training_is_reported_in_one_line(
+    victim: int, cpu_load: int, tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     """`sentkit train` in 2 gloo processes; one is killed in step 4 (after the checkpoint of step 2).
     The other reports it in one line, its log and the checkpoint to resume from named, exit 1:
     whichever rank dies (rank 0 also holds the run's store without torchrun)."""
     out = tmp_path / "run"
-    argv = ["-q", "train", "--method", "declutr", "--model", str(tiny_model_dir), "--corpus", str(tiny_corpus),
-            "--out", str(out), "--max-steps", "6"]
-    for kv in ("checkpoint_every=2", "batch_size=4", "num_anchors=2", "num_positives=2", "min_span_len=8",
-               "max_span_len=32", "progress=false", "dist_timeout=300"):
+    argv = [
+        "-q",
+        "train",
+        "--method",
+        "declutr",
+        "--model",
+        str(tiny_model_dir),
+        "--corpus",
+        str(tiny_corpus),
+        "--out",
+        str(out),
+        "--max-steps",
+        "6",
+    ]
+    for kv in (
+        "checkpoint_every=2",
+        "batch_size=4",
+        "num_anchors=2",
+        "num_positives=2",
+        "min_span_len=8",
+        "max_span_len=32",
+        "progress=false",
+        "dist_timeout=300",
+    ):
         argv += ["--set", kv]
     procs = _ranks(_KILLED_MID_TRAINING, str(victim), "3", *argv)
     outs = [p.communicate(timeout=600) for p in procs]
@@ -243,7 +303,8 @@ def test_a_rank_that_dies_mid_training_is_reported_in_one_line(victim: int, cpu_
     log = out / ("train.log" if victim == 0 else f"train-rank{victim}.log")
     assert err.strip().splitlines() == [  # one line, nothing else
         f"sentkit train: error: rank {victim} stopped while training step 4 (its log: {log}); resume with --resume "
-        f"(the last checkpoint: {out / 'checkpoint' / 'state.pt'}, step 2)"], err[-3000:]
+        f"(the last checkpoint: {out / 'checkpoint' / 'state.pt'}, step 2)"
+    ], err[-3000:]
     assert f"rank {victim} of 2: pid {procs[victim].pid}" in log.read_text()  # the log named is the dead rank's
     assert torch.load(out / CHECKPOINT, weights_only=False)["step"] == 2
 
@@ -272,10 +333,23 @@ def test_of_three_ranks_the_one_that_stopped_is_named(cpu_load: int) -> None:
 
     from support.training import free_port
 
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3",
-           "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", _THREE_RANKS], env={**env, "RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(3)]
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "3",
+        "OMP_NUM_THREADS": "1",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _THREE_RANKS],
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert procs[2].returncode == -9
     for r in (0, 1):

@@ -20,8 +20,10 @@ def loop_nt_xent(anchors: torch.Tensor, positives: torch.Tensor, tau: float) -> 
     total = 0.0
     for i in range(n2):
         j = i + n if i < n else i - n
+
         def cos(a: torch.Tensor, b: torch.Tensor) -> float:
             return float(a @ b / (a.norm() * b.norm()))
+
         num = math.exp(cos(z[i], z[j]) / tau)
         den = sum(math.exp(cos(z[i], z[k]) / tau) for k in range(n2) if k != i)
         total += -math.log(num / den)

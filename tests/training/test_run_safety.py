@@ -84,18 +84,24 @@ def test_resume_refuses_changed_settings_and_names_them(store: Path, tiny_model_
     assert "--allow-config-change" in str(e.value)
     for key, value in (("num_anchors", 1), ("max_span_len", 16), ("corpus", str(tmp_path)), ("model", "x")):
         with pytest.raises(RunDirError, match=key):
-            train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2, resume=True, **{key: value}), Declutr)
+            train(
+                _cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2, resume=True, **{key: value}), Declutr
+            )
     # bookkeeping may change; an accepted change is applied
     train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=3, log_every=2, resume=True), Declutr)
     out2 = tmp_path / "run2"
     train(_cfg(store, out2, tiny_model_dir, max_steps=4, checkpoint_every=2), Declutr, stop_at=2)
-    train(_cfg(store, out2, tiny_model_dir, max_steps=5, checkpoint_every=2, resume=True, allow_config_change=True), Declutr)
+    train(
+        _cfg(store, out2, tiny_model_dir, max_steps=5, checkpoint_every=2, resume=True, allow_config_change=True),
+        Declutr,
+    )
     assert torch.load(out2 / CHECKPOINT, weights_only=False)["step"] == 5
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
-def test_torn_checkpoint_falls_back_to_the_previous_one(store: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                        damage: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_torn_checkpoint_falls_back_to_the_previous_one(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
     out = tmp_path / "run"
     train(_cfg(store, out, tiny_model_dir, max_steps=6, checkpoint_every=2), Declutr, stop_at=4)
     assert torch.load(out / PREVIOUS, weights_only=False)["step"] == 2
@@ -163,11 +169,32 @@ def test_second_training_on_the_same_folder_refuses(store: Path, tiny_model_dir:
     """While one process trains into --out, another refuses at once; a killed holder leaves no
     stuck lock."""
     out = tmp_path / "run"
-    args = ["train", "--corpus", str(store), "--out", str(out), "--model", str(tiny_model_dir), "--max-steps", "100000",
-            "--set", "batch_size=4", "--set", "min_span_len=8", "--set", "max_span_len=32", "--set", "checkpoint_every=1"]
+    args = [
+        "train",
+        "--corpus",
+        str(store),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "100000",
+        "--set",
+        "batch_size=4",
+        "--set",
+        "min_span_len=8",
+        "--set",
+        "max_span_len=32",
+        "--set",
+        "checkpoint_every=1",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen([sys.executable, "-m", "sentkit.cli.main", "-q", *args], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "sentkit.cli.main", "-q", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.time() + 120
         while not (out / CHECKPOINT).exists():
@@ -183,10 +210,28 @@ def test_second_training_on_the_same_folder_refuses(store: Path, tiny_model_dir:
     assert cli(["-q", *args[:8], "1", *args[9:], "--resume", "--allow-config-change"]) == 0
 
 
-def test_cli_overwrite_and_error_line(store: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_overwrite_and_error_line(
+    store: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
-    args = ["-q", "train", "--corpus", str(store), "--out", str(out), "--model", str(tiny_model_dir), "--max-steps", "1",
-            "--set", "batch_size=4", "--set", "min_span_len=8", "--set", "max_span_len=32"]
+    args = [
+        "-q",
+        "train",
+        "--corpus",
+        str(store),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "1",
+        "--set",
+        "batch_size=4",
+        "--set",
+        "min_span_len=8",
+        "--set",
+        "max_span_len=32",
+    ]
     assert cli(args) == 0
     capsys.readouterr()
     assert cli(args) == 2
@@ -195,7 +240,9 @@ def test_cli_overwrite_and_error_line(store: Path, tiny_model_dir: Path, tmp_pat
     assert cli([*args, "--overwrite"]) == 0
 
 
-def test_hill_method_folder_is_guarded_too(tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hill_method_folder_is_guarded_too(
+    tmp_path: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "tfidf"
     args = ["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(out)]
     assert cli(args) == 0
@@ -209,8 +256,9 @@ def test_hill_method_folder_is_guarded_too(tmp_path: Path, tiny_corpus: Path, ca
     assert (user / "data.csv").read_text() == "1,2"
 
 
-def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_dir: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_too_few_documents_suggests_fixes_that_work(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The error names the count and prints flags that, run as printed, train."""
     import re
     import shlex
@@ -221,8 +269,20 @@ def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_d
     corpus.mkdir()
     for i, text in enumerate(make_docs(3, 200)):
         (corpus / f"d{i}.txt").write_text(text)
-    base = ["-q", "train", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--max-steps", "1",
-            "--set", "min_span_len=8", "--set", "max_span_len=32"]
+    base = [
+        "-q",
+        "train",
+        "--corpus",
+        str(corpus),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "1",
+        "--set",
+        "min_span_len=8",
+        "--set",
+        "max_span_len=32",
+    ]
     assert cli([*base, "--out", str(tmp_path / "fail")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "fewer than batch_size=16" in err
@@ -241,8 +301,9 @@ def test_too_few_documents_suggests_fixes_that_work(tmp_path: Path, tiny_model_d
     assert cli([*base, "--out", str(tmp_path / "fixed-cut"), *shlex.split(fixes[1])]) == 0
 
 
-def test_no_lock_file_in_a_refused_folder_and_resume_before_any_checkpoint(store: Path, tiny_model_dir: Path,
-                                                                           tmp_path: Path) -> None:
+def test_no_lock_file_in_a_refused_folder_and_resume_before_any_checkpoint(
+    store: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     user = tmp_path / "user"
     user.mkdir()
     (user / "a.txt").write_text("mine")
@@ -257,17 +318,39 @@ def test_no_lock_file_in_a_refused_folder_and_resume_before_any_checkpoint(store
     assert torch.load(out / CHECKPOINT, weights_only=False)["step"] == 4
 
 
-def test_prepare_only_leaves_a_run_that_starts_at_once(tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_prepare_only_leaves_a_run_that_starts_at_once(
+    tiny_corpus: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`train --prepare-only` claims the folder, trains MLM's vocabulary and prepares the store, and
     stops; the run it leaves starts from step 0 with --resume, reusing both. A method with nothing to
     prepare refuses the flag."""
     import json
 
     out = tmp_path / "mlm"
-    args = ["-q", "train", "--method", "mlm", "--corpus", str(tiny_corpus), "--out", str(out), "--model",
-            str(tiny_model_dir), "--max-steps", "2", "--set", "from_scratch=true", "--set", "train_tokenizer=true",
-            "--set", "vocab_size=300", "--set", "seq_len=32", "--set", "batch_size=4"]
+    args = [
+        "-q",
+        "train",
+        "--method",
+        "mlm",
+        "--corpus",
+        str(tiny_corpus),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--max-steps",
+        "2",
+        "--set",
+        "from_scratch=true",
+        "--set",
+        "train_tokenizer=true",
+        "--set",
+        "vocab_size=300",
+        "--set",
+        "seq_len=32",
+        "--set",
+        "batch_size=4",
+    ]
     assert cli([*args, "--prepare-only"]) == 0
     assert "prepared" in capsys.readouterr().out
     assert json.loads((out / "run.json").read_text())["status"] == "prepared"
@@ -279,6 +362,20 @@ def test_prepare_only_leaves_a_run_that_starts_at_once(tiny_corpus: Path, tiny_m
     assert "starting the run prepared in" in (out / "train.log").read_text()
     assert (out / "sentkit.json").is_file()
     capsys.readouterr()
-    assert cli(["-q", "train", "--method", "tfidf", "--corpus", str(tiny_corpus), "--out", str(tmp_path / "t"),
-                "--prepare-only"]) == 2
+    assert (
+        cli(
+            [
+                "-q",
+                "train",
+                "--method",
+                "tfidf",
+                "--corpus",
+                str(tiny_corpus),
+                "--out",
+                str(tmp_path / "t"),
+                "--prepare-only",
+            ]
+        )
+        == 2
+    )
     assert "does not take --prepare-only" in capsys.readouterr().err

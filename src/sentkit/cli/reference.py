@@ -63,9 +63,12 @@ def cli_page(parser: argparse.ArgumentParser | None = None) -> str:
         from sentkit.cli.main import build_parser
 
         parser = build_parser()
-    out = [HEADER, "# Command-line reference\n\n",
-           "Global flags, before the command: `-v` / `-vv` (more logging), `-q` (only warnings and errors), "
-           "`--version`. Every command's `--help` says the same as its section here.\n"]
+    out = [
+        HEADER,
+        "# Command-line reference\n\n",
+        "Global flags, before the command: `-v` / `-vv` (more logging), `-q` (only warnings and errors), "
+        "`--version`. Every command's `--help` says the same as its section here.\n",
+    ]
 
     def walk(p: argparse.ArgumentParser, path: list[str], help_line: str) -> None:
         out.append(f"\n## `sentkit {' '.join(path)}`\n\n")
@@ -90,13 +93,18 @@ def methods_page() -> str:
     """Every method of `sentkit train --method`, with its description and config keys (`--set k=v`)."""
     from sentkit.methods import METHODS, get_method
 
-    out = [HEADER, "# Methods and their config keys\n\n",
-           "`sentkit train --method NAME` takes every key below as `--set key=value` (or in a `--config` "
-           "TOML); an unknown key is an error that names the closest one.\n"]
+    out = [
+        HEADER,
+        "# Methods and their config keys\n\n",
+        "`sentkit train --method NAME` takes every key below as `--set key=value` (or in a `--config` "
+        "TOML); an unknown key is an error that names the closest one.\n",
+    ]
     for name, entry in METHODS.items():
         cls = get_method(name).config_cls
-        out.append(f"\n## `{name}`\n\n{_cell(entry.description)}\n\nConfig `{cls.__name__}`:\n\n"
-                   "| key | type | default |\n|---|---|---|\n")
+        out.append(
+            f"\n## `{name}`\n\n{_cell(entry.description)}\n\nConfig `{cls.__name__}`:\n\n"
+            "| key | type | default |\n|---|---|---|\n"
+        )
         for f in dataclasses.fields(cls):
             if f.default is not dataclasses.MISSING:
                 default = f"`{f.default!r}`"
@@ -112,17 +120,22 @@ def tasks_page() -> str:
     """Every SentEval downstream and probing task of the registry, in registration order."""
     from sentkit.evaluation.tasks import ALL_TASKS, get_task
 
-    out = [HEADER, "# Evaluation tasks\n\n",
-           "`sentkit evaluate --tasks NAME,...` (or `all`, `downstream`, `probing`); the data folder layout is "
-           "`<data-dir>/<folder>/<files>`.\n\n",
-           "| task | group | kind | main score | pair | folder | files | splits | aliases | citation | licence |\n",
-           "|---|---|---|---|---|---|---|---|---|---|---|\n"]
+    out = [
+        HEADER,
+        "# Evaluation tasks\n\n",
+        "`sentkit evaluate --tasks NAME,...` (or `all`, `downstream`, `probing`); the data folder layout is "
+        "`<data-dir>/<folder>/<files>`.\n\n",
+        "| task | group | kind | main score | pair | folder | files | splits | aliases | citation | licence |\n",
+        "|---|---|---|---|---|---|---|---|---|---|---|\n",
+    ]
     for name in ALL_TASKS:
         s = get_task(name)
         files = ", ".join(s.files) if len(s.files) <= 3 else f"{len(s.files)} files"
-        out.append(f"| {s.name} | {s.group} | {s.kind} | {s.metric} | {'yes' if s.pair else ''} | {s.folder} | "
-                   f"{_cell(files)} | {_cell(s.splits)} | {_cell(', '.join(s.aliases))} | {_cell(s.citation)} | "
-                   f"{_cell(s.licence)} |\n")
+        out.append(
+            f"| {s.name} | {s.group} | {s.kind} | {s.metric} | {'yes' if s.pair else ''} | {s.folder} | "
+            f"{_cell(files)} | {_cell(s.splits)} | {_cell(', '.join(s.aliases))} | {_cell(s.citation)} | "
+            f"{_cell(s.licence)} |\n"
+        )
     return "".join(out)
 
 

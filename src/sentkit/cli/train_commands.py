@@ -23,25 +23,47 @@ def register(sub: Any) -> None:
     )
     t.add_argument("--method", default="declutr", help="training method (default: declutr); see --list-methods")
     t.add_argument("--list-methods", action="store_true", help="print the registered methods and exit")
-    t.add_argument("--model", default=None, help="base model: registry name, local dir or HF id (transformer methods; "
-                   "whiten: any model name)")
+    t.add_argument(
+        "--model",
+        default=None,
+        help="base model: registry name, local dir or HF id (transformer methods; whiten: any model name)",
+    )
     t.add_argument("--corpus", default=None, help="corpus path or a store made by `sentkit prepare`")
     t.add_argument("--out", default=None, help="output directory (model, checkpoint, metrics.csv, config)")
-    t.add_argument("--txt-mode", default=None, choices=["file", "lines"],
-                   help="a single .txt corpus: one document (file, default) or one per line (lines: DeCLUTR's format)")
+    t.add_argument(
+        "--txt-mode",
+        default=None,
+        choices=["file", "lines"],
+        help="a single .txt corpus: one document (file, default) or one per line (lines: DeCLUTR's format)",
+    )
     t.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
     t.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    t.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier sentkit run in --out (never a folder of other files)")
-    t.add_argument("--allow-config-change", action="store_true",
-                   help="with --resume: accept settings that differ from the run's (they are listed)")
-    t.add_argument("--prepare-only", action="store_true",
-                   help="take --out and do the one-off work (token store, a vocabulary trained on the corpus), then "
-                   "stop; start the processes on it afterwards (torchrun ... train, same options)")
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier sentkit run in --out (never a folder of other files)",
+    )
+    t.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="with --resume: accept settings that differ from the run's (they are listed)",
+    )
+    t.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="take --out and do the one-off work (token store, a vocabulary trained on the corpus), then "
+        "stop; start the processes on it afterwards (torchrun ... train, same options)",
+    )
     t.add_argument("--config", default=None, help="TOML file of settings (flat keys, or a [train] table)")
-    t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)")
+    t.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)",
+    )
     t.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
     t.set_defaults(func=cmd_train)
 
@@ -51,18 +73,27 @@ def register(sub: Any) -> None:
         help="whiten any model's vectors, fitted on your corpus (saved so sentence-transformers loads it)",
         description="Centre a model's sentence vectors and give them identity covariance (BERT-whitening), fitted on "
         "a seeded sample of the corpus's sentences. A transformer gets it as a sentence-transformers Dense module "
-        "after its pooling (the folder loads unchanged in sentence-transformers); any other model name (glove-average, "
-        "a Hill et al. model folder, file.py:attr) is saved with its base. The same as `sentkit train --method whiten`.",
+        "after its pooling (the folder loads unchanged in sentence-transformers); any other model name "
+        "(glove-average, a Hill et al. model folder, file.py:attr) is saved with its base. The same as "
+        "`sentkit train --method whiten`.",
     )
     w.add_argument("--model", required=True, help="the model to whiten: any model name")
     w.add_argument("--corpus", required=True, help="the corpus whose sentences the whitening is fitted on")
     w.add_argument("--out", required=True, help="output folder")
-    w.add_argument("--max-sentences", type=int, default=None, help="fit on at most this many sentences (default 100000)")
+    w.add_argument(
+        "--max-sentences", type=int, default=None, help="fit on at most this many sentences (default 100000)"
+    )
     w.add_argument("--dim", type=int, default=None, help="keep the first DIM whitened directions (default: all)")
     w.add_argument("--seed", type=int, default=None, help="seed of the sentence sample (default 0)")
     w.add_argument("--overwrite", action="store_true", help="replace an earlier sentkit run in --out")
-    w.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other setting (min_words, batch_size, text_field)")
+    w.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other setting (min_words, batch_size, text_field)",
+    )
     w.set_defaults(func=cmd_whiten)
 
 
@@ -80,9 +111,17 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
     method = get_method(method_name)
     all_fields = dataclasses.fields(method.config_cls)
     fields = {f.name for f in all_fields}
-    required = {f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    flags = {"model": args.model, "corpus": args.corpus, "out": args.out, "max_steps": args.max_steps, "seed": args.seed,
-             "txt_mode": getattr(args, "txt_mode", None)}
+    required = {
+        f.name for f in all_fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    flags = {
+        "model": args.model,
+        "corpus": args.corpus,
+        "out": args.out,
+        "max_steps": args.max_steps,
+        "seed": args.seed,
+        "txt_mode": getattr(args, "txt_mode", None),
+    }
     for flag in ("resume", "overwrite", "allow_config_change"):
         if getattr(args, flag, False):
             flags[flag] = True
@@ -121,22 +160,41 @@ def cmd_train(args: argparse.Namespace) -> int:
     if isinstance(cfg, TrainConfig):  # the transformer loop guards its folder itself
         out = method.train(cfg, prepare_only=True) if prepare_only else method.train(cfg)
     elif prepare_only:
-        raise ConfigError(f"method {method.name!r} does not take --prepare-only (it prepares nothing to share "
-                          "between processes)")
+        raise ConfigError(
+            f"method {method.name!r} does not take --prepare-only (it prepares nothing to share between processes)"
+        )
     else:
         out = _train_guarded(method, cfg, overwrite=args.overwrite)
     if os.environ.get("RANK", "0") == "0":
-        print(f"prepared {out}; start the training on it with the same options (torchrun --nproc_per_node N "
-              "-m sentkit.cli.main train ...)" if prepare_only else f"saved {method.name} encoder to {out}")
+        print(
+            f"prepared {out}; start the training on it with the same options (torchrun --nproc_per_node N "
+            "-m sentkit.cli.main train ...)"
+            if prepare_only
+            else f"saved {method.name} encoder to {out}"
+        )
     return 0
 
 
 def cmd_whiten(args: argparse.Namespace) -> int:
     extra = [f"{k}={v}" for k, v in (("max_sentences", args.max_sentences), ("dim", args.dim)) if v is not None]
-    return cmd_train(argparse.Namespace(
-        method="whiten", list_methods=False, model=args.model, corpus=args.corpus, out=args.out, max_steps=None,
-        seed=args.seed, resume=False, overwrite=args.overwrite, allow_config_change=False, config=None,
-        overrides=[*extra, *args.overrides], show_config=False, quiet=getattr(args, "quiet", False)))
+    return cmd_train(
+        argparse.Namespace(
+            method="whiten",
+            list_methods=False,
+            model=args.model,
+            corpus=args.corpus,
+            out=args.out,
+            max_steps=None,
+            seed=args.seed,
+            resume=False,
+            overwrite=args.overwrite,
+            allow_config_change=False,
+            config=None,
+            overrides=[*extra, *args.overrides],
+            show_config=False,
+            quiet=getattr(args, "quiet", False),
+        )
+    )
 
 
 def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:
@@ -158,5 +216,3 @@ def _train_guarded(method: Any, cfg: Any, *, overwrite: bool) -> Any:
         result = method.train(cfg)
         write_run(out, method.name, cfg, status="done")
     return result
-
-

@@ -97,8 +97,14 @@ class CorpusStats:
     def skipped_text(self) -> str:
         """``3 empty, 1 binary, ...`` for a summary line (reasons with a count of zero left out,
         except the first four, which are always shown)."""
-        names = {"empty": "empty", "binary": "binary", "not_utf8": "not UTF-8", "bad_json": "bad JSON lines",
-                 "no_field": "without the text field", "unreadable": "unreadable"}
+        names = {
+            "empty": "empty",
+            "binary": "binary",
+            "not_utf8": "not UTF-8",
+            "bad_json": "bad JSON lines",
+            "no_field": "without the text field",
+            "unreadable": "unreadable",
+        }
         always = ("empty", "binary", "not_utf8", "bad_json")
         return ", ".join(f"{getattr(self, k)} {v}" for k, v in names.items() if k in always or getattr(self, k))
 
@@ -112,8 +118,12 @@ def _is_hf_dataset_dir(p: Path) -> bool:
     )
 
 
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def bom_encoding(head: bytes) -> str | None:
@@ -220,13 +230,19 @@ def iter_document_streams(
     p = Path(path)
     st = stats if stats is not None else CorpusStats()
     if not p.exists():
-        raise CorpusError(f"corpus {p} does not exist (expected a folder of .txt files, a .txt, .jsonl or .parquet file, or a saved Hugging Face dataset)")
+        raise CorpusError(
+            f"corpus {p} does not exist (expected a folder of .txt files, a .txt, .jsonl or .parquet file, "
+            "or a saved Hugging Face dataset)"
+        )
     if _is_hf_dataset_dir(p):
         yield from _whole(_iter_hf(p, field, st))
     elif p.is_dir():
         files = corpus_files(p)
         if not files:
-            raise CorpusError(f"corpus folder {p} holds no .txt files; put one document per .txt file there, or pass a .jsonl/.parquet file")
+            raise CorpusError(
+                f"corpus folder {p} holds no .txt files; put one document per .txt file there, "
+                "or pass a .jsonl/.parquet file"
+            )
         yield from iter_file_streams(files, stats=st, progress=progress)
     elif p.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         yield from _whole(_iter_jsonl(p, field, st, progress))
@@ -235,10 +251,15 @@ def iter_document_streams(
     elif p.suffix.lower() in TEXT_SUFFIXES or p.suffix == "":
         yield from _iter_txt(p, txt_mode, st, progress)
     else:
-        raise CorpusError(f"corpus {p}: unsupported file type {p.suffix!r}; use .txt, .jsonl, .parquet, a folder of .txt files or a saved Hugging Face dataset")
+        raise CorpusError(
+            f"corpus {p}: unsupported file type {p.suffix!r}; use .txt, .jsonl, .parquet, a folder of .txt files "
+            "or a saved Hugging Face dataset"
+        )
 
 
-def iter_file_streams(files: Iterable[Path], *, stats: CorpusStats, progress: ProgressFn | None = None) -> Iterator[DocStream]:
+def iter_file_streams(
+    files: Iterable[Path], *, stats: CorpusStats, progress: ProgressFn | None = None
+) -> Iterator[DocStream]:
     """The documents of these files of a folder corpus (one per file, `corpus_files` order), as
     `iter_document_streams` reads a folder: a file that cannot be read is skipped and counted."""
     for f in files:
@@ -250,8 +271,7 @@ def _whole(docs: Iterator[Document]) -> Iterator[DocStream]:
         yield DocStream(d.id, iter((d.text,)))
 
 
-def _file_chunks(f: Path, doc_id: str, st: CorpusStats, progress: ProgressFn | None, *,
-                 folder: bool) -> Iterator[str]:
+def _file_chunks(f: Path, doc_id: str, st: CorpusStats, progress: ProgressFn | None, *, folder: bool) -> Iterator[str]:
     """The decoded text of file `f`, a block at a time, by the rules of `_decode` (the same text,
     the same reason to skip). An unreadable file of a folder is skipped; a single file's OS error
     is raised."""
@@ -315,8 +335,11 @@ def _iter_txt(p: Path, mode: str, st: CorpusStats, progress: ProgressFn | None) 
         with p.open("rb") as fh:
             head = fh.read(READ_BYTES)
         if looks_like_lines(head):
-            log.warning("%s is read as ONE document (txt_mode=file), but it has many lines and no blank line: "
-                        "DeCLUTR's format is one document per line; to read it so, pass --txt-mode lines", p)
+            log.warning(
+                "%s is read as ONE document (txt_mode=file), but it has many lines and no blank line: "
+                "DeCLUTR's format is one document per line; to read it so, pass --txt-mode lines",
+                p,
+            )
         yield DocStream(str(p), _file_chunks(p, str(p), st, progress, folder=False))
         return
     if mode != "lines":
@@ -352,7 +375,7 @@ def _iter_jsonl(p: Path, fld: str, st: CorpusStats, progress: ProgressFn | None 
             if progress is not None:
                 progress(len(raw))
             if i == 1 and raw.startswith(codecs.BOM_UTF8):  # json.loads refuses a byte-order mark
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             if not raw.strip():
                 continue
             try:

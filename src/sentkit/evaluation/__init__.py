@@ -1,7 +1,7 @@
 """SentEval-compatible evaluation: every SentEval task, SentEval's protocol, fast on CPU.
 
-    import sentkit
-    results = sentkit.evaluate(encoder, tasks="MR,STSB", preset="prototyping")
+import sentkit
+results = sentkit.evaluate(encoder, tasks="MR,STSB", preset="prototyping")
 """
 
 from __future__ import annotations
@@ -17,13 +17,26 @@ if TYPE_CHECKING:
     from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, PROBING, TASKS, get_task, load_task
 
 # imported on first use: the runner pulls in torch and scikit-learn
-__getattr__ = lazy_exports(__name__, {
-    "PRESETS": "config", "EvalConfig": "config", "make_config": "config",
-    "declutr_average": "report", "markdown_table": "report", "side_by_side": "report",
-    "EncoderOutputError": "runner", "EvaluationInterrupted": "runner", "evaluate": "runner",
-    "ALL_TASKS": "tasks", "DOWNSTREAM": "tasks", "PROBING": "tasks", "TASKS": "tasks",
-    "get_task": "tasks", "load_task": "tasks",
-})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "PRESETS": "config",
+        "EvalConfig": "config",
+        "make_config": "config",
+        "declutr_average": "report",
+        "markdown_table": "report",
+        "side_by_side": "report",
+        "EncoderOutputError": "runner",
+        "EvaluationInterrupted": "runner",
+        "evaluate": "runner",
+        "ALL_TASKS": "tasks",
+        "DOWNSTREAM": "tasks",
+        "PROBING": "tasks",
+        "TASKS": "tasks",
+        "get_task": "tasks",
+        "load_task": "tasks",
+    },
+)
 
 __all__ = [
     "ALL_TASKS",

@@ -146,8 +146,12 @@ class EmbeddingCache:
                 removed = True
             except OSError:
                 pass
-        logger.warning("embedding cache: discarding shard %s: %s%s; its sentences will be encoded again",
-                       f, why, " (deleted)" if removed else "")
+        logger.warning(
+            "embedding cache: discarding shard %s: %s%s; its sentences will be encoded again",
+            f,
+            why,
+            " (deleted)" if removed else "",
+        )
 
     def __len__(self) -> int:
         return len(self._index)
@@ -207,5 +211,8 @@ class EmbeddingCache:
             from sentkit.io import describe_os_error
 
             self.writable = False
-            logger.warning("cannot write the embedding cache %s (%s); continuing without writing it",
-                           self.dir, describe_os_error(e))
+            logger.warning(
+                "cannot write the embedding cache %s (%s); continuing without writing it",
+                self.dir,
+                describe_os_error(e),
+            )

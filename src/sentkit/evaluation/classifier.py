@@ -215,8 +215,13 @@ def _output_grad(p: np.ndarray, yb: np.ndarray, scale: np.ndarray | float, loss:
 
 
 def compute_grads(
-    params: Params, xb: np.ndarray, yb: np.ndarray, mask: np.ndarray | None, loss: str,
-    dropout: float = 0.0, rng: np.random.Generator | None = None,
+    params: Params,
+    xb: np.ndarray,
+    yb: np.ndarray,
+    mask: np.ndarray | None,
+    loss: str,
+    dropout: float = 0.0,
+    rng: np.random.Generator | None = None,
 ) -> Params:
     """Gradients of each model's mean minibatch loss. xb [G, bs, d]; yb [G, bs] or
     [G, bs, C]; mask [G, bs] float (None: every row is real)."""
@@ -244,8 +249,12 @@ def compute_grads(
     glT = gl.transpose(0, 2, 1, 3)  # [G, K, bs, C]
     gh = np.matmul(glT, params["w2"].transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3)  # [G, bs, K, H]
     gpre = gh * h * (1 - h) * keep
-    return {"w1": np.matmul(xt, gpre.reshape(G, bs, K * H)).reshape(G, d, K, H), "b1": gpre.sum(1),
-            "w2": np.matmul(hT.transpose(0, 1, 3, 2), glT), "b2": gl.sum(1)}
+    return {
+        "w1": np.matmul(xt, gpre.reshape(G, bs, K * H)).reshape(G, d, K, H),
+        "b1": gpre.sum(1),
+        "w2": np.matmul(hT.transpose(0, 1, 3, 2), glT),
+        "b2": gl.sum(1),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,8 +457,13 @@ def single_model_scorer(fn: Callable[[Params, np.ndarray], float]) -> DevScorer:
 
 
 def _epoch_single_linear(
-    X: np.ndarray, y: np.ndarray, order: np.ndarray, params: Params, opt: StackedOptimizer,
-    bs: int, loss: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    order: np.ndarray,
+    params: Params,
+    opt: StackedOptimizer,
+    bs: int,
+    loss: str,
 ) -> None:
     """One epoch of a single linear model (G = K = 1) on 2-D views: the same maths as the
     grouped path with fewer numpy calls per step (relatedness runs ~70k such steps)."""
@@ -457,8 +471,10 @@ def _epoch_single_linear(
     w = params["w"].reshape(params["w"].shape[1], -1)  # [d, C] view
     b = params["b"].reshape(-1)  # [C] view
     C = w.shape[1]
-    slots = [(w, opt.state["w"]["m"].reshape(w.shape), opt.state["w"]["v"].reshape(w.shape)),
-             (b, opt.state["b"]["m"].reshape(-1), opt.state["b"]["v"].reshape(-1))]
+    slots = [
+        (w, opt.state["w"]["m"].reshape(w.shape), opt.state["w"]["v"].reshape(w.shape)),
+        (b, opt.state["b"]["m"].reshape(-1), opt.state["b"]["v"].reshape(-1)),
+    ]
     l2 = float(opt.l2.reshape(-1)[0])
     nsteps = 0
     for s in range(0, len(order), bs):

@@ -13,62 +13,106 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "evaluate", help="score an encoder on SentEval tasks (SentEval's protocol), your own task files, MTEB tasks",
+        "evaluate",
+        help="score an encoder on SentEval tasks (SentEval's protocol), your own task files, MTEB tasks",
         description="Score a sentence encoder on SentEval's downstream and probing tasks with "
-                    "SentEval's own protocol, on your own task files (--task-file, --user-task) and on MTEB's "
-                    "tasks run by the mteb package (--mteb). Writes a results JSON (and optionally Markdown/PNG). "
-                    "docs/evaluation.md.",
+        "SentEval's own protocol, on your own task files (--task-file, --user-task) and on MTEB's "
+        "tasks run by the mteb package (--mteb). Writes a results JSON (and optionally Markdown/PNG). "
+        "docs/evaluation.md.",
     )
-    p.add_argument("--model", "-m", required=True,
-                   help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
-                        "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
-                        "module:attr or file.py:attr")
-    p.add_argument("--pooling", default=None,
-                   help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
-                        "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: the "
-                        "model's own)")
-    p.add_argument("--tasks", default=None,
-                   help="comma-separated task names, 'all' (every task whose data is present, and the user "
-                        "tasks), 'downstream', 'probing', 'user' or 'none' (default: all; only the user tasks when "
-                        "--task-file / --user-task are given; none with --mteb alone)")
-    p.add_argument("--task-file", action="append", default=[], metavar="TOML",
-                   help="your own tasks, declared as [[task]] tables (docs/evaluation.md); repeatable")
-    p.add_argument("--user-task", action="append", default=[], metavar="TYPE:NAME=PATH",
-                   help="one of your own tasks: TYPE classification | pair-classification | sts | retrieval, "
-                        "PATH a row file, a folder of train/dev/test files or a BEIR folder; repeatable")
-    p.add_argument("--mteb", action="append", nargs="+", default=[], metavar="TASK",
-                   help="also run MTEB tasks with the mteb package (extra: sentkit[mteb]): task or benchmark names "
-                        "as mteb spells them (STS12, Banking77Classification, 'MTEB(eng, v2)'), NAME=DIR for a local "
-                        "copy of a task's dataset, or your own task files as TYPE:NAME=PATH or a .toml; mteb's "
-                        "results files go to <output folder>/mteb (docs/evaluation.md, MTEB)")
-    p.add_argument("--allow-subset", action="store_true",
-                   help="--mteb TASK=DIR: score a local copy whose splits or sizes differ from mteb's metadata for "
-                        "the task (refused otherwise), filed under a revision that says local subset")
-    p.add_argument("--preset", default="prototyping", choices=["prototyping", "literature"],
-                   help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
-                        "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4")
+    p.add_argument(
+        "--model",
+        "-m",
+        required=True,
+        help="any model name: a folder saved by `sentkit train`, glove-average, a registry name "
+        "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
+        "module:attr or file.py:attr",
+    )
+    p.add_argument(
+        "--pooling",
+        default=None,
+        help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
+        "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: the "
+        "model's own)",
+    )
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated task names, 'all' (every task whose data is present, and the user "
+        "tasks), 'downstream', 'probing', 'user' or 'none' (default: all; only the user tasks when "
+        "--task-file / --user-task are given; none with --mteb alone)",
+    )
+    p.add_argument(
+        "--task-file",
+        action="append",
+        default=[],
+        metavar="TOML",
+        help="your own tasks, declared as [[task]] tables (docs/evaluation.md); repeatable",
+    )
+    p.add_argument(
+        "--user-task",
+        action="append",
+        default=[],
+        metavar="TYPE:NAME=PATH",
+        help="one of your own tasks: TYPE classification | pair-classification | sts | retrieval, "
+        "PATH a row file, a folder of train/dev/test files or a BEIR folder; repeatable",
+    )
+    p.add_argument(
+        "--mteb",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar="TASK",
+        help="also run MTEB tasks with the mteb package (extra: sentkit[mteb]): task or benchmark names "
+        "as mteb spells them (STS12, Banking77Classification, 'MTEB(eng, v2)'), NAME=DIR for a local "
+        "copy of a task's dataset, or your own task files as TYPE:NAME=PATH or a .toml; mteb's "
+        "results files go to <output folder>/mteb (docs/evaluation.md, MTEB)",
+    )
+    p.add_argument(
+        "--allow-subset",
+        action="store_true",
+        help="--mteb TASK=DIR: score a local copy whose splits or sizes differ from mteb's metadata for "
+        "the task (refused otherwise), filed under a revision that says local subset",
+    )
+    p.add_argument(
+        "--preset",
+        default="prototyping",
+        choices=["prototyping", "literature"],
+        help="prototyping: kfold 5, rmsprop, batch 128, tenacity 3, epoch size 2; "
+        "literature: kfold 10, adam, batch 64, tenacity 5, epoch size 4",
+    )
     p.add_argument("--output", "-o", default="results.json", help="results JSON path (default: results.json)")
     p.add_argument("--markdown", help="also write the Markdown table here")
     p.add_argument("--plot", help="also write a PNG bar chart of the per-task scores here")
     p.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
-    p.add_argument("--cache-dir", help="embedding cache folder (default: $SENTKIT_CACHE or ./.sentkit_cache/embeddings)")
+    p.add_argument(
+        "--cache-dir", help="embedding cache folder (default: $SENTKIT_CACHE or ./.sentkit_cache/embeddings)"
+    )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
-    p.add_argument("--raw", action="store_true",
-                   help="pair tasks: feed the untokenized originals in raw/ (for subword models)")
+    p.add_argument(
+        "--raw", action="store_true", help="pair tasks: feed the untokenized originals in raw/ (for subword models)"
+    )
     p.add_argument("--seed", type=int, help="seed (default 1111, as SentEval)")
     p.add_argument("--batch-size", type=int, dest="encode_batch_size", help="sentences per encoder call (default 128)")
     p.add_argument("--threads", type=int, help="torch and numpy-BLAS threads (default: library default)")
     p.add_argument("--fingerprint", help="cache key for a model without one (e.g. a plain callable)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50",
+    )
     from sentkit.encoder import add_prompt_flags
 
-    add_prompt_flags(p, what="the texts of every task (retrieval queries and documents keep the model's query "
-                     "and document prompts)")
+    add_prompt_flags(
+        p, what="the texts of every task (retrieval queries and documents keep the model's query and document prompts)"
+    )
     p.set_defaults(func=_evaluate)
 
     r = subparsers.add_parser(
-        "report", help="set several results files side by side",
+        "report",
+        help="set several results files side by side",
         description="Print a Markdown table comparing results JSON files (DeCLUTR convention scores, MTEB's "
         "main scores unrounded): each average with the number of tasks it covers, averages over different tasks "
         "marked † (a footnote names them), failed tasks as rows with their reason, the best of a row in bold.",
@@ -80,23 +124,38 @@ def register(subparsers: Any) -> None:
     r.add_argument("--detail", action="store_true", help="for one file: print its full per-task table")
     r.set_defaults(func=_report)
 
-    d = subparsers.add_parser("data", help="check or download SentEval task data, build the probing tasks",
-                              description="Check which SentEval tasks have their files, fetch them (or MTEB "
-                              "tasks' datasets), or build SentEval's ten probing tasks from your own corpus.")
+    d = subparsers.add_parser(
+        "data",
+        help="check or download SentEval task data, build the probing tasks",
+        description="Check which SentEval tasks have their files, fetch them (or MTEB "
+        "tasks' datasets), or build SentEval's ten probing tasks from your own corpus.",
+    )
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
-    c = dsub.add_parser("check", help="list each task as present or missing, with the fix",
-                        description="List each task as present or missing, with the command that fixes it.")
+    c = dsub.add_parser(
+        "check",
+        help="list each task as present or missing, with the fix",
+        description="List each task as present or missing, with the command that fixes it.",
+    )
     c.add_argument("--data-dir", help="SentEval data folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
     c.set_defaults(func=_data_check)
-    dl = dsub.add_parser("download", help="fetch task files from their canonical sources (needs internet)",
-                         description="Fetch task files (sha256-checked where known) into the data folder.")
+    dl = dsub.add_parser(
+        "download",
+        help="fetch task files from their canonical sources (needs internet)",
+        description="Fetch task files (sha256-checked where known) into the data folder.",
+    )
     dl.add_argument("tasks", nargs="*", help="task names (default: all)")
     dl.add_argument("--data-dir", help="target folder (default: $SENTKIT_DATA, else ~/.cache/sentkit/data)")
     dl.add_argument("--force", action="store_true", help="download again even if a file is present")
     dl.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
-    dl.add_argument("--mteb", action="append", nargs="+", default=[], metavar="TASK",
-                    help="instead, fetch these MTEB tasks' datasets (or a benchmark's) into the Hugging Face cache, "
-                         "through mteb's own loading; copy that cache to a machine without network")
+    dl.add_argument(
+        "--mteb",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar="TASK",
+        help="instead, fetch these MTEB tasks' datasets (or a benchmark's) into the Hugging Face cache, "
+        "through mteb's own loading; copy that cache to a machine without network",
+    )
     dl.set_defaults(func=_data_download)
     from sentkit.data.probing.cli import register as register_build_probing
 
@@ -125,8 +184,9 @@ def set_threads(n: int) -> None:
         pass
 
 
-def check_outputs(outputs: list[tuple[str | None, str]], *, plot: str | None = None,
-                  inputs: Sequence[str] = ()) -> None:
+def check_outputs(
+    outputs: list[tuple[str | None, str]], *, plot: str | None = None, inputs: Sequence[str] = ()
+) -> None:
     """Before any expensive work: every output path can be written (PathError naming the flag
     otherwise), no two outputs are one file, no output is one of the `inputs`, and matplotlib
     is there when a chart is asked for."""
@@ -184,8 +244,10 @@ def _refuse_foreign_file(path: str) -> None:
     try:
         load_run(p)
     except (ValueError, OSError):
-        raise ConfigError(f"--output {p} exists and is not a sentkit results file; it would be overwritten. "
-                          "Give another --output, or move that file away") from None
+        raise ConfigError(
+            f"--output {p} exists and is not a sentkit results file; it would be overwritten. "
+            "Give another --output, or move that file away"
+        ) from None
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -195,8 +257,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation.runner import EvaluationInterrupted
     from sentkit.loading import fingerprint, load
 
-    check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")],
-                  plot=args.plot)
+    check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
     tasks = "all" if args.tasks is None else args.tasks
     if args.task_file or args.user_task:  # every file read and checked before the model loads
@@ -211,7 +272,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         from sentkit.evaluation import mteb_adapter
         from sentkit.io import check_output_dir
 
-        mteb_tasks = mteb_adapter.resolve_tasks([x for group in args.mteb for x in group], allow_subset=args.allow_subset)
+        mteb_tasks = mteb_adapter.resolve_tasks(
+            [x for group in args.mteb for x in group], allow_subset=args.allow_subset
+        )
         check_output_dir(Path(args.output).parent / mteb_adapter.RESULTS_FOLDER, what="the MTEB results folder")
         checked = mteb_adapter.check_data(mteb_tasks, allow_subset=args.allow_subset)
         if args.tasks is None and not (args.task_file or args.user_task):
@@ -240,8 +303,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
     try:
-        results = evaluate(encoder, tasks=tasks, preset=args.preset, data_dir=args.data_dir,
-                           fingerprint=fp, model_name=args.model, progress=progress and not nothing_to_run, **overrides)
+        results = evaluate(
+            encoder,
+            tasks=tasks,
+            preset=args.preset,
+            data_dir=args.data_dir,
+            fingerprint=fp,
+            model_name=args.model,
+            progress=progress and not nothing_to_run,
+            **overrides,
+        )
         if mteb_tasks:
             results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args, fp, progress, checked)
     except KeyboardInterrupt as e:  # Ctrl-C: keep what was finished
@@ -253,8 +324,11 @@ def _evaluate(args: argparse.Namespace) -> int:
             partial["mteb"] = section
         done = len(partial["results"]) + len(partial.get("mteb", {}).get("tasks", {}))
         line = save_or_keep(args.output, json.dumps(partial, indent=1, allow_nan=False) + "\n", "results")
-        print("sentkit evaluate: interrupted; " + (f"the results of the {done} finished tasks were written to "
-              f"{args.output}" if line is None else line), file=sys.stderr)
+        print(
+            "sentkit evaluate: interrupted; "
+            + (f"the results of the {done} finished tasks were written to {args.output}" if line is None else line),
+            file=sys.stderr,
+        )
         return 130
     assert results is not None
     mteb_line, failures = _mteb_failures(results, mteb_tasks, checked, args.output)
@@ -317,13 +391,23 @@ def _mteb_failures(results: dict[str, Any], tasks: list[Any], checked: Any, outp
     other = [t for t in errs if t not in missing]
     parts = [mteb_adapter.missing_summary(missing, tasks)] if missing else []
     if other:
-        parts.append(f"{len(other)} failed in the run ({', '.join(other)})" if len(other) <= 5
-                     else f"{len(other)} failed in the run")
+        parts.append(
+            f"{len(other)} failed in the run ({', '.join(other)})"
+            if len(other) <= 5
+            else f"{len(other)} failed in the run"
+        )
     return f"{len(errs)} of {n} MTEB tasks failed: {'; '.join(parts)}; each task's reason and fix: {path}", text
 
 
-def _run_mteb(encoder: Any, tasks: list[Any], results: dict[str, Any], args: argparse.Namespace,
-              fp: str | None, progress: bool, checked: Any) -> dict[str, Any]:
+def _run_mteb(
+    encoder: Any,
+    tasks: list[Any],
+    results: dict[str, Any],
+    args: argparse.Namespace,
+    fp: str | None,
+    progress: bool,
+    checked: Any,
+) -> dict[str, Any]:
     """The MTEB tasks through mteb (sentkit.evaluation.mteb_adapter), with the run's encode batch
     size and embedding cache; mteb's results files in the folder of --output, under mteb/, filed
     under the model's identity (its weights' content hash; a published model's own name and
@@ -333,13 +417,24 @@ def _run_mteb(encoder: Any, tasks: list[Any], results: dict[str, Any], args: arg
     cfg = results["config"]
     folder = Path(args.output).parent
     # settings that make another model of the same weights (a pooling, a prompt given on the command line)
-    variant = ";".join(f"{k}={getattr(args, k)}" for k in ("pooling", "prompt_name", "prompt")
-                       if getattr(args, k, None) is not None)
+    variant = ";".join(
+        f"{k}={getattr(args, k)}" for k in ("pooling", "prompt_name", "prompt") if getattr(args, k, None) is not None
+    )
     identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None
-    return mteb_adapter.run(encoder, tasks, output_dir=folder / mteb_adapter.RESULTS_FOLDER, model_name=args.model,
-                            fingerprint=fp, batch_size=cfg["encode_batch_size"], cache_dir=cfg["cache_dir"],
-                            use_cache=cfg["use_cache"], progress=progress, results_root=folder,
-                            identity=identity, checked=checked)
+    return mteb_adapter.run(
+        encoder,
+        tasks,
+        output_dir=folder / mteb_adapter.RESULTS_FOLDER,
+        model_name=args.model,
+        fingerprint=fp,
+        batch_size=cfg["encode_batch_size"],
+        cache_dir=cfg["cache_dir"],
+        use_cache=cfg["use_cache"],
+        progress=progress,
+        results_root=folder,
+        identity=identity,
+        checked=checked,
+    )
 
 
 def _one_line(text: str) -> str:

@@ -53,9 +53,15 @@ class EvalConfig:
 
     def classifier(self) -> dict[str, Any]:
         """SentEval's `params.classifier` dict."""
-        return {"nhid": self.nhid, "optim": self.optim, "batch_size": self.batch_size,
-                "tenacity": self.tenacity, "epoch_size": self.epoch_size,
-                "max_epoch": self.max_epoch, "dropout": self.dropout}
+        return {
+            "nhid": self.nhid,
+            "optim": self.optim,
+            "batch_size": self.batch_size,
+            "tenacity": self.tenacity,
+            "epoch_size": self.epoch_size,
+            "max_epoch": self.max_epoch,
+            "dropout": self.dropout,
+        }
 
 
 def parse_optim(spec: str) -> tuple[str, dict[str, float]]:
@@ -64,8 +70,9 @@ def parse_optim(spec: str) -> tuple[str, dict[str, float]]:
     if name not in OPTIMIZERS:
         from sentkit.registry import suggest
 
-        raise ConfigError(f"unknown optimizer {name!r}.{suggest(name, list(OPTIMIZERS))} "
-                          f"Known: {', '.join(OPTIMIZERS)}.")
+        raise ConfigError(
+            f"unknown optimizer {name!r}.{suggest(name, list(OPTIMIZERS))} Known: {', '.join(OPTIMIZERS)}."
+        )
     params: dict[str, float] = {}
     for item in rest:
         if "=" not in item:
@@ -81,10 +88,10 @@ def parse_optim(spec: str) -> tuple[str, dict[str, float]]:
 
 
 PRESETS: Registry[dict[str, Any]] = Registry("preset")
-PRESETS.add("prototyping", {"kfold": 5, "optim": "rmsprop", "batch_size": 128, "tenacity": 3,
-                            "epoch_size": 2, "nhid": 0})
-PRESETS.add("literature", {"kfold": 10, "optim": "adam", "batch_size": 64, "tenacity": 5,
-                           "epoch_size": 4, "nhid": 0})
+PRESETS.add(
+    "prototyping", {"kfold": 5, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2, "nhid": 0}
+)
+PRESETS.add("literature", {"kfold": 10, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4, "nhid": 0})
 
 
 def make_config(preset: str = "prototyping", **overrides: Any) -> EvalConfig:

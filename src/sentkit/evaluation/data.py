@@ -47,10 +47,16 @@ def check(data_dir: str | Path | None = None, tasks: list[str] | None = None) ->
         spec = get_task(name)
         missing = spec.missing(d)
         changed = size_mismatches(spec.name, d)
-        out.append(TaskStatus(spec.name, not missing, d / spec.folder, missing,
-                              download_hint(spec.name, d) if missing else
-                              f"{download_hint(spec.name, d)} --force" if changed else "",
-                              changed))
+        out.append(
+            TaskStatus(
+                spec.name,
+                not missing,
+                d / spec.folder,
+                missing,
+                download_hint(spec.name, d) if missing else f"{download_hint(spec.name, d)} --force" if changed else "",
+                changed,
+            )
+        )
     return out
 
 
@@ -68,8 +74,11 @@ def _fetch(url: str, target: Path, sha256: str | None, size: int | None, timeout
 
 
 def download(
-    tasks: list[str] | None = None, data_dir: str | Path | None = None, *,
-    force: bool = False, timeout: float = 60.0,
+    tasks: list[str] | None = None,
+    data_dir: str | Path | None = None,
+    *,
+    force: bool = False,
+    timeout: float = 60.0,
 ) -> dict[str, list[str]]:
     """Fetch the files of `tasks` (default: all) into `data_dir`, verifying sha256 where known.
     Files already present with the right checksum are kept. Returns folder -> files fetched."""

@@ -76,8 +76,9 @@ def require_mteb() -> ModuleType:
     try:
         return importlib.import_module("mteb")
     except ImportError as e:
-        raise ConfigError(f"MTEB tasks need the mteb package, which is not installed ({e}); install the extra: "
-                          f"{INSTALL_HINT}") from None
+        raise ConfigError(
+            f"MTEB tasks need the mteb package, which is not installed ({e}); install the extra: {INSTALL_HINT}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,9 +210,18 @@ class MTEBEncoder:
     the fingerprint, or ``no_revision_available`` without one). `subset` (set per task by :func:`run`):
     the task is scored on a local subset of its data, filed under the revision + ``_local_subset``."""
 
-    def __init__(self, encoder: Any, *, name: str, fingerprint: str | None = None, batch_size: int = 128,
-                 cache_dir: str | Path | None = None, use_cache: bool = True, progress: Any = None,
-                 identity: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        encoder: Any,
+        *,
+        name: str,
+        fingerprint: str | None = None,
+        batch_size: int = 128,
+        cache_dir: str | Path | None = None,
+        use_cache: bool = True,
+        progress: Any = None,
+        identity: tuple[str, str] | None = None,
+    ) -> None:
         from sentkit.encoder import as_encoder
         from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 
@@ -221,7 +231,9 @@ class MTEBEncoder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
-        self.cache = EmbeddingCache(cache_dir or default_cache_root(), fingerprint) if use_cache and fingerprint else None
+        self.cache = (
+            EmbeddingCache(cache_dir or default_cache_root(), fingerprint) if use_cache and fingerprint else None
+        )
         self.progress = progress
         self.dim: int | None = None
         self.counts = {"requested": 0, "encoded": 0, "from_cache": 0}
@@ -251,16 +263,24 @@ class MTEBEncoder:
             prompts = dict(getattr(self.encoder, "prompts", None) or {})
             default = getattr(self.encoder, "default_prompt_name", None)
             loader_kwargs = {"model_prompts": prompts, "default_prompt_name": default} if prompts else {}
-            self._meta[self.subset] = ModelMeta.create_empty(overwrites={
-                "name": name, "revision": revision + (SUBSET_SUFFIX if self.subset else ""),
-                "similarity_fn_name": ScoringFunction.COSINE, "use_instructions": bool(prompts),
-                "modalities": ["text"], "embed_dim": self.dim, "n_parameters": _n_parameters(self.encoder),
-                "max_tokens": _max_tokens(self.encoder), "loader_kwargs": loader_kwargs,
-            })
+            self._meta[self.subset] = ModelMeta.create_empty(
+                overwrites={
+                    "name": name,
+                    "revision": revision + (SUBSET_SUFFIX if self.subset else ""),
+                    "similarity_fn_name": ScoringFunction.COSINE,
+                    "use_instructions": bool(prompts),
+                    "modalities": ["text"],
+                    "embed_dim": self.dim,
+                    "n_parameters": _n_parameters(self.encoder),
+                    "max_tokens": _max_tokens(self.encoder),
+                    "loader_kwargs": loader_kwargs,
+                }
+            )
         return self._meta[self.subset]
 
-    def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
-               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+    def encode(
+        self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str, prompt_type: Any = None, **kwargs: Any
+    ) -> np.ndarray:
         """Embed the texts of mteb's DataLoader (batches with a ``text`` column) -> float32 [n, dim],
         in order; each unique text once, the cache first (sentkit's embedding store). The prompt is
         the one mteb + sentence-transformers would use (`st_prompt`); each prompt has its own cache."""
@@ -291,8 +311,9 @@ class MTEBEncoder:
 
             from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of
 
-            valid, _ = AbsEncoder.validate_task_to_prompt_name({**ST_DEFAULT_PROMPTS, **prompts_of(self.encoder)[0]},
-                                                               raise_for_invalid_keys=False)
+            valid, _ = AbsEncoder.validate_task_to_prompt_name(
+                {**ST_DEFAULT_PROMPTS, **prompts_of(self.encoder)[0]}, raise_for_invalid_keys=False
+            )
             self.__dict__["_valid_prompts"] = dict(valid or {})
         return dict(self.__dict__["_valid_prompts"])
 
@@ -307,8 +328,9 @@ class MTEBEncoder:
         if text not in caches:
             from sentkit.evaluation.cache import EmbeddingCache
 
-            key = prompted_fingerprint(self.fingerprint, text,
-                                       include_prompt=bool(getattr(self.encoder, "include_prompt", True)))
+            key = prompted_fingerprint(
+                self.fingerprint, text, include_prompt=bool(getattr(self.encoder, "include_prompt", True))
+            )
             caches[text] = EmbeddingCache(self.cache.dir.parent, str(key))
         return caches[text]
 
@@ -440,21 +462,32 @@ def registry_tasks(name: str) -> list[Any]:
     hint = closest_name(name, task_hint or bench_hint)
     senteval = next((t for t in ALL_TASKS if loose_key(t) == loose_key(name)), None)
     also = f"; {senteval} is a SentEval task: pass --tasks {senteval}" if senteval and hint != senteval else ""
-    raise ConfigError(f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hint!r}?' if hint else ''}{also} "
-                      "(names as mteb spells them: STS12, Banking77Classification, SciFact, 'MTEB(eng, v2)'; "
-                      "your own task files: TYPE:NAME=PATH or a .toml file)")
+    raise ConfigError(
+        f"--mteb {name}: not an MTEB task or benchmark{f'; did you mean {hint!r}?' if hint else ''}{also} "
+        "(names as mteb spells them: STS12, Banking77Classification, SciFact, 'MTEB(eng, v2)'; "
+        "your own task files: TYPE:NAME=PATH or a .toml file)"
+    )
 
 
 def with_local_copy(task: Any, folder: Path) -> Any:
     """`task` reading its dataset from `folder`, a copy of its Hugging Face dataset repository (e.g.
     ``hf download --repo-type dataset REPO --revision REV --local-dir FOLDER``), instead of the hub."""
     if not folder.is_dir():
-        raise ConfigError(f"--mteb {task.metadata.name}={folder}: no such folder; give the folder holding a copy of "
-                          f"the task's dataset ({task.metadata.dataset['path']})")
+        raise ConfigError(
+            f"--mteb {task.metadata.name}={folder}: no such folder; give the folder holding a copy of "
+            f"the task's dataset ({task.metadata.dataset['path']})"
+        )
     # a class of its own: mteb restores the class's metadata when a task unloads its data
     dataset = {**task.metadata.dataset, "path": str(folder)}
-    cls = type(type(task).__name__, (type(task),), {"metadata": task.metadata.model_copy(update={"dataset": dataset}),
-                                                   "hub_dataset": dict(task.metadata.dataset), "__module__": __name__})
+    cls = type(
+        type(task).__name__,
+        (type(task),),
+        {
+            "metadata": task.metadata.model_copy(update={"dataset": dataset}),
+            "hub_dataset": dict(task.metadata.dataset),
+            "__module__": __name__,
+        },
+    )
     return cls()
 
 
@@ -469,9 +502,11 @@ def split_hint(folder: Path, want: str, name: str) -> str:
     found = [x for x in beir_splits(folder) if x != want]
     if not found:
         return ""
-    return (f"; {folder}/qrels has {', '.join(f'{x}.tsv' for x in found)} (split {found[0]}), not {want}.tsv: to score "
-            f"split {found[0]}, declare the task in a .toml ([[task]] name = \"{name}\", type = \"retrieval\", path = "
-            f"\"{folder}\", split = \"{found[0]}\") and pass --mteb FILE.toml")
+    return (
+        f"; {folder}/qrels has {', '.join(f'{x}.tsv' for x in found)} (split {found[0]}), not {want}.tsv: to score "
+        f'split {found[0]}, declare the task in a .toml ([[task]] name = "{name}", type = "retrieval", path = '
+        f'"{folder}", split = "{found[0]}") and pass --mteb FILE.toml'
+    )
 
 
 def copy_revision(folder: Path) -> str | None:
@@ -507,7 +542,9 @@ def split_sizes(task: Any, splits: list[str]) -> dict[str, int]:
     out = {}
     with contextlib.redirect_stderr(io.StringIO()):  # mteb's hashing progress bars
         for split in splits:
-            stats = task._calculate_descriptive_statistics_from_split(split, compute_overall=task.metadata.is_multilingual)
+            stats = task._calculate_descriptive_statistics_from_split(
+                split, compute_overall=task.metadata.is_multilingual
+            )
             out[split] = int(stats["num_samples"])
     return out
 
@@ -520,8 +557,10 @@ def check_local_copy(task: Any, *, allow_subset: bool = False) -> dict[str, Any]
     revision + ``_local_subset`` and the dataset revision ``local_subset_of_<revision>``). Returns what
     sentkit's results JSON records of the copy: path, sizes found and expected, subset or not."""
     name, hub, folder = task.metadata.name, task.hub_dataset, Path(task.metadata.dataset["path"])
-    fetch = (f"`hf download --repo-type dataset {hub['path']} --revision {hub['revision']} --local-dir DIR` "
-             f"and pass --mteb {name}=DIR")
+    fetch = (
+        f"`hf download --repo-type dataset {hub['path']} --revision {hub['revision']} --local-dir DIR` "
+        f"and pass --mteb {name}=DIR"
+    )
     expected = dict(task.metadata.n_samples or {})
     revision = copy_revision(folder)
     try:
@@ -538,21 +577,35 @@ def check_local_copy(task: Any, *, allow_subset: bool = False) -> dict[str, Any]
         problems.append(f"it is revision {revision} of {hub['path']}, MTEB's {name} uses {hub['revision']}")
     for split, n in expected.items():
         if split not in found:
-            problems.append(f"split {split} is missing (found: {', '.join(found) or 'none'}), MTEB's {name} has "
-                            f"{n:,} samples in it{split_hint(folder, split, name)}")
+            problems.append(
+                f"split {split} is missing (found: {', '.join(found) or 'none'}), MTEB's {name} has "
+                f"{n:,} samples in it{split_hint(folder, split, name)}"
+            )
         elif sizes[split] != n:
             problems.append(f"split {split} has {sizes[split]:,} samples, MTEB's {name} has {n:,}")
     if problems and not allow_subset:
-        raise ConfigError(f"--mteb {name}={folder}: {'; '.join(problems)}: not the task's dataset; give a complete copy "
-                          f"({fetch}), or add --allow-subset to score it as a local subset, filed apart from full runs")
-    record = {"path": str(folder.resolve()), "dataset": hub["path"], "dataset_revision": hub["revision"],
-              "copy_revision": revision, "sizes": sizes, "expected_sizes": expected, "subset": bool(problems),
-              "checked": bool(expected) or revision is not None}
+        raise ConfigError(
+            f"--mteb {name}={folder}: {'; '.join(problems)}: not the task's dataset; give a complete copy "
+            f"({fetch}), or add --allow-subset to score it as a local subset, filed apart from full runs"
+        )
+    record = {
+        "path": str(folder.resolve()),
+        "dataset": hub["path"],
+        "dataset_revision": hub["revision"],
+        "copy_revision": revision,
+        "sizes": sizes,
+        "expected_sizes": expected,
+        "subset": bool(problems),
+        "checked": bool(expected) or revision is not None,
+    }
     if problems:
         task.local_subset = record
         task.metadata.dataset["revision"] = f"local_subset_of_{hub['revision']}"
-        log.warning("MTEB task %s: scored on a local subset (%s); filed under a local-subset revision", name,
-                    "; ".join(problems))
+        log.warning(
+            "MTEB task %s: scored on a local subset (%s); filed under a local-subset revision",
+            name,
+            "; ".join(problems),
+        )
     return record
 
 
@@ -576,8 +629,11 @@ def _datasets() -> ModuleType:
 
 def _classification(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
     ds = _datasets()
-    splits = {("train" if k == "all" else k): ds.Dataset.from_dict({"text": s.a, "label": s.y.tolist()})
-              for k, s in data.splits.items() if k != "dev"}  # MTEB's protocol has no dev split
+    splits = {
+        ("train" if k == "all" else k): ds.Dataset.from_dict({"text": s.a, "label": s.y.tolist()})
+        for k, s in data.splits.items()
+        if k != "dev"
+    }  # MTEB's protocol has no dev split
     attrs: dict[str, Any] = {"is_cross_validation": "test" not in splits}
     return ds.DatasetDict(splits), ["test" if "test" in splits else "train"], [LANGUAGE], attrs
 
@@ -589,8 +645,10 @@ def _pair_classification(task: Any, data: Any) -> tuple[Any, list[str], Any, dic
     labels = [str(x).strip().lower() for x in data.extra["labels"]]
     if not set(labels) <= set(POSITIVE) or len({POSITIVE[x] for x in labels}) != 2:
         where = next(iter(task.files.values()))
-        raise ConfigError(f"{where}: labels {data.extra['labels']}: an MTEB pair-classification task takes two labels, "
-                          "1 / 0 (or true / false, yes / no; 1: the texts match); relabel the rows")
+        raise ConfigError(
+            f"{where}: labels {data.extra['labels']}: an MTEB pair-classification task takes two labels, "
+            "1 / 0 (or true / false, yes / no; 1: the texts match); relabel the rows"
+        )
     key = "test" if "test" in data.splits else "all"
     s = data.splits[key]
     y = [POSITIVE[labels[i]] for i in s.y.tolist()]
@@ -601,13 +659,18 @@ def _pair_classification(task: Any, data: Any) -> tuple[Any, list[str], Any, dic
 
 def _sts(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any]]:
     ds = _datasets()
-    subsets = {name: ds.DatasetDict({"test": ds.Dataset.from_dict({"sentence1": s.a, "sentence2": s.b,
-                                                                    "score": s.y.tolist()})})
-               for name, s in data.splits.items()}
+    subsets = {
+        name: ds.DatasetDict(
+            {"test": ds.Dataset.from_dict({"sentence1": s.a, "sentence2": s.b, "score": s.y.tolist()})}
+        )
+        for name, s in data.splits.items()
+    }
     ys = np.concatenate([s.y for s in data.splits.values()])
     if ys.min() == ys.max():  # mteb scales the gold scores to [0, 1] by their range
-        raise ConfigError(f"{next(iter(task.files.values()))}: every gold score is {ys.min():g}; an STS task needs "
-                          "pairs of different scores")
+        raise ConfigError(
+            f"{next(iter(task.files.values()))}: every gold score is {ys.min():g}; an STS task needs "
+            "pairs of different scores"
+        )
     attrs = {"min_score": float(ys.min()), "max_score": float(ys.max())}
     return subsets, ["test"], {name: [LANGUAGE] for name in subsets}, attrs
 
@@ -626,13 +689,23 @@ def _retrieval(task: Any, data: Any) -> tuple[Any, list[str], Any, dict[str, Any
     return {"default": {task.split: split}}, [task.split], [LANGUAGE], {"ignore_identical_ids": True}
 
 
-LOCAL_TASKS.add("classification", LocalTask("mteb.abstasks.classification:AbsTaskClassification",
-                                            "Classification", "accuracy", _classification))
-LOCAL_TASKS.add("pair-classification", LocalTask("mteb.abstasks.pair_classification:AbsTaskPairClassification",
-                                                 "PairClassification", "max_ap", _pair_classification))
+LOCAL_TASKS.add(
+    "classification",
+    LocalTask("mteb.abstasks.classification:AbsTaskClassification", "Classification", "accuracy", _classification),
+)
+LOCAL_TASKS.add(
+    "pair-classification",
+    LocalTask(
+        "mteb.abstasks.pair_classification:AbsTaskPairClassification",
+        "PairClassification",
+        "max_ap",
+        _pair_classification,
+    ),
+)
 LOCAL_TASKS.add("sts", LocalTask("mteb.abstasks.sts:AbsTaskSTS", "STS", "cosine_spearman", _sts))
-LOCAL_TASKS.add("retrieval", LocalTask("mteb.abstasks.retrieval:AbsTaskRetrieval", "Retrieval", "ndcg_at_10",
-                                       _retrieval))
+LOCAL_TASKS.add(
+    "retrieval", LocalTask("mteb.abstasks.retrieval:AbsTaskRetrieval", "Retrieval", "ndcg_at_10", _retrieval)
+)
 
 
 def _files_revision(paths: list[Path]) -> str:
@@ -667,10 +740,17 @@ def local_task(task: Any) -> Any:
     dataset, splits, langs, attrs = kind.build(task, data)
     paths = [task.path] if task.path is not None else list(task.files.values())
     fields: dict[str, Any] = {
-        "name": task.name, "description": f"a sentkit user task ({task.type}) from {', '.join(map(str, paths))}",
+        "name": task.name,
+        "description": f"a sentkit user task ({task.type}) from {', '.join(map(str, paths))}",
         "dataset": {"path": str(paths[0] if len(paths) == 1 else paths[0].parent), "revision": _files_revision(paths)},
-        "type": kind.type, "category": "t2t", "modalities": ["text"], "eval_splits": splits, "eval_langs": langs,
-        "main_score": kind.main_score, "license": "not specified", "bibtex_citation": "",
+        "type": kind.type,
+        "category": "t2t",
+        "modalities": ["text"],
+        "eval_splits": splits,
+        "eval_langs": langs,
+        "main_score": kind.main_score,
+        "license": "not specified",
+        "bibtex_citation": "",
     }
     metadata = TaskMetadata(**fields)
 
@@ -680,8 +760,11 @@ def local_task(task: Any) -> Any:
 
     module, cls_name = kind.base.split(":")
     base = getattr(importlib.import_module(module), cls_name)
-    cls = type(f"Local{cls_name[len('AbsTask'):]}", (base,), {"metadata": metadata, "load_data": load_data,
-                                                             "__module__": __name__, **attrs})
+    cls = type(
+        f"Local{cls_name[len('AbsTask') :]}",
+        (base,),
+        {"metadata": metadata, "load_data": load_data, "__module__": __name__, **attrs},
+    )
     return cls()
 
 
@@ -717,8 +800,10 @@ def resolve_tasks(items: list[str], *, allow_subset: bool = False) -> list[Any]:
             name, folder = (x.strip() for x in item.split("=", 1))
             found = registry_tasks(name)
             if len(found) != 1:
-                raise ConfigError(f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
-                                  "dataset of one task: give TASK=DIR for each")
+                raise ConfigError(
+                    f"--mteb {item}: {name} is a benchmark of {len(found)} tasks; a local copy is the "
+                    "dataset of one task: give TASK=DIR for each"
+                )
             copy = with_local_copy(found[0], Path(folder))
             with _quiet_mteb():
                 copy.local_copy = check_local_copy(copy, allow_subset=allow_subset)
@@ -732,8 +817,9 @@ def resolve_tasks(items: list[str], *, allow_subset: bool = False) -> list[Any]:
     for t in tasks:
         if t.metadata.name in seen:
             if type(seen[t.metadata.name]).__module__ == __name__ or type(t).__module__ == __name__:
-                raise ConfigError(f"--mteb: task {t.metadata.name} is named twice with different data; give each "
-                                  "task its own name")
+                raise ConfigError(
+                    f"--mteb: task {t.metadata.name} is named twice with different data; give each task its own name"
+                )
             continue
         seen[t.metadata.name] = t
     return list(seen.values())
@@ -745,9 +831,11 @@ def resolve_tasks(items: list[str], *, allow_subset: bool = False) -> list[Any]:
 def download_hint(task: Any) -> str:
     """The commands that get a task's dataset, to run where the Hugging Face hub is reachable."""
     name, ds = task.metadata.name, task.metadata.dataset
-    return (f"where the hub is reachable run `sentkit data download --mteb {name}` and copy the Hugging Face cache "
-            f"(~/.cache/huggingface, or $HF_HOME) here, or `hf download --repo-type dataset {ds['path']} --revision "
-            f"{ds['revision']} --local-dir DIR` and pass --mteb {name}=DIR")
+    return (
+        f"where the hub is reachable run `sentkit data download --mteb {name}` and copy the Hugging Face cache "
+        f"(~/.cache/huggingface, or $HF_HOME) here, or `hf download --repo-type dataset {ds['path']} --revision "
+        f"{ds['revision']} --local-dir DIR` and pass --mteb {name}=DIR"
+    )
 
 
 def load_task_data(task: Any) -> None:
@@ -760,11 +848,15 @@ def load_task_data(task: Any) -> None:
         reason = " ".join(str(e).split()) or type(e).__name__
         hub = getattr(task, "hub_dataset", None)  # a local copy (with_local_copy): where it came from
         if hub is not None:
-            raise MTEBDataMissing(f"MTEB task {name}: its copy {ds['path']} cannot be read as the dataset {hub['path']} "
-                                  f"({reason}); give a folder holding that dataset repository: `hf download --repo-type "
-                                  f"dataset {hub['path']} --revision {hub['revision']} --local-dir DIR`") from e
-        raise MTEBDataMissing(f"MTEB task {name}: its dataset {ds['path']} (revision {ds['revision']}) is not in the "
-                              f"local cache and cannot be fetched ({reason}); {download_hint(task)}") from e
+            raise MTEBDataMissing(
+                f"MTEB task {name}: its copy {ds['path']} cannot be read as the dataset {hub['path']} "
+                f"({reason}); give a folder holding that dataset repository: `hf download --repo-type "
+                f"dataset {hub['path']} --revision {hub['revision']} --local-dir DIR`"
+            ) from e
+        raise MTEBDataMissing(
+            f"MTEB task {name}: its dataset {ds['path']} (revision {ds['revision']}) is not in the "
+            f"local cache and cannot be fetched ({reason}); {download_hint(task)}"
+        ) from e
 
 
 def _offline() -> bool:
@@ -796,8 +888,11 @@ def data_missing(task: Any) -> str | None:
         try:
             load_task_data(t)
         except MTEBDataMissing as e:
-            return str(e).replace(f"MTEB task {t.metadata.name}:", f"MTEB task {task.metadata.name}:", 1) \
-                if t is not task else str(e)
+            return (
+                str(e).replace(f"MTEB task {t.metadata.name}:", f"MTEB task {task.metadata.name}:", 1)
+                if t is not task
+                else str(e)
+            )
         finally:
             if t.data_loaded:
                 t.unload_data()
@@ -844,9 +939,11 @@ def missing_summary(missing: dict[str, str], tasks: list[Any]) -> str:
                 requests.append(req)
     groups = [r for r in requests if r not in missing]  # benchmarks (a task's own name is not a group)
     of = f" of {', '.join(groups)}" if groups else ""
-    return (f"{len(missing)} MTEB datasets{of} are neither in the local cache nor reachable; where the hub is reachable "
-            f"run `sentkit data download --mteb {' '.join(shlex.quote(r) for r in requests)}` and copy the Hugging Face "
-            "cache (~/.cache/huggingface, or $HF_HOME) here")
+    return (
+        f"{len(missing)} MTEB datasets{of} are neither in the local cache nor reachable; where the hub is reachable "
+        f"run `sentkit data download --mteb {' '.join(shlex.quote(r) for r in requests)}` and copy the Hugging Face "
+        "cache (~/.cache/huggingface, or $HF_HOME) here"
+    )
 
 
 def download(names: list[str]) -> dict[str, str]:
@@ -880,8 +977,13 @@ def _quiet_mteb() -> Iterator[None]:
 
 UNROUNDED = "_sentkit_unrounded"  # a task's attribute: {(split, subset): {metric: unrounded value}}
 # mteb's retrieval metrics, as its score dicts name them, from trec_eval's per-query measures
-_TREC = {"ndcg_at_": "ndcg_cut_", "map_at_": "map_cut_", "recall_at_": "recall_", "precision_at_": "P_",
-         "hit_rate_at_": "success_"}
+_TREC = {
+    "ndcg_at_": "ndcg_cut_",
+    "map_at_": "map_cut_",
+    "recall_at_": "recall_",
+    "precision_at_": "P_",
+    "hit_rate_at_": "success_",
+}
 
 
 def keep_unrounded(task: Any) -> Any:
@@ -920,8 +1022,8 @@ def retrieval_means(per_query: dict[str, dict[str, float]]) -> dict[str, float]:
     measures = next(iter(per_query.values()))
     for ours, trec in _TREC.items():
         for measure in measures:
-            if measure.startswith(trec) and measure[len(trec):].isdigit():
-                out[ours + measure[len(trec):]] = sum(q[measure] for q in per_query.values()) / len(per_query)
+            if measure.startswith(trec) and measure[len(trec) :].isdigit():
+                out[ours + measure[len(trec) :]] = sum(q[measure] for q in per_query.values()) / len(per_query)
     if "recall_at_1" in out:
         out["accuracy"] = out["recall_at_1"]
     return out
@@ -955,10 +1057,15 @@ def task_summary(task: Any, result: Any, path: Path, root: Path) -> dict[str, An
         rel = path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         rel = str(path)
-    return {"type": task.metadata.type, "main_score_name": metric,
-            "main_score": 100 * float(np.mean(values)) if values else 100 * float(result.get_score()),
-            "main_score_mteb": 100 * float(result.get_score()), "scores": per,
-            "evaluation_time_s": round(float(result.evaluation_time or 0.0), 3), "file": rel}
+    return {
+        "type": task.metadata.type,
+        "main_score_name": metric,
+        "main_score": 100 * float(np.mean(values)) if values else 100 * float(result.get_score()),
+        "main_score_mteb": 100 * float(result.get_score()),
+        "scores": per,
+        "evaluation_time_s": round(float(result.evaluation_time or 0.0), 3),
+        "file": rel,
+    }
 
 
 def averages(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -969,15 +1076,29 @@ def averages(tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for n, v in scores.items():
         by_type.setdefault(tasks[n]["type"], []).append(v)
     type_means = {k: float(np.mean(v)) for k, v in sorted(by_type.items())}
-    return {"mean_task": float(np.mean(list(scores.values()))) if scores else None,
-            "mean_type": float(np.mean(list(type_means.values()))) if type_means else None,
-            "by_type": type_means, "n_tasks": len(scores)}
+    return {
+        "mean_task": float(np.mean(list(scores.values()))) if scores else None,
+        "mean_type": float(np.mean(list(type_means.values()))) if type_means else None,
+        "by_type": type_means,
+        "n_tasks": len(scores),
+    }
 
 
-def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: str, fingerprint: str | None = None,
-        batch_size: int = 128, cache_dir: str | Path | None = None, use_cache: bool = True,
-        progress: bool = True, results_root: str | Path | None = None, identity: tuple[str, str] | None = None,
-        checked: DataCheck | None = None) -> dict[str, Any]:
+def run(
+    encoder: Any,
+    tasks: list[Any],
+    *,
+    output_dir: str | Path,
+    model_name: str,
+    fingerprint: str | None = None,
+    batch_size: int = 128,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+    results_root: str | Path | None = None,
+    identity: tuple[str, str] | None = None,
+    checked: DataCheck | None = None,
+) -> dict[str, Any]:
     """Run the mteb `tasks` (from :func:`resolve_tasks`) on `encoder` with ``mteb.evaluate``; mteb's
     results files go under `output_dir` (``results/<model>/<revision>/<task>.json``; `identity`: the
     model's (name, revision), :func:`model_identity`). Returns the section sentkit's results JSON keeps
@@ -993,8 +1114,16 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
     names = [t.metadata.name for t in tasks]
     todo = [t for t in tasks if t.metadata.name not in checked.missing]
     bar = EvalProgress([t.metadata.name for t in todo], enabled=progress)
-    model = MTEBEncoder(encoder, name=model_name, fingerprint=fingerprint, batch_size=batch_size,
-                        cache_dir=cache_dir, use_cache=use_cache, progress=bar, identity=identity)
+    model = MTEBEncoder(
+        encoder,
+        name=model_name,
+        fingerprint=fingerprint,
+        batch_size=batch_size,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        progress=bar,
+        identity=identity,
+    )
     out_dir = Path(output_dir)
     root = Path(results_root) if results_root is not None else out_dir.parent
     made = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # the folders this run would create
@@ -1014,9 +1143,16 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
                     if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
                         load_task_data(task)
                     keep_unrounded(task)  # task_summary: the scores before mteb rounds its retrieval metrics
-                    res = mteb.evaluate(model, task, cache=cache, overwrite_strategy="always",
-                                        encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
-                                        show_progress_bar=False, co2_tracker=False, raise_error=True)
+                    res = mteb.evaluate(
+                        model,
+                        task,
+                        cache=cache,
+                        overwrite_strategy="always",
+                        encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
+                        show_progress_bar=False,
+                        co2_tracker=False,
+                        raise_error=True,
+                    )
                     result = res.task_results[0]
                     path = cache.get_task_result_path(name, model.mteb_model_meta)
                     summaries[name] = task_summary(task, result, path, root)
@@ -1026,8 +1162,11 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
                     log.warning("MTEB task %s: no data; the others go on (its reason: the results' errors)", name)
                 except Exception as e:
                     errors[name] = f"MTEB task {name}: {type(e).__name__}: {e}"
-                    log.warning("MTEB task %s failed (%s); the others go on (its reason: the results' errors)",
-                                name, type(e).__name__)
+                    log.warning(
+                        "MTEB task %s failed (%s); the others go on (its reason: the results' errors)",
+                        name,
+                        type(e).__name__,
+                    )
                 finally:
                     if task.data_loaded:
                         task.unload_data()
@@ -1041,17 +1180,31 @@ def run(encoder: Any, tasks: list[Any], *, output_dir: str | Path, model_name: s
         _remove_empty(made)
     meta = model.mteb_model_meta
     section = {
-        "mteb_version": mteb.__version__, "model": meta.name, "revision": meta.revision,
-        "results_dir": _relative(out_dir, root), "tasks_requested": names, "tasks": summaries,
-        "errors": {n: errors[n] for n in names if n in errors}, "average": averages(summaries), "dim": model.dim,
-        "model_meta": {"embed_dim": meta.embed_dim, "n_parameters": meta.n_parameters, "max_tokens": meta.max_tokens,
-                       "similarity_fn_name": str(meta.similarity_fn_name.value if meta.similarity_fn_name else None),
-                       "prompts": dict(meta.loader_kwargs.get("model_prompts") or {}),
-                       "default_prompt_name": meta.loader_kwargs.get("default_prompt_name")},
+        "mteb_version": mteb.__version__,
+        "model": meta.name,
+        "revision": meta.revision,
+        "results_dir": _relative(out_dir, root),
+        "tasks_requested": names,
+        "tasks": summaries,
+        "errors": {n: errors[n] for n in names if n in errors},
+        "average": averages(summaries),
+        "dim": model.dim,
+        "model_meta": {
+            "embed_dim": meta.embed_dim,
+            "n_parameters": meta.n_parameters,
+            "max_tokens": meta.max_tokens,
+            "similarity_fn_name": str(meta.similarity_fn_name.value if meta.similarity_fn_name else None),
+            "prompts": dict(meta.loader_kwargs.get("model_prompts") or {}),
+            "default_prompt_name": meta.loader_kwargs.get("default_prompt_name"),
+        },
         "local_copies": checked.local_copies,
-        "timings": {"total_s": round(time.perf_counter() - t0, 3), "encode_s": round(model.encode_s, 3),
-                    "sentences_requested": model.counts["requested"],
-                    "sentences_encoded": model.counts["encoded"], "sentences_from_cache": model.counts["from_cache"]},
+        "timings": {
+            "total_s": round(time.perf_counter() - t0, 3),
+            "encode_s": round(model.encode_s, 3),
+            "sentences_requested": model.counts["requested"],
+            "sentences_encoded": model.counts["encoded"],
+            "sentences_from_cache": model.counts["from_cache"],
+        },
     }
     for name, copy in checked.local_copies.items():
         if copy["subset"] and name in summaries:

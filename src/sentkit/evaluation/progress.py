@@ -37,8 +37,9 @@ class EvalProgress:
     """Progress of one evaluation (see the module docstring). ``enabled=False`` shows nothing;
     ``tty`` (default: whether stderr is a terminal) picks bars or log lines."""
 
-    def __init__(self, tasks: list[str], *, enabled: bool = True, tty: bool | None = None,
-                 interval: float = 30.0) -> None:
+    def __init__(
+        self, tasks: list[str], *, enabled: bool = True, tty: bool | None = None, interval: float = 30.0
+    ) -> None:
         self.names = list(tasks)
         self.enabled = enabled
         self.tty = sys.stderr.isatty() if tty is None else tty
@@ -51,8 +52,9 @@ class EvalProgress:
         if enabled and self.tty:
             from tqdm.auto import tqdm
 
-            self._overall = tqdm(total=len(self.names), desc="evaluate", unit=" task", file=sys.stderr,
-                                 position=0, dynamic_ncols=True)
+            self._overall = tqdm(
+                total=len(self.names), desc="evaluate", unit=" task", file=sys.stderr, position=0, dynamic_ncols=True
+            )
 
     # -- totals ---------------------------------------------------------------------------
     @property
@@ -78,13 +80,30 @@ class EvalProgress:
             self._overall.set_description(f"evaluate ({k}/{len(self.names)}: {task})")
             self._set_postfix()
             if to_encode:
-                self._bar = tqdm(total=to_encode, desc=f"{task} encode", unit=" sent", file=sys.stderr,
-                                 position=1, leave=False, dynamic_ncols=True, unit_scale=True)
+                self._bar = tqdm(
+                    total=to_encode,
+                    desc=f"{task} encode",
+                    unit=" sent",
+                    file=sys.stderr,
+                    position=1,
+                    leave=False,
+                    dynamic_ncols=True,
+                    unit_scale=True,
+                )
         else:
-            logger.info("%s (%d/%d): %s sentences to encode, %s from the cache, %s already encoded "
-                        "(run so far: %s encoded, %s from the cache, %s)", task, k, len(self.names),
-                        f"{to_encode:,}", f"{from_cache:,}", f"{reused:,}", f"{self.encoded:,}",
-                        f"{self.from_cache:,}", _duration(time.monotonic() - self._t0))
+            logger.info(
+                "%s (%d/%d): %s sentences to encode, %s from the cache, %s already encoded "
+                "(run so far: %s encoded, %s from the cache, %s)",
+                task,
+                k,
+                len(self.names),
+                f"{to_encode:,}",
+                f"{from_cache:,}",
+                f"{reused:,}",
+                f"{self.encoded:,}",
+                f"{self.from_cache:,}",
+                _duration(time.monotonic() - self._t0),
+            )
 
     def encoded_batch(self, n: int) -> None:
         """`n` more sentences of the current task were encoded."""
@@ -102,9 +121,14 @@ class EvalProgress:
         if not self.tty and now - self._last >= self.interval and c.encoded < c.to_encode:
             self._last = now
             rate = c.encoded / max(now - self._encode_t0, 1e-9)
-            logger.info("%s: encoded %s of %s sentences (%.0f/s, about %s left)", self._current,
-                        f"{c.encoded:,}", f"{c.to_encode:,}", rate,
-                        _duration((c.to_encode - c.encoded) / max(rate, 1e-9)))
+            logger.info(
+                "%s: encoded %s of %s sentences (%.0f/s, about %s left)",
+                self._current,
+                f"{c.encoded:,}",
+                f"{c.to_encode:,}",
+                rate,
+                _duration((c.to_encode - c.encoded) / max(rate, 1e-9)),
+            )
 
     def task_end(self, task: str) -> None:
         """The task is done (scored or failed)."""

@@ -31,9 +31,15 @@ L2_GRID = [10.0**t for t in range(-5, -1)]
 
 def train_spec(cfg: EvalConfig, nclasses: int, *, nhid: int | None = None) -> TrainSpec:
     return TrainSpec(
-        nclasses=nclasses, nhid=cfg.nhid if nhid is None else nhid, optim=cfg.optim,
-        batch_size=cfg.batch_size, tenacity=cfg.tenacity, epoch_size=cfg.epoch_size,
-        max_epoch=cfg.max_epoch, dropout=cfg.dropout, seed=cfg.seed,
+        nclasses=nclasses,
+        nhid=cfg.nhid if nhid is None else nhid,
+        optim=cfg.optim,
+        batch_size=cfg.batch_size,
+        tenacity=cfg.tenacity,
+        epoch_size=cfg.epoch_size,
+        max_epoch=cfg.max_epoch,
+        dropout=cfg.dropout,
+        seed=cfg.seed,
         max_batch_bytes=cfg.max_batch_bytes,
     )
 
@@ -83,18 +89,27 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, cfg: EvalConfig) ->
     devres, optregs = [], []
     for f in range(len(outer)):
         block = fits[f * per_fold : (f + 1) * per_fold]
-        scores = [round(100 * float(np.mean([r.best_score for r in block[g * cfg.kfold : (g + 1) * cfg.kfold]])), 2)
-                  for g in range(len(L2_GRID))]
+        scores = [
+            round(100 * float(np.mean([r.best_score for r in block[g * cfg.kfold : (g + 1) * cfg.kfold]])), 2)
+            for g in range(len(L2_GRID))
+        ]
         optregs.append(L2_GRID[int(np.argmax(scores))])
         devres.append(float(np.max(scores)))
-    finals = fit_batched(Xt, yt, [Job(train=tr, l2=optregs[f], validation_split=0.05)
-                                  for f, (tr, _) in enumerate(outer)], spec)
+    finals = fit_batched(
+        Xt, yt, [Job(train=tr, l2=optregs[f], validation_split=0.05) for f, (tr, _) in enumerate(outer)], spec
+    )
     testres = []
     for (_, te), fit in zip(outer, finals):
         acc, _ = _accuracy(fit.params, Xt[te], y[te])
         testres.append(round(100 * acc, 2))
-    return {"devacc": round(float(np.mean(devres)), 2), "acc": round(float(np.mean(testres)), 2),
-            "ndev": len(y), "ntest": len(y), "fold_acc": testres, "l2": optregs}
+    return {
+        "devacc": round(float(np.mean(devres)), 2),
+        "acc": round(float(np.mean(testres)), 2),
+        "ndev": len(y),
+        "ntest": len(y),
+        "fold_acc": testres,
+        "l2": optregs,
+    }
 
 
 def kfold_then_test(
@@ -109,19 +124,34 @@ def kfold_then_test(
     jobs = [Job(train=tr, dev=te, l2=reg) for reg in L2_GRID for tr, te in folds]
     fits = fit_batched(Xt, yt, jobs, spec)
     k = len(folds)
-    scores = [round(100 * float(np.mean([r.best_score for r in fits[g * k : (g + 1) * k]])), 2)
-              for g in range(len(L2_GRID))]
+    scores = [
+        round(100 * float(np.mean([r.best_score for r in fits[g * k : (g + 1) * k]])), 2) for g in range(len(L2_GRID))
+    ]
     optreg = L2_GRID[int(np.argmax(scores))]
     (final,) = fit_batched(Xt, yt, [Job(train=np.arange(len(ytr)), l2=optreg, validation_split=0.05)], spec)
-    acc, pred = _accuracy(final.params, Xt[len(ytr):], yte)
-    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "ndev": len(ytr),
-            "ntest": len(yte), "pred": pred, "l2": optreg}
+    acc, pred = _accuracy(final.params, Xt[len(ytr) :], yte)
+    return {
+        "devacc": float(np.max(scores)),
+        "acc": round(100 * acc, 2),
+        "ndev": len(ytr),
+        "ntest": len(yte),
+        "pred": pred,
+        "l2": optreg,
+    }
 
 
 def split_classifier(
-    Xtr: np.ndarray, ytr: np.ndarray, Xdev: np.ndarray, ydev: np.ndarray,
-    Xte: np.ndarray, yte: np.ndarray, nclasses: int, cfg: EvalConfig,
-    *, noreg: bool = False, nhid: int | None = None,
+    Xtr: np.ndarray,
+    ytr: np.ndarray,
+    Xdev: np.ndarray,
+    ydev: np.ndarray,
+    Xte: np.ndarray,
+    yte: np.ndarray,
+    nclasses: int,
+    cfg: EvalConfig,
+    *,
+    noreg: bool = False,
+    nhid: int | None = None,
 ) -> dict[str, Any]:
     """SST/SICK-E/SNLI/probing: pick L2 on dev, report test. The final refit of SentEval is
     the same deterministic fit as the search's, so its model is reused."""
@@ -130,13 +160,19 @@ def split_classifier(
     yt = np.concatenate([ytr, ydev, yte]).astype(np.int64)
     regs = [1e-9] if noreg else L2_GRID
     tr, dv = np.arange(ntr), np.arange(ntr, ntr + ndev)
-    fits: list[FitResult] = fit_batched(Xt, yt, [Job(train=tr, dev=dv, l2=r) for r in regs],
-                                        train_spec(cfg, nclasses, nhid=nhid))
+    fits: list[FitResult] = fit_batched(
+        Xt, yt, [Job(train=tr, dev=dv, l2=r) for r in regs], train_spec(cfg, nclasses, nhid=nhid)
+    )
     scores = [round(100 * f.best_score, 2) for f in fits]
     best = int(np.argmax(scores))
     acc, _ = _accuracy(fits[best].params, Xt[ntr + ndev :], yte)
-    return {"devacc": float(np.max(scores)), "acc": round(100 * acc, 2), "ndev": ndev,
-            "ntest": len(yte), "l2": regs[best]}
+    return {
+        "devacc": float(np.max(scores)),
+        "acc": round(100 * acc, 2),
+        "ndev": ndev,
+        "ntest": len(yte),
+        "l2": regs[best],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,8 +202,13 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def relatedness(
-    Ftr: np.ndarray, ytr: np.ndarray, Fdev: np.ndarray, ydev: np.ndarray,
-    Fte: np.ndarray, yte: np.ndarray, cfg: EvalConfig,
+    Ftr: np.ndarray,
+    ytr: np.ndarray,
+    Fdev: np.ndarray,
+    ydev: np.ndarray,
+    Fte: np.ndarray,
+    yte: np.ndarray,
+    cfg: EvalConfig,
 ) -> dict[str, Any]:
     """SICK-R/STS-B: softmax regression onto the 5-class score distribution, Adam, batch 64,
     50 epochs between dev evaluations, early stopping on dev Pearson (tenacity 3)."""
@@ -181,14 +222,33 @@ def relatedness(
         yhat = (softmax(predict(params, Xdev)) @ r).astype(np.float64)
         return _pearson(yhat, ydev)
 
-    spec = TrainSpec(nclasses=5, nhid=0, optim="adam", batch_size=64, tenacity=cfg.relatedness_tenacity,
-                     epoch_size=cfg.relatedness_epochs, max_epoch=cfg.relatedness_max_epoch,
-                     seed=cfg.seed, loss="mse_softmax")
-    (fit,) = fit_batched(Xt, Yt, [Job(train=np.arange(ntr), dev=np.arange(ntr, ntr + ndev), l2=0.0)],
-                         spec, scorer=single_model_scorer(dev_pearson))
+    spec = TrainSpec(
+        nclasses=5,
+        nhid=0,
+        optim="adam",
+        batch_size=64,
+        tenacity=cfg.relatedness_tenacity,
+        epoch_size=cfg.relatedness_epochs,
+        max_epoch=cfg.relatedness_max_epoch,
+        seed=cfg.seed,
+        loss="mse_softmax",
+    )
+    (fit,) = fit_batched(
+        Xt,
+        Yt,
+        [Job(train=np.arange(ntr), dev=np.arange(ntr, ntr + ndev), l2=0.0)],
+        spec,
+        scorer=single_model_scorer(dev_pearson),
+    )
     yhat = (softmax(predict(fit.params, Xt[ntr + ndev :])) @ r).astype(np.float64)
-    return {"devpearson": fit.best_score, "pearson": _pearson(yhat, yte), "spearman": _spearman(yhat, yte),
-            "mse": float(np.mean((yhat - yte) ** 2)), "ndev": ndev, "ntest": len(yte)}
+    return {
+        "devpearson": fit.best_score,
+        "pearson": _pearson(yhat, yte),
+        "spearman": _spearman(yhat, yte),
+        "mse": float(np.mean((yhat - yte) ** 2)),
+        "ndev": ndev,
+        "ntest": len(yte),
+    }
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -218,8 +278,9 @@ def by_length(sys: np.ndarray, gold: np.ndarray, lengths: np.ndarray) -> dict[st
     return out
 
 
-def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
-               lengths: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+def sts_scores(
+    subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], lengths: dict[str, np.ndarray] | None = None
+) -> dict[str, Any]:
     """Cosine STS per subset (Pearson, Spearman, n) and over subsets: SentEval's 'all' mean and
     n-weighted mean, plus the 'concatenated' score over all pairs (later papers). With `lengths`
     (each subset's pair lengths), 'all' also holds the concatenated score per pair-length bin."""
@@ -248,8 +309,12 @@ def sts_scores(subsets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
 # ---------------------------------------------------------------------------------------------
 def _recalls(ranks: np.ndarray) -> tuple[float, float, float, float]:
     n = max(1, len(ranks))
-    return (100.0 * float(np.sum(ranks < 1)) / n, 100.0 * float(np.sum(ranks < 5)) / n,
-            100.0 * float(np.sum(ranks < 10)) / n, float(np.floor(np.median(ranks)) + 1))
+    return (
+        100.0 * float(np.sum(ranks < 1)) / n,
+        100.0 * float(np.sum(ranks < 5)) / n,
+        100.0 * float(np.sum(ranks < 10)) / n,
+        float(np.floor(np.median(ranks)) + 1),
+    )
 
 
 def retrieval_ranks(img: np.ndarray, txt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,8 +334,10 @@ def retrieval_ranks(img: np.ndarray, txt: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def image_caption_retrieval(
-    train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray, np.ndarray],
-    test: tuple[np.ndarray, np.ndarray], cfg: EvalConfig,
+    train: tuple[np.ndarray, np.ndarray],
+    dev: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    cfg: EvalConfig,
 ) -> dict[str, Any]:
     """COCO: linear projections of images and captions to `projdim`, pairwise ranking loss with
     30 contrastive samples, Adam, batch 128, early stopping on the dev recall sum (tenacity 3).
@@ -326,8 +393,10 @@ def image_caption_retrieval(
             sen = norm(sent_proj(Tt[ti])).repeat_interleave(nc, 0)
             imgc, senc = norm(img_proj(Ti[ic])), norm(sent_proj(Tt[sc]))
             anchor = (img * sen).sum(1)
-            loss = (torch.clamp(margin - anchor + (img * senc).sum(1), min=0).sum()
-                    + torch.clamp(margin - anchor + (sen * imgc).sum(1), min=0).sum())
+            loss = (
+                torch.clamp(margin - anchor + (img * senc).sum(1), min=0).sum()
+                + torch.clamp(margin - anchor + (sen * imgc).sum(1), min=0).sum()
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -347,8 +416,9 @@ def image_caption_retrieval(
             p.copy_(s)
     out: dict[str, Any] = evaluate(etxt, eimg)
     out["devscore"] = best
-    out["mean_recall"] = float(np.mean([out[k] for k in ("r1_i2t", "r5_i2t", "r10_i2t",
-                                                          "r1_t2i", "r5_t2i", "r10_t2i")]))
+    out["mean_recall"] = float(
+        np.mean([out[k] for k in ("r1_i2t", "r5_i2t", "r10_i2t", "r1_t2i", "r5_t2i", "r10_t2i")])
+    )
     out["ndev"], out["ntest"] = len(dtxt), len(etxt)
     return out
 
@@ -362,8 +432,15 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x64, n, out=np.zeros_like(x64), where=n > 0)
 
 
-def exact_search(queries: np.ndarray, docs: np.ndarray, query_ids: list[str], doc_ids: list[str], k: int,
-                 *, ignore_identical_ids: bool = True) -> dict[str, list[tuple[str, float]]]:
+def exact_search(
+    queries: np.ndarray,
+    docs: np.ndarray,
+    query_ids: list[str],
+    doc_ids: list[str],
+    k: int,
+    *,
+    ignore_identical_ids: bool = True,
+) -> dict[str, list[tuple[str, float]]]:
     """The `k` documents of highest cosine similarity for each query, best first; ties ordered as
     trec_eval orders them (document id, descending). A document whose id is the query's id is
     left out (BEIR's ``ignore_identical_ids``). queries [m, d], docs [n, d]."""
@@ -388,8 +465,14 @@ def exact_search(queries: np.ndarray, docs: np.ndarray, query_ids: list[str], do
     return out
 
 
-def ir_metrics(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[str, float]]],
-               *, ndcg_k: int = 10, mrr_k: int = 10, recall_k: int = 100) -> dict[str, float]:
+def ir_metrics(
+    qrels: dict[str, dict[str, int]],
+    ranked: dict[str, list[tuple[str, float]]],
+    *,
+    ndcg_k: int = 10,
+    mrr_k: int = 10,
+    recall_k: int = 100,
+) -> dict[str, float]:
     """BEIR's scores of a ranking (as fractions), as `beir.retrieval.evaluation` computes them:
     nDCG@k and Recall@k as pytrec_eval's ``ndcg_cut`` / ``recall`` (gain = the judged relevance,
     discount log2(rank + 1), ideal ranking from every judged document; relevant = relevance >= 1),
@@ -412,5 +495,9 @@ def ir_metrics(qrels: dict[str, dict[str, int]], ranked: dict[str, list[tuple[st
                 mrr += 1.0 / (i + 1)
                 break
     n = max(1, len(evaluated))
-    return {f"ndcg_at_{ndcg_k}": ndcg / n, f"mrr_at_{mrr_k}": mrr / max(1, len(qrels)),
-            f"recall_at_{recall_k}": recall / n, "nqueries": len(evaluated)}
+    return {
+        f"ndcg_at_{ndcg_k}": ndcg / n,
+        f"mrr_at_{mrr_k}": mrr / max(1, len(qrels)),
+        f"recall_at_{recall_k}": recall / n,
+        "nqueries": len(evaluated),
+    }

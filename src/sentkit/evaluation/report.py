@@ -54,6 +54,7 @@ def task_kind(name: str, res: dict[str, Any]) -> str:
 def task_names(runs: list[dict[str, Any]]) -> list[str]:
     """The tasks of `runs`, scored or failed (``errors``): SentEval's in their usual order, then the
     user tasks in the order they appear."""
+
     def tasks(r: dict[str, Any]) -> list[str]:
         return [*r["results"], *(r.get("errors") or {})]
 
@@ -64,8 +65,15 @@ def task_names(runs: list[dict[str, Any]]) -> list[str]:
 
 
 # the key of a kind's headline score in a task's results, for a task this process has no spec of
-KIND_METRICS = {"cv": "acc", "kfold": "acc", "split": "acc", "relatedness": "spearman", "sts": "spearman",
-                "ranking": "mean_recall", "retrieval": "ndcg_at_10"}
+KIND_METRICS = {
+    "cv": "acc",
+    "kfold": "acc",
+    "split": "acc",
+    "relatedness": "spearman",
+    "sts": "spearman",
+    "ranking": "mean_recall",
+    "retrieval": "ndcg_at_10",
+}
 
 
 def main_score(name: str, res: dict[str, Any]) -> float | None:
@@ -112,7 +120,8 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
         "downstream": _mean([scores[n] for n in down]),
         "downstream_without_snli": _mean([scores[n] for n in down_nosnli]),
         "probing": _mean([scores[n] for n in probe]),
-        "n_downstream": len(down), "n_probing": len(probe),
+        "n_downstream": len(down),
+        "n_probing": len(probe),
         "missing_downstream": [n for n in DOWNSTREAM if n not in scores],
         "missing_probing": [n for n in PROBING if n not in scores],
     }
@@ -132,8 +141,7 @@ def mteb_average(run: dict[str, Any]) -> dict[str, Any]:
     from sentkit.evaluation.mteb_adapter import averages
 
     tasks = mteb_tasks(run)
-    avg = averages({n: {"main_score": _finite(t["main_score"]), "type": str(t.get("type"))}
-                    for n, t in tasks.items()})
+    avg = averages({n: {"main_score": _finite(t["main_score"]), "type": str(t.get("type"))} for n, t in tasks.items()})
     return {**avg, "tasks": list(tasks)}
 
 
@@ -162,8 +170,12 @@ def mteb_names(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _mteb_detail(task: dict[str, Any]) -> str:
-    parts = [f"{split}/{sub} {_n(v, 2)}" for split, subs in (task.get("scores") or {}).items() for sub, v in subs.items()]
-    return f"{task.get('type')}, {task.get('main_score_name')}" + (f": {', '.join(parts[:6])}" if len(parts) > 1 else "")
+    parts = [
+        f"{split}/{sub} {_n(v, 2)}" for split, subs in (task.get("scores") or {}).items() for sub, v in subs.items()
+    ]
+    return f"{task.get('type')}, {task.get('main_score_name')}" + (
+        f": {', '.join(parts[:6])}" if len(parts) > 1 else ""
+    )
 
 
 def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -171,16 +183,21 @@ def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
     section = run.get("mteb")
     if not section:
         return [], []
-    rows = [f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
-            f"{float(t.get('evaluation_time_s') or 0.0):.1f} |" for name, t in section.get("tasks", {}).items()]
+    rows = [
+        f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
+        f"{float(t.get('evaluation_time_s') or 0.0):.1f} |"
+        for name, t in section.get("tasks", {}).items()
+    ]
     rows += [f"| MTEB {name} | error | {short_reason(err)} | |" for name, err in section.get("errors", {}).items()]
     if not section.get("tasks"):  # every task failed: no average, and no results files were written
         return rows, []
     avg = mteb_average(run)
-    closing = [f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
-               f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
-               f" (mteb's unrounded scores); mteb's results files: {section.get('results_dir')}/results/"
-               f"{str(section.get('model')).replace('/', '__')}/{section.get('revision')}/."]
+    closing = [
+        f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
+        f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
+        f" (mteb's unrounded scores); mteb's results files: {section.get('results_dir')}/results/"
+        f"{str(section.get('model')).replace('/', '__')}/{section.get('revision')}/."
+    ]
     return rows, closing
 
 
@@ -207,7 +224,7 @@ def short_reason(message: Any, limit: int = REASON_CHARS) -> str:
         return text
     words = text.split(" ")
     n = 1
-    while n < len(words) and len(" ".join(words[:n + 1])) <= limit - 1:
+    while n < len(words) and len(" ".join(words[: n + 1])) <= limit - 1:
         n += 1
     return " ".join(words[:n]).rstrip(".,:;") + ("…" if n < len(words) else "")
 
@@ -222,24 +239,34 @@ def detail(name: str, res: dict[str, Any]) -> str:
     """Secondary metrics in words (for the Markdown table)."""
     kind = task_kind(name, res)
     if kind == "retrieval":
-        return (f"nDCG@10 {_n(res['ndcg_at_10'], 2)} / MRR@10 {_n(res['mrr_at_10'], 2)} / "
-                f"Recall@100 {_n(res['recall_at_100'], 2)} ({res.get('nqueries')} queries, {res.get('ndocs')} documents)")
+        return (
+            f"nDCG@10 {_n(res['ndcg_at_10'], 2)} / MRR@10 {_n(res['mrr_at_10'], 2)} / "
+            f"Recall@100 {_n(res['recall_at_100'], 2)} ({res.get('nqueries')} queries, {res.get('ndocs')} documents)"
+        )
     spec = find_task(name)
     if spec is not None and spec.f1:
         return f"acc {_n(res['acc'], 2)} / F1 {_n(res['f1'], 2)}"
     if kind == "relatedness":
         u = res.get("unsupervised", {})
-        return (f"Pearson {_n(res['pearson'], 4)} / Spearman {_n(res['spearman'], 4)}; "
-                f"cosine {_n(u.get('pearson'), 4)} / {_n(u.get('spearman'), 4)}")
+        return (
+            f"Pearson {_n(res['pearson'], 4)} / Spearman {_n(res['spearman'], 4)}; "
+            f"cosine {_n(u.get('pearson'), 4)} / {_n(u.get('spearman'), 4)}"
+        )
     if kind == "sts":
         a = res["all"]
-        return (f"Pearson mean {_n(a['pearson']['mean'], 4)} wmean {_n(a['pearson']['wmean'], 4)}; "
-                f"Spearman mean {_n(a['spearman']['mean'], 4)} wmean {_n(a['spearman']['wmean'], 4)}; "
-                f"concat {_n(a['concatenated']['spearman'], 4)}")
+        return (
+            f"Pearson mean {_n(a['pearson']['mean'], 4)} wmean {_n(a['pearson']['wmean'], 4)}; "
+            f"Spearman mean {_n(a['spearman']['mean'], 4)} wmean {_n(a['spearman']['wmean'], 4)}; "
+            f"concat {_n(a['concatenated']['spearman'], 4)}"
+        )
     if kind == "ranking":
-        return ("i2t R@1/5/10 " + "/".join(_n(res[k], 1) for k in COCO_RECALLS[:3])
-                + f" medr {_n(res['medr_i2t'], 0)}; t2i " + "/".join(_n(res[k], 1) for k in COCO_RECALLS[3:])
-                + f" medr {_n(res['medr_t2i'], 0)}")
+        return (
+            "i2t R@1/5/10 "
+            + "/".join(_n(res[k], 1) for k in COCO_RECALLS[:3])
+            + f" medr {_n(res['medr_i2t'], 0)}; t2i "
+            + "/".join(_n(res[k], 1) for k in COCO_RECALLS[3:])
+            + f" medr {_n(res['medr_t2i'], 0)}"
+        )
     return f"dev {_n(res.get('devacc'), 2)}"
 
 
@@ -252,9 +279,13 @@ def markdown_table(run: dict[str, Any]) -> str:
     res, timings = run["results"], run.get("timings", {}).get("tasks", {})
     errors = run.get("errors") or {}
     model, config = run.get("model", {}), run.get("config", {})
-    lines = [f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
-             f"preset `{config.get('preset')}`, seed {run.get('seed')}", "",
-             "| task | score | details | time (s) |", "|---|---:|---|---:|"]
+    lines = [
+        f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
+        f"preset `{config.get('preset')}`, seed {run.get('seed')}",
+        "",
+        "| task | score | details | time (s) |",
+        "|---|---:|---|---:|",
+    ]
     for name in task_names([run]):
         if name in res:
             t = timings.get(name, {})
@@ -268,23 +299,29 @@ def markdown_table(run: dict[str, Any]) -> str:
     avg = declutr_average(res)
     lines.append("")
     if senteval:
-        lines.append(f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({_count(avg['n_downstream'])}), "
-                     f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
-                     f"({_count(avg['n_probing'])}).")
+        lines.append(
+            f"DeCLUTR average: downstream {_fmt(avg['downstream'])} ({_count(avg['n_downstream'])}), "
+            f"without SNLI {_fmt(avg['downstream_without_snli'])}, probing {_fmt(avg['probing'])} "
+            f"({_count(avg['n_probing'])})."
+        )
     lines += mteb_closing
     if errors or (run.get("mteb") or {}).get("errors"):
         lines.append(FAILED_NOTE)
     tm = (run.get("mteb") or {}).get("timings", {}) if not senteval else run.get("timings", {})
     if tm:
-        lines.append(f"Time: {tm.get('total_s', 0):.1f} s total, {tm.get('encode_s', 0):.1f} s encoding "
-                     f"({tm.get('sentences_encoded', 0)} sentences encoded, "
-                     f"{tm.get('sentences_from_cache', 0)} from cache, "
-                     f"{tm.get('sentences_requested', 0)} requested).")
+        lines.append(
+            f"Time: {tm.get('total_s', 0):.1f} s total, {tm.get('encode_s', 0):.1f} s encoding "
+            f"({tm.get('sentences_encoded', 0)} sentences encoded, "
+            f"{tm.get('sentences_from_cache', 0)} from cache, "
+            f"{tm.get('sentences_requested', 0)} requested)."
+        )
     return "\n".join(lines) + "\n"
 
 
-FAILED_NOTE = ("error: the task failed, for the reason given in a few words; the full message is in the results "
-               "file (`errors` for SentEval's and user tasks, `mteb.errors` for MTEB's).")
+FAILED_NOTE = (
+    "error: the task failed, for the reason given in a few words; the full message is in the results "
+    "file (`errors` for SentEval's and user tasks, `mteb.errors` for MTEB's)."
+)
 
 
 def load_run(path: str | Path) -> dict[str, Any]:
@@ -339,8 +376,12 @@ def _check_mteb(p: Path, section: Any) -> None:
     """ValueError naming the file when its ``mteb`` section (from `sentkit evaluate --mteb`) is not one."""
     if section is None:
         return
-    if not isinstance(section, dict) or not isinstance(section.get("tasks", {}), dict) \
-            or not isinstance(section.get("errors", {}), dict) or not isinstance(section.get("average", {}), dict):
+    if (
+        not isinstance(section, dict)
+        or not isinstance(section.get("tasks", {}), dict)
+        or not isinstance(section.get("errors", {}), dict)
+        or not isinstance(section.get("average", {}), dict)
+    ):
         raise ValueError(f"{p}: malformed 'mteb' section (expected tasks, errors and average objects)")
     for name, t in section.get("tasks", {}).items():
         try:
@@ -364,8 +405,10 @@ def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]
     down = [n for n in DOWNSTREAM if n in avg["per_task"]]
     out: dict[str, tuple[float | None, list[str]]] = {
         "downstream": (avg["downstream"], down),
-        "downstream_without_snli": (avg["downstream_without_snli"],
-                                    [n for n in down if n in cohort("downstream_without_snli")]),
+        "downstream_without_snli": (
+            avg["downstream_without_snli"],
+            [n for n in down if n in cohort("downstream_without_snli")],
+        ),
         "probing": (avg["probing"], [n for n in PROBING if n in avg["per_task"]]),
     }
     m = mteb_average(run)
@@ -377,13 +420,19 @@ def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]
 def tasks_run(run: dict[str, Any]) -> list[str]:
     """Every task a run ran, scored or failed (MTEB's as ``MTEB <task>``): what its total time covers."""
     section = run.get("mteb") or {}
-    return [*run["results"], *(run.get("errors") or {}),
-            *(f"MTEB {n}" for n in [*(section.get("tasks") or {}), *(section.get("errors") or {})])]
+    return [
+        *run["results"],
+        *(run.get("errors") or {}),
+        *(f"MTEB {n}" for n in [*(section.get("tasks") or {}), *(section.get("errors") or {})]),
+    ]
 
 
 AVERAGE_ROWS = (  # (average, row label): SentEval's, then MTEB's (for runs that have MTEB tasks)
-    ("downstream", "**downstream avg**"), ("downstream_without_snli", "downstream avg w/o SNLI"),
-    ("probing", "**probing avg**"), ("mteb", "**MTEB avg**"), ("mteb_by_type", "MTEB avg over task types"),
+    ("downstream", "**downstream avg**"),
+    ("downstream_without_snli", "downstream avg w/o SNLI"),
+    ("probing", "**probing avg**"),
+    ("mteb", "**MTEB avg**"),
+    ("mteb_by_type", "MTEB avg over task types"),
 )
 NOT_COMPARABLE = "†"
 
@@ -407,8 +456,15 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
     lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
     differ: dict[str, list[str]] = {}  # footnote (who lacks what) -> the rows it is about
 
-    def row(name: str, vals: list[float | None], texts: list[str | None] | None = None, *, lower_is_better: bool = False,
-            counts: list[str | None] | None = None, comparable: bool = True) -> str:
+    def row(
+        name: str,
+        vals: list[float | None],
+        texts: list[str | None] | None = None,
+        *,
+        lower_is_better: bool = False,
+        counts: list[str | None] | None = None,
+        comparable: bool = True,
+    ) -> str:
         present = [v for v in vals if v is not None]
         best = (min if lower_is_better else max)(present, default=None)
         cells = []
@@ -428,13 +484,16 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
 
     for t in task_names(runs):
         vals = [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]
-        texts = [failed(r["errors"][t]) if t not in r["results"] and t in (r.get("errors") or {}) else None
-                 for r in runs]
+        texts = [
+            failed(r["errors"][t]) if t not in r["results"] and t in (r.get("errors") or {}) else None for r in runs
+        ]
         lines.append(row(t, vals, texts))
     for t in mteb_names(runs):
         vals = [_finite(((r.get("mteb") or {}).get("tasks") or {}).get(t, {}).get("main_score")) for r in runs]
-        texts = [failed(e[t]) if t in (e := (r.get("mteb") or {}).get("errors") or {}) and v is None else None
-                 for r, v in zip(runs, vals)]
+        texts = [
+            failed(e[t]) if t in (e := (r.get("mteb") or {}).get("errors") or {}) and v is None else None
+            for r, v in zip(runs, vals)
+        ]
         lines.append(row(f"MTEB {t}", vals, texts))
 
     def compared(label: str, sets: list[list[str] | None]) -> bool:
@@ -454,15 +513,20 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         vals = [a[key][0] for a in avgs]
         sets = [a[key][1] if v is not None else None for a, v in zip(avgs, vals)]
         ok = compared(label, sets)
-        counts = [None if s is None else _count(len(s)) + (f", {_count(len(m['by_type']), 'type')}"
-                                                          if key == "mteb_by_type" else "")
-                  for s, m in zip(sets, mteb)]
+        counts = [
+            None
+            if s is None
+            else _count(len(s)) + (f", {_count(len(m['by_type']), 'type')}" if key == "mteb_by_type" else "")
+            for s, m in zip(sets, mteb)
+        ]
         lines.append(row(label, vals, counts=counts, comparable=ok))
     totals = [_total_s(r) for r in runs]
     ok = compared("total time (s)", [tasks_run(r) if v is not None else None for r, v in zip(runs, totals)])
     lines.append(row("total time (s)", totals, lower_is_better=True, comparable=ok))
-    notes = [f"{NOT_COMPARABLE} {', '.join(rows)}: over different tasks, not comparable ({who})."
-             for who, rows in differ.items()]
+    notes = [
+        f"{NOT_COMPARABLE} {', '.join(rows)}: over different tasks, not comparable ({who})."
+        for who, rows in differ.items()
+    ]
     if any(r.get("errors") or (r.get("mteb") or {}).get("errors") for r in runs):
         notes.append(FAILED_NOTE)
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
@@ -481,10 +545,12 @@ def plot_data(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[float | 
     per run, its score of each (None: not scored)."""
     names: list[str] = []
     values: list[list[float | None]] = [[] for _ in runs]
-    rows = [(t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs])
-            for t in task_names(runs)]
-    rows += [(f"MTEB {t}", [_finite(mteb_tasks(r).get(t, {}).get("main_score")) for r in runs])
-             for t in mteb_names(runs)]
+    rows = [
+        (t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]) for t in task_names(runs)
+    ]
+    rows += [
+        (f"MTEB {t}", [_finite(mteb_tasks(r).get(t, {}).get("main_score")) for r in runs]) for t in mteb_names(runs)
+    ]
     for name, vals in rows:
         if any(v is not None for v in vals):
             names.append(name)

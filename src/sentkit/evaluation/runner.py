@@ -100,13 +100,13 @@ class EmbeddingStore:
         try:
             arr = check_embeddings(out, len(batch), what=f"task {what}: encoder")
         except (ValueError, TypeError) as e:
-            raise EncoderOutputError(str(e) if str(e).startswith("task ") else
-                                     f"task {what}: encoder output: {e}") from None
+            raise EncoderOutputError(
+                str(e) if str(e).startswith("task ") else f"task {what}: encoder output: {e}"
+            ) from None
         if arr.shape[1] == 0:
             raise EncoderOutputError(f"task {what}: encoder returned embeddings of dim 0")
         if self.dim is not None and arr.shape[1] != self.dim:
-            raise EncoderOutputError(
-                f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
+            raise EncoderOutputError(f"task {what}: encoder returned dim {arr.shape[1]}, earlier batches {self.dim}")
         self.dim = int(arr.shape[1])
         return arr
 
@@ -194,7 +194,8 @@ def _check_memory(n_rows: int, dim: int, what: str) -> None:
         raise EncoderOutputError(
             f"task {what}: {n_rows:,} sentences x {dim:,} dims of float32 need ~{need / 2**30:.1f} GiB, more than "
             f"the {have / 2**30:.1f} GiB available; use an encoder with fewer dimensions (e.g. TF-IDF: "
-            f"--set max_features=10000) or evaluate fewer tasks at a time (--tasks)")
+            f"--set max_features=10000) or evaluate fewer tasks at a time (--tasks)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,9 +267,18 @@ def _run_split(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str
     spec = find_task(data.name)  # the task's quirks: SNLI's features and no L2 search, WC's LR
     kind = spec.features if spec is not None else "absdiff_prod"
     tr, dv, te = data.splits["train"], data.splits["dev"], data.splits["test"]
-    return P.split_classifier(_features(emb, tr, kind), tr.y, _features(emb, dv, kind), dv.y,
-                              _features(emb, te, kind), te.y, data.nclasses, cfg,
-                              noreg=spec is not None and spec.noreg, nhid=None if spec is None else spec.nhid)
+    return P.split_classifier(
+        _features(emb, tr, kind),
+        tr.y,
+        _features(emb, dv, kind),
+        dv.y,
+        _features(emb, te, kind),
+        te.y,
+        data.nclasses,
+        cfg,
+        noreg=spec is not None and spec.noreg,
+        nhid=None if spec is None else spec.nhid,
+    )
 
 
 @RUNNERS.register("relatedness")
@@ -277,8 +287,11 @@ def _run_relatedness(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> di
     res = P.relatedness(_features(emb, tr), tr.y, _features(emb, dv), dv.y, _features(emb, te), te.y, cfg)
     assert te.b is not None
     cos = P.sts_scores({"test": (emb.get(te.a), emb.get(te.b), te.y)}, {"test": P.pair_lengths(te.a, te.b)})
-    res["unsupervised"] = {"pearson": cos["test"]["pearson"], "spearman": cos["test"]["spearman"],
-                           "by_length": cos["all"]["by_length"]}
+    res["unsupervised"] = {
+        "pearson": cos["test"]["pearson"],
+        "spearman": cos["test"]["spearman"],
+        "by_length": cos["all"]["by_length"],
+    }
     return res
 
 
@@ -303,8 +316,9 @@ def _run_ranking(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[s
 def _run_retrieval(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
     """User tasks in BEIR's layout: exact cosine search; nDCG@10, MRR@10, Recall@100 (x 100)."""
     q, d = data.splits["queries"], data.splits["corpus"]
-    ranked = P.exact_search(emb.side("query").get(q.a), emb.side("document").get(d.a), data.extra["query_ids"],
-                            data.extra["doc_ids"], k=100)
+    ranked = P.exact_search(
+        emb.side("query").get(q.a), emb.side("document").get(d.a), data.extra["query_ids"], data.extra["doc_ids"], k=100
+    )
     res = P.ir_metrics(data.extra["qrels"], ranked)
     out = {k: (100 * v if k != "nqueries" else v) for k, v in res.items()}
     out["ndocs"] = len(d.a)
@@ -316,8 +330,7 @@ def library_versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
-    for pkg in ("sentkit", "torch", "numpy", "scipy", "scikit-learn", "transformers",
-                "sentence-transformers"):
+    for pkg in ("sentkit", "torch", "numpy", "scipy", "scikit-learn", "transformers", "sentence-transformers"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -361,7 +374,8 @@ def evaluate(
     if not names and tasks != NO_TASKS:
         raise FileNotFoundError(
             f"no SentEval task files found under {ddir}: see `sentkit data check --data-dir {ddir}`, "
-            f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir")
+            f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir"
+        )
     enc = as_encoder(encoder)
     fp = fingerprint or encoder_fingerprint(enc)
     if cfg.use_cache and fp is None:
@@ -396,8 +410,12 @@ def evaluate(
     from sentkit.evaluation.report import declutr_average
 
     out = {
-        "model": {"name": model_name or getattr(enc, "name", type(enc).__name__), "fingerprint": fp,
-                  "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None), "prompts": prompts},
+        "model": {
+            "name": model_name or getattr(enc, "name", type(enc).__name__),
+            "fingerprint": fp,
+            "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None),
+            "prompts": prompts,
+        },
         "config": to_dict(cfg),
         "seed": cfg.seed,
         "data_dir": str(ddir),
@@ -406,12 +424,16 @@ def evaluate(
         "errors": errors,
         "warnings": warnings,
         "counts": counts,
-        "timings": {"tasks": timings, "encode_s": round(store.total("encode_s"), 3),
-                    "total_s": round(time.perf_counter() - t_start, 3),
-                    "sentences_requested": store.total("n_requested"),
-                    "sentences_unique": sum(len(s.rows) for s in store.stores()),
-                    "sentences_encoded": store.total("n_encoded"), "sentences_from_cache": store.total("n_cached"),
-                    "sentences_checked": store.total("n_checked")},
+        "timings": {
+            "tasks": timings,
+            "encode_s": round(store.total("encode_s"), 3),
+            "total_s": round(time.perf_counter() - t_start, 3),
+            "sentences_requested": store.total("n_requested"),
+            "sentences_unique": sum(len(s.rows) for s in store.stores()),
+            "sentences_encoded": store.total("n_encoded"),
+            "sentences_from_cache": store.total("n_cached"),
+            "sentences_checked": store.total("n_checked"),
+        },
         "versions": library_versions(),
     }
     out["declutr_average"] = declutr_average(out["results"])
@@ -420,8 +442,9 @@ def evaluate(
     return out
 
 
-def prompted_stores(enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress | None
-                    ) -> tuple[EmbeddingStore, dict[str, str | None]]:
+def prompted_stores(
+    enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress | None
+) -> tuple[EmbeddingStore, dict[str, str | None]]:
     """The embedding store of `enc`'s default prompt, with a store of its own for each retrieval side
     whose prompt differs, each cached (``cfg.use_cache`` and a fingerprint `fp`) under a key of its
     prompt (`sentkit.encoder.prompted_fingerprint`: `fp` itself without one); and the prompt texts
@@ -447,8 +470,9 @@ def prompted_stores(enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress
         name = role_prompt_name(enc, role)
         texts[role] = prompt_used(enc, prompt_name=name) or None
         if texts[role] != texts["default"]:
-            store.sides[role] = EmbeddingStore(partial(encode_with_prompt, enc, prompt_name=name),
-                                               cfg.encode_batch_size, cache(texts[role]), bar)
+            store.sides[role] = EmbeddingStore(
+                partial(encode_with_prompt, enc, prompt_name=name), cfg.encode_batch_size, cache(texts[role]), bar
+            )
     return store, texts
 
 
@@ -458,13 +482,19 @@ def _check_sizes(name: str, ddir: Path) -> dict[str, list[str]]:
     if not changed:
         return {}
     more = f" (and {len(changed) - 1} more files)" if len(changed) > 1 else ""
-    logger.warning("task %s: %s%s; fetch SentEval's files again with `%s --force`", name, changed[0], more,
-                   download_hint(name, ddir))
+    logger.warning(
+        "task %s: %s%s; fetch SentEval's files again with `%s --force`",
+        name,
+        changed[0],
+        more,
+        download_hint(name, ddir),
+    )
     return {name: changed}
 
 
-def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
-              ) -> tuple[dict[str, Any], dict[str, float], dict[str, int]]:
+def _run_task(
+    name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
+) -> tuple[dict[str, Any], dict[str, float], dict[str, int]]:
     """Load, encode and score one task -> (results, timings, counts); raises on any failure."""
     spec = get_task(name)
     t0 = time.perf_counter()
@@ -472,8 +502,10 @@ def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
     if spec.kind in ("cv", "kfold"):
         n = len(data.splits["all" if spec.kind == "cv" else "train"])
         if n < 2 * cfg.kfold:
-            raise TaskDataError(f"task {name}: {n} samples, too few for {cfg.kfold}-fold cross-validation "
-                                f"(SentEval's file has thousands): is {ddir / spec.folder} truncated?")
+            raise TaskDataError(
+                f"task {name}: {n} samples, too few for {cfg.kfold}-fold cross-validation "
+                f"(SentEval's file has thousands): is {ddir / spec.folder} truncated?"
+            )
     e0 = store.total("encode_s")
     if spec.kind == "retrieval":  # each side with its prompt
         store.side("query").ensure(list(data.splits["queries"].a), name)
@@ -488,8 +520,12 @@ def _run_task(name: str, ddir: Path, cfg: EvalConfig, store: EmbeddingStore
     if spec.group == "user":  # a results file names its user tasks' kind, so reports read it alone
         res["group"] = "user"
     logger.info("%s: %s (%.1fs)", name, _headline(name, res), t2 - t0)
-    timing = {"load_encode_s": round(t1 - t0, 3), "encode_s": round(store.total("encode_s") - e0, 3),
-              "classify_s": round(t2 - t1, 3), "classify_cpu_s": round(c2 - c1, 3)}
+    timing = {
+        "load_encode_s": round(t1 - t0, 3),
+        "encode_s": round(store.total("encode_s") - e0, 3),
+        "classify_s": round(t2 - t1, 3),
+        "classify_cpu_s": round(c2 - c1, 3),
+    }
     return res, timing, _counts(data)
 
 
@@ -502,7 +538,8 @@ def _check_score(name: str, res: dict[str, Any]) -> None:
     if v is None:
         raise EncoderOutputError(
             f"task {name}: the score is undefined (NaN): the embeddings do not vary enough to be ranked "
-            "(e.g. every sentence gets the same vector)")
+            "(e.g. every sentence gets the same vector)"
+        )
 
 
 def _headline(name: str, res: dict[str, Any]) -> str:

@@ -160,9 +160,11 @@ def add_task(spec: TaskSpec) -> TaskSpec:
     """Register a task: its name and aliases, and its group's list (`--tasks all` and the group's name
     then include it). Its kind must be one of `KINDS` (each has a runner in evaluation/runner.py)."""
     if spec.kind not in KINDS:
-        raise ValueError(f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(sorted(KINDS))}; a new "
-                         "kind needs its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass "
-                         "decorated with @register_kind")
+        raise ValueError(
+            f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(sorted(KINDS))}; a new "
+            "kind needs its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass "
+            "decorated with @register_kind"
+        )
     if spec.group not in (*_GROUPS, "user"):
         raise ValueError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
     TASKS.add(spec.name, spec)
@@ -203,8 +205,11 @@ def cohort(name: str) -> list[str]:
     `cohort_rank` places it elsewhere."""
     if name not in COHORTS:
         raise ValueError(f"unknown cohort {name!r}: one of {', '.join(COHORTS)}")
-    members = [(dict(s.cohort_rank).get(name, float(i)), s.name)
-               for i, s in enumerate(TASKS.get(n) for n in ALL_TASKS) if name in task_cohorts(s)]
+    members = [
+        (dict(s.cohort_rank).get(name, float(i)), s.name)
+        for i, s in enumerate(TASKS.get(n) for n in ALL_TASKS)
+        if name in task_cohorts(s)
+    ]
     return [n for _, n in sorted(members)]
 
 
@@ -282,7 +287,7 @@ def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
     try:
         return raw.decode(encoding).splitlines()
     except UnicodeDecodeError as e:
-        raise TaskDataError(f"{path}: not {encoding} text (byte {e.start}: {raw[e.start:e.start + 1]!r})") from None
+        raise TaskDataError(f"{path}: not {encoding} text (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
 
 
 def _parse(path: Path, lines: list[str], parse: Callable[[str], Any], first: int = 0) -> list[Any]:
@@ -296,8 +301,11 @@ def _parse(path: Path, lines: list[str], parse: Callable[[str], Any], first: int
         try:
             out.append(parse(line))
         except (ValueError, IndexError, KeyError) as e:
-            why = f"unknown label {e}" if isinstance(e, KeyError) else (
-                "too few columns" if isinstance(e, IndexError) else str(e))
+            why = (
+                f"unknown label {e}"
+                if isinstance(e, KeyError)
+                else ("too few columns" if isinstance(e, IndexError) else str(e))
+            )
             raise TaskDataError(f"{path}, line {i + 1}: {why}: {line[:80]!r}") from None
     return out
 
@@ -350,6 +358,7 @@ def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     """TREC: `COARSE:fine question` lines, ISO-8859-1."""
     paths = spec.paths(data_dir)
     require_files(spec.name, paths, data_dir)
+
     def parse(line: str) -> tuple[list[str], int, str]:
         target, sample = line.strip().split(":", 1)
         if target not in TREC_LABELS:
@@ -364,9 +373,11 @@ def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 PairRows = tuple[list[list[str]], list[list[str]], list[Any]]
 
 
-def _read_pairs(p: Path, ca: int, cb: int, cy: int, label: Callable[[str], Any], *, header: bool,
-                encoding: str = "utf-8") -> PairRows:
+def _read_pairs(
+    p: Path, ca: int, cb: int, cy: int, label: Callable[[str], Any], *, header: bool, encoding: str = "utf-8"
+) -> PairRows:
     """Tab-separated pair rows: tokens of columns `ca`, `cb` and `label(column cy)`."""
+
     def parse(line: str) -> tuple[list[str], list[str], Any]:
         t = line.strip().split("\t")
         return t[ca].split(), t[cb].split(), label(t[cy])
@@ -416,8 +427,10 @@ def load_columns(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
         raise ValueError(f"task {spec.name}: load_columns needs the spec's columns")
     paths = spec.paths(data_dir)
     require_files(spec.name, paths, data_dir)
-    splits = {key: (_single_split(c, p) if c.b is None else _pair_split(spec, data_dir, c, p, raw))
-              for key, p in zip(c.keys, paths)}
+    splits = {
+        key: (_single_split(c, p) if c.b is None else _pair_split(spec, data_dir, c, p, raw))
+        for key, p in zip(c.keys, paths)
+    }
     return TaskData(spec.name, splits, nclasses=c.nclasses)
 
 
@@ -476,8 +489,11 @@ def load_snli(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
         if not (len(s1) == len(s2) == len(lab)):
             raise TaskDataError(f"{folder}: s1/s2/labels .{suffix} have different lengths")
         rows = sorted(zip(s2, s1, lab), key=lambda z: (len(z[0]), len(z[1]), z[2]))
-        splits[key] = Split(a=[_join(r[1]) for r in rows], b=[_join(r[0]) for r in rows],
-                            y=np.array([SNLI_LABELS[r[2]] for r in rows], dtype=np.int64))
+        splits[key] = Split(
+            a=[_join(r[1]) for r in rows],
+            b=[_join(r[0]) for r in rows],
+            y=np.array([SNLI_LABELS[r[2]] for r in rows], dtype=np.int64),
+        )
     return TaskData(spec.name, splits, nclasses=3)
 
 
@@ -543,63 +559,213 @@ for _name, _folder, _files, _cit, _desc in (
     ("SUBJ", "SUBJ", ("subj.objective", "subj.subjective"), "Pang & Lee (2004), ACL", "subjectivity (objective=1)"),
     ("MPQA", "MPQA", ("mpqa.pos", "mpqa.neg"), "Wiebe et al. (2005), LRE", "opinion polarity"),
 ):
-    add_task(TaskSpec(_name, "cv", "acc", _folder, _files, "k-fold CV with inner k-fold for L2",
-                      _cit, "research use; no explicit licence", load_binary, description=_desc))
+    add_task(
+        TaskSpec(
+            _name,
+            "cv",
+            "acc",
+            _folder,
+            _files,
+            "k-fold CV with inner k-fold for L2",
+            _cit,
+            "research use; no explicit licence",
+            load_binary,
+            description=_desc,
+        )
+    )
 
-add_task(TaskSpec("SST2", "split", "acc", "SST2", ("sentiment-train", "sentiment-dev", "sentiment-test"),
-                  "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
-                  load_columns, aliases=("SST-2", "SSTBinary"), description="binary sentiment",
-                  columns=Columns(a=0, y=1, nclasses=2)))
-add_task(TaskSpec("SST5", "split", "acc", "SST5", ("sentiment-train", "sentiment-dev", "sentiment-test"),
-                  "train / dev / test", "Socher et al. (2013), EMNLP", "research use",
-                  load_columns, aliases=("SST-5", "SSTFine"), description="fine-grained sentiment, 5 classes",
-                  columns=Columns(a=1, y=0, nclasses=5, sep=" ", maxsplit=1)))
-add_task(TaskSpec("TREC", "kfold", "acc", "TREC", ("train_5500.label", "TREC_10.label"),
-                  "train (k-fold for L2) / test", "Li & Roth (2002), COLING",
-                  "research use; no explicit licence", load_trec, description="question type, 6 classes",
-                  cohort_rank=(("supervised", 3.5),)))  # the reports list it after MPQA
-add_task(TaskSpec("MRPC", "kfold", "acc", "MRPC", ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
-                  "train (k-fold for L2) / test", "Dolan et al. (2004), COLING",
-                  "Microsoft Research licence", load_columns, pair=True, description="paraphrase, acc and F1",
-                  f1=True, columns=Columns(a=3, b=4, y=0, nclasses=2, keys=("train", "test"), header=True,
-                                           encoding="utf-8-sig")))
-add_task(TaskSpec("SICKE", "split", "acc", "SICK", ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
-                  "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
-                  load_columns, aliases=("SICK-E", "SICKEntailment"), pair=True, description="entailment, 3 classes",
-                  columns=Columns(a=1, b=2, y=4, nclasses=3, header=True, labels=SICK_LABELS)))
-add_task(TaskSpec("SICKR", "relatedness", "spearman", "SICK",
-                  ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
-                  "train / trial(dev) / test", "Marelli et al. (2014), SemEval", "CC BY-NC-SA 3.0",
-                  load_columns, aliases=("SICK-R", "SICKRelatedness"), pair=True, description="relatedness 1-5",
-                  cohort_rank=(("unsupervised_sts", 19),),  # the reports list SICKR-cos last
-                  columns=Columns(a=1, b=2, y=3, nclasses=5, header=True, score=True)))
-add_task(TaskSpec("STSB", "relatedness", "spearman", "STSB", ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
-                  "train / dev / test", "Cer et al. (2017), SemEval", "CC BY-SA 4.0 (scores)",
-                  load_columns, aliases=("STS-B", "STSBenchmark"), pair=True, description="similarity 0-5",
-                  cohort_rank=(("unsupervised_sts", 18),),  # after STS12-16
-                  columns=Columns(a=5, b=6, y=4, nclasses=5, score=True)))
-add_task(TaskSpec("SNLI", "split", "acc", "SNLI",
-                  ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev",
-                   "s1.test", "s2.test", "labels.test"),
-                  "train / dev / test", "Bowman et al. (2015), EMNLP", "CC BY-SA 4.0",
-                  load_snli, pair=True, description="entailment, features [u, v, u*v, |u-v|]",
-                  cohorts=("downstream", "supervised"), features="snli", noreg=True))
-add_task(TaskSpec("COCO", "ranking", "mean_recall", "COCO", ("train.pkl", "valid.pkl", "test.pkl"),
-                  "train / valid / test (5 x 1k-image test folds)", "Lin et al. (2014), ECCV",
-                  "CC BY 4.0 (annotations)", load_coco, aliases=("ImageCaptionRetrieval",),
-                  description="image-caption retrieval, recall@1/5/10 and median rank"))
-for _name, _cit in (("STS12", "Agirre et al. (2012)"), ("STS13", "Agirre et al. (2013)"),
-                    ("STS14", "Agirre et al. (2014)"), ("STS15", "Agirre et al. (2015)"),
-                    ("STS16", "Agirre et al. (2016)")):
+add_task(
+    TaskSpec(
+        "SST2",
+        "split",
+        "acc",
+        "SST2",
+        ("sentiment-train", "sentiment-dev", "sentiment-test"),
+        "train / dev / test",
+        "Socher et al. (2013), EMNLP",
+        "research use",
+        load_columns,
+        aliases=("SST-2", "SSTBinary"),
+        description="binary sentiment",
+        columns=Columns(a=0, y=1, nclasses=2),
+    )
+)
+add_task(
+    TaskSpec(
+        "SST5",
+        "split",
+        "acc",
+        "SST5",
+        ("sentiment-train", "sentiment-dev", "sentiment-test"),
+        "train / dev / test",
+        "Socher et al. (2013), EMNLP",
+        "research use",
+        load_columns,
+        aliases=("SST-5", "SSTFine"),
+        description="fine-grained sentiment, 5 classes",
+        columns=Columns(a=1, y=0, nclasses=5, sep=" ", maxsplit=1),
+    )
+)
+add_task(
+    TaskSpec(
+        "TREC",
+        "kfold",
+        "acc",
+        "TREC",
+        ("train_5500.label", "TREC_10.label"),
+        "train (k-fold for L2) / test",
+        "Li & Roth (2002), COLING",
+        "research use; no explicit licence",
+        load_trec,
+        description="question type, 6 classes",
+        cohort_rank=(("supervised", 3.5),),
+    )
+)  # the reports list it after MPQA
+add_task(
+    TaskSpec(
+        "MRPC",
+        "kfold",
+        "acc",
+        "MRPC",
+        ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
+        "train (k-fold for L2) / test",
+        "Dolan et al. (2004), COLING",
+        "Microsoft Research licence",
+        load_columns,
+        pair=True,
+        description="paraphrase, acc and F1",
+        f1=True,
+        columns=Columns(a=3, b=4, y=0, nclasses=2, keys=("train", "test"), header=True, encoding="utf-8-sig"),
+    )
+)
+add_task(
+    TaskSpec(
+        "SICKE",
+        "split",
+        "acc",
+        "SICK",
+        ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+        "train / trial(dev) / test",
+        "Marelli et al. (2014), SemEval",
+        "CC BY-NC-SA 3.0",
+        load_columns,
+        aliases=("SICK-E", "SICKEntailment"),
+        pair=True,
+        description="entailment, 3 classes",
+        columns=Columns(a=1, b=2, y=4, nclasses=3, header=True, labels=SICK_LABELS),
+    )
+)
+add_task(
+    TaskSpec(
+        "SICKR",
+        "relatedness",
+        "spearman",
+        "SICK",
+        ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+        "train / trial(dev) / test",
+        "Marelli et al. (2014), SemEval",
+        "CC BY-NC-SA 3.0",
+        load_columns,
+        aliases=("SICK-R", "SICKRelatedness"),
+        pair=True,
+        description="relatedness 1-5",
+        cohort_rank=(("unsupervised_sts", 19),),  # the reports list SICKR-cos last
+        columns=Columns(a=1, b=2, y=3, nclasses=5, header=True, score=True),
+    )
+)
+add_task(
+    TaskSpec(
+        "STSB",
+        "relatedness",
+        "spearman",
+        "STSB",
+        ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
+        "train / dev / test",
+        "Cer et al. (2017), SemEval",
+        "CC BY-SA 4.0 (scores)",
+        load_columns,
+        aliases=("STS-B", "STSBenchmark"),
+        pair=True,
+        description="similarity 0-5",
+        cohort_rank=(("unsupervised_sts", 18),),  # after STS12-16
+        columns=Columns(a=5, b=6, y=4, nclasses=5, score=True),
+    )
+)
+add_task(
+    TaskSpec(
+        "SNLI",
+        "split",
+        "acc",
+        "SNLI",
+        ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev", "s1.test", "s2.test", "labels.test"),
+        "train / dev / test",
+        "Bowman et al. (2015), EMNLP",
+        "CC BY-SA 4.0",
+        load_snli,
+        pair=True,
+        description="entailment, features [u, v, u*v, |u-v|]",
+        cohorts=("downstream", "supervised"),
+        features="snli",
+        noreg=True,
+    )
+)
+add_task(
+    TaskSpec(
+        "COCO",
+        "ranking",
+        "mean_recall",
+        "COCO",
+        ("train.pkl", "valid.pkl", "test.pkl"),
+        "train / valid / test (5 x 1k-image test folds)",
+        "Lin et al. (2014), ECCV",
+        "CC BY 4.0 (annotations)",
+        load_coco,
+        aliases=("ImageCaptionRetrieval",),
+        description="image-caption retrieval, recall@1/5/10 and median rank",
+    )
+)
+for _name, _cit in (
+    ("STS12", "Agirre et al. (2012)"),
+    ("STS13", "Agirre et al. (2013)"),
+    ("STS14", "Agirre et al. (2014)"),
+    ("STS15", "Agirre et al. (2015)"),
+    ("STS16", "Agirre et al. (2016)"),
+):
     _sts_files = tuple(f"STS.{kind}.{s}.txt" for s in STS_SUBSETS[_name] for kind in ("input", "gs"))
-    add_task(TaskSpec(_name, "sts", "spearman", _name, _sts_files, "test only (unsupervised cosine)",
-                      f"{_cit}, SemEval", "per-source terms", load_sts, pair=True,
-                      description="cosine similarity per subset"))
+    add_task(
+        TaskSpec(
+            _name,
+            "sts",
+            "spearman",
+            _name,
+            _sts_files,
+            "test only (unsupervised cosine)",
+            f"{_cit}, SemEval",
+            "per-source terms",
+            load_sts,
+            pair=True,
+            description="cosine similarity per subset",
+        )
+    )
 
 for _name, _file in PROBING_FILES.items():
-    add_task(TaskSpec(_name, "split", "acc", "PROBING", (_file,), "tr / va / te",
-                      _CIT_PROBING, "BSD (SentEval)", load_probing, group="probing", aliases=(PROBING_ALIASES[_name],),
-                      description="probing task", nhid=0 if _name == "WC" else None))  # SentEval forces LR for WordContent
+    add_task(
+        TaskSpec(
+            _name,
+            "split",
+            "acc",
+            "PROBING",
+            (_file,),
+            "tr / va / te",
+            _CIT_PROBING,
+            "BSD (SentEval)",
+            load_probing,
+            group="probing",
+            aliases=(PROBING_ALIASES[_name],),
+            description="probing task",
+            nhid=0 if _name == "WC" else None,
+        )
+    )  # SentEval forces LR for WordContent
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:
@@ -611,15 +777,17 @@ def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = Fals
         data = spec.loader(ddir, spec, raw=raw and spec.pair)
         empty = [k for k, split in data.splits.items() if not any(t.strip() for t in split.a)]
         if empty:
-            raise TaskDataError(f"no sentence in the {', '.join(empty)} split(s) of "
-                                f"{', '.join(str(p) for p in spec.paths(ddir))}")
+            raise TaskDataError(
+                f"no sentence in the {', '.join(empty)} split(s) of {', '.join(str(p) for p in spec.paths(ddir))}"
+            )
         return data
     except (ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError) as e:
         why = str(e) if isinstance(e, TaskDataError) else f"malformed data ({type(e).__name__}: {e})"
         if spec.group == "user":
             raise TaskDataError(f"task {spec.name}: {why}") from None
-        raise TaskDataError(f"task {spec.name}: {why}. Fetch the files again with "
-                            f"`{download_hint(spec.name, ddir)} --force`") from None
+        raise TaskDataError(
+            f"task {spec.name}: {why}. Fetch the files again with `{download_hint(spec.name, ddir)} --force`"
+        ) from None
 
 
 def available_tasks(data_dir: str | Path | None = None) -> list[str]:

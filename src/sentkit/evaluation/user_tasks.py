@@ -39,10 +39,22 @@ from sentkit.evaluation.tasks import TASKS, Split, TaskData, TaskSpec, _norm
 
 TYPES = ("classification", "pair-classification", "sts", "retrieval")
 ROW_SUFFIXES = (".tsv", ".csv", ".jsonl")
-COLUMNS = {"classification": ("text", "label"), "pair-classification": ("text1", "text2", "label"),
-           "sts": ("text1", "text2", "score")}
-ALIASES = {"sentence": "text", "sentence1": "text1", "sentence2": "text2", "text_a": "text1", "text_b": "text2",
-           "sentence_a": "text1", "sentence_b": "text2", "gold": "score", "similarity": "score"}
+COLUMNS = {
+    "classification": ("text", "label"),
+    "pair-classification": ("text1", "text2", "label"),
+    "sts": ("text1", "text2", "score"),
+}
+ALIASES = {
+    "sentence": "text",
+    "sentence1": "text1",
+    "sentence2": "text2",
+    "text_a": "text1",
+    "text_b": "text2",
+    "sentence_a": "text1",
+    "sentence_b": "text2",
+    "gold": "score",
+    "similarity": "score",
+}
 SPLIT_KEYS = ("data", "train", "dev", "test")
 
 
@@ -92,7 +104,9 @@ def _json_lines(path: Path, fix: str) -> list[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise _fail(f"{path}, line {i}", f"not valid JSON ({e.msg})", f"write one JSON object per line ({fix})") from None
+            raise _fail(
+                f"{path}, line {i}", f"not valid JSON ({e.msg})", f"write one JSON object per line ({fix})"
+            ) from None
         if not isinstance(obj, dict):
             raise _fail(f"{path}, line {i}", "not a JSON object", f"write one JSON object per line ({fix})")
         out.append((i, obj))
@@ -118,9 +132,12 @@ def _not_a_header(cells: list[str], want: tuple[str, ...], where: str) -> None:
     (``sentence,category``), not data: a UserTaskError naming the expected columns."""
     named = [c.strip() for c in cells if ALIASES.get(c.strip().lower(), c.strip().lower()) in want]
     if named:
-        raise _fail(where, f"the first line is a header ({', '.join(c.strip() for c in cells)}) that does not name "
-                    f"every column: expected {', '.join(want)}",
-                    f"name the columns {_column_names(want)}, in any order, or remove the header line")
+        raise _fail(
+            where,
+            f"the first line is a header ({', '.join(c.strip() for c in cells)}) that does not name "
+            f"every column: expected {', '.join(want)}",
+            f"name the columns {_column_names(want)}, in any order, or remove the header line",
+        )
 
 
 def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
@@ -138,11 +155,18 @@ def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
             obj = {ALIASES.get(k.lower(), k.lower()): v for k, v in obj.items()}
             missing = [k for k in want if k not in obj]
             if missing:
-                raise _fail(where, f"no key {missing[0]!r} (keys: {sorted(obj)})", f"give every object the keys {', '.join(want)}")
+                raise _fail(
+                    where,
+                    f"no key {missing[0]!r} (keys: {sorted(obj)})",
+                    f"give every object the keys {', '.join(want)}",
+                )
             rows.append(tuple(_cell(obj[k], where, k) for k in want))
         return _checked(rows, path, kind, first=1)
-    reader = csv.reader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ",",
-                        quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL)
+    reader = csv.reader(
+        io.StringIO(text),
+        delimiter="\t" if suffix == ".tsv" else ",",
+        quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL,
+    )
     order: list[int] | None = None
     first_data = 1
     try:
@@ -159,9 +183,16 @@ def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
             idx = order or list(range(len(want)))
             if len(cells) <= max(idx):
                 sep = "tab" if suffix == ".tsv" else "comma"
-                raise _fail(f"{path}, line {i}", f"{len(cells)} column(s), {len(want)} expected ({', '.join(want)})",
-                            f"separate the columns with a {sep}" + (" (a text holding a tab cannot be written in .tsv: "
-                                                                     "use .csv or .jsonl)" if suffix == ".tsv" else ""))
+                raise _fail(
+                    f"{path}, line {i}",
+                    f"{len(cells)} column(s), {len(want)} expected ({', '.join(want)})",
+                    f"separate the columns with a {sep}"
+                    + (
+                        " (a text holding a tab cannot be written in .tsv: use .csv or .jsonl)"
+                        if suffix == ".tsv"
+                        else ""
+                    ),
+                )
             rows.append(tuple(cells[j].strip() for j in idx))
     except csv.Error as e:
         raise _fail(f"{path}, line {reader.line_num}", f"not readable as {suffix} ({e})", "check its quoting") from None
@@ -170,7 +201,11 @@ def read_rows(path: Path, kind: str) -> list[tuple[str, ...]]:
 
 def _cell(v: Any, where: str, key: str) -> str:
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-        raise _fail(where, f"{key!r} is {type(v).__name__}", f"give {key!r} as a string" + (" or a number" if key in ("label", "score") else ""))
+        raise _fail(
+            where,
+            f"{key!r} is {type(v).__name__}",
+            f"give {key!r} as a string" + (" or a number" if key in ("label", "score") else ""),
+        )
     return str(v).strip()
 
 
@@ -187,7 +222,9 @@ def _checked(rows: list[tuple[str, ...]], path: Path, kind: str, first: int) -> 
             try:
                 score = float(row[2])
             except ValueError:
-                raise _fail(where, f"score {row[2]!r} is not a number", "write the gold score as a number (e.g. 3.8)") from None
+                raise _fail(
+                    where, f"score {row[2]!r} is not a number", "write the gold score as a number (e.g. 3.8)"
+                ) from None
             if not np.isfinite(score):
                 raise _fail(where, f"score {row[2]!r} is not finite", "write a finite number")
         elif not row[-1]:
@@ -221,7 +258,9 @@ def _classification(task: UserTask) -> TaskData:
     base = "data" if "data" in parts else "train"
     labels = sorted({r[-1] for r in parts[base]})
     if len(labels) < 2:
-        raise _fail(str(task.files[base]), f"one label only ({labels[0]!r})", "a classification task needs two labels or more")
+        raise _fail(
+            str(task.files[base]), f"one label only ({labels[0]!r})", "a classification task needs two labels or more"
+        )
     index = {lab: i for i, lab in enumerate(labels)}
     splits = {}
     for key, rows in parts.items():
@@ -229,8 +268,11 @@ def _classification(task: UserTask) -> TaskData:
         if unknown:
             n = next(i for i, r in enumerate(rows) if r[-1] in unknown)
             line = _data_lines(task.files[key])[n]
-            raise _fail(f"{task.files[key]}, line {line}", f"label {unknown[0]!r} is not in {task.files[base].name}",
-                        f"every {key} label must occur in the {base} file (labels there: {', '.join(labels[:10])})")
+            raise _fail(
+                f"{task.files[key]}, line {line}",
+                f"label {unknown[0]!r} is not in {task.files[base].name}",
+                f"every {key} label must occur in the {base} file (labels there: {', '.join(labels[:10])})",
+            )
         name = "all" if key == "data" else key
         y = np.array([index[r[-1]] for r in rows], dtype=np.int64)
         splits[name] = Split(a=[r[0] for r in rows], b=[r[1] for r in rows] if pair else None, y=y)
@@ -299,8 +341,11 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
         score = _relevance(cells[2].strip())
         if score is None:
             header = " (a header line must be query-id<TAB>corpus-id<TAB>score)" if not qrels else ""
-            raise _fail(f"{path}, line {i}", f"score {cells[2]!r} is not an integer",
-                        f"write the relevance as an integer (0, 1, 2 ...){header}")
+            raise _fail(
+                f"{path}, line {i}",
+                f"score {cells[2]!r} is not an integer",
+                f"write the relevance as an integer (0, 1, 2 ...){header}",
+            )
         qrels.setdefault(cells[0].strip(), {})[cells[1].strip()] = score
     if not qrels:
         raise _fail(str(path), "no judgements", "write query-id<TAB>corpus-id<TAB>score lines")
@@ -313,22 +358,37 @@ def _retrieval(task: UserTask) -> TaskData:
     qpath = folder / "qrels" / f"{task.split}.tsv"
     for p in (folder / "corpus.jsonl", folder / "queries.jsonl", qpath):
         if not p.is_file():
-            raise _fail(str(p), "missing", f"a retrieval task is a folder with corpus.jsonl, queries.jsonl and qrels/{task.split}.tsv (BEIR's layout)")
+            raise _fail(
+                str(p),
+                "missing",
+                f"a retrieval task is a folder with corpus.jsonl, queries.jsonl and qrels/{task.split}.tsv "
+                "(BEIR's layout)",
+            )
     doc_ids, docs = _read_jsonl_ids(folder / "corpus.jsonl", "document", title=True)
     q_ids, queries = _read_jsonl_ids(folder / "queries.jsonl", "query", title=False)
     qrels = read_qrels(qpath)
     known_q, known_d = set(q_ids), set(doc_ids)
     for qid, rels in qrels.items():
         if qid not in known_q:
-            raise _fail(str(qpath), f"query {qid!r} is not in queries.jsonl", "judge only queries that queries.jsonl holds")
+            raise _fail(
+                str(qpath), f"query {qid!r} is not in queries.jsonl", "judge only queries that queries.jsonl holds"
+            )
         bad = [d for d in rels if d not in known_d]
         if bad:
-            raise _fail(str(qpath), f"document {bad[0]!r} (query {qid!r}) is not in corpus.jsonl", "judge only documents that corpus.jsonl holds")
+            raise _fail(
+                str(qpath),
+                f"document {bad[0]!r} (query {qid!r}) is not in corpus.jsonl",
+                "judge only documents that corpus.jsonl holds",
+            )
     keep = [i for i, q in enumerate(q_ids) if q in qrels]  # BEIR evaluates the judged queries
-    return TaskData(task.name, {
-        "corpus": Split(a=docs, y=np.zeros(len(docs), np.int64)),
-        "queries": Split(a=[queries[i] for i in keep], y=np.zeros(len(keep), np.int64)),
-    }, extra={"doc_ids": doc_ids, "query_ids": [q_ids[i] for i in keep], "qrels": qrels})
+    return TaskData(
+        task.name,
+        {
+            "corpus": Split(a=docs, y=np.zeros(len(docs), np.int64)),
+            "queries": Split(a=[queries[i] for i in keep], y=np.zeros(len(keep), np.int64)),
+        },
+        extra={"doc_ids": doc_ids, "query_ids": [q_ids[i] for i in keep], "qrels": qrels},
+    )
 
 
 def kind_of(task: UserTask) -> str:
@@ -356,8 +416,11 @@ def _check(task: UserTask, where: str) -> UserTask:
     if task.type not in TYPES:
         from sentkit.registry import suggest
 
-        raise _fail(where, f"unknown task type {task.type!r}", f"use one of {', '.join(TYPES)}."
-                    + suggest(task.type, list(TYPES)))
+        raise _fail(
+            where,
+            f"unknown task type {task.type!r}",
+            f"use one of {', '.join(TYPES)}." + suggest(task.type, list(TYPES)),
+        )
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", task.name) or ":" in task.name:
         raise _fail(where, f"task name {task.name!r}", "use letters, digits, '_', '.' or '-'")
     if task.type == "retrieval":
@@ -369,8 +432,11 @@ def _check(task: UserTask, where: str) -> UserTask:
     if task.type != "sts":
         keys = set(task.files)
         if keys not in ({"data"}, {"train", "test"}, {"train", "dev", "test"}):
-            raise _fail(where, f"task {task.name} has files {sorted(keys)}",
-                        "give data = FILE (k-fold), train + test (k-fold on train), or train + dev + test")
+            raise _fail(
+                where,
+                f"task {task.name} has files {sorted(keys)}",
+                "give data = FILE (k-fold), train + test (k-fold on train), or train + dev + test",
+            )
     return task
 
 
@@ -383,8 +449,11 @@ def from_toml(path: str | Path) -> list[UserTask]:
     data = load_toml(p)
     unknown_top = [k for k in data if k != "task"]
     if unknown_top or not isinstance(data.get("task"), list):
-        raise _fail(str(p), f"unknown key {unknown_top[0]!r}" if unknown_top else "no [[task]] table",
-                    "declare each task as a [[task]] table with name, type and its files")
+        raise _fail(
+            str(p),
+            f"unknown key {unknown_top[0]!r}" if unknown_top else "no [[task]] table",
+            "declare each task as a [[task]] table with name, type and its files",
+        )
     out = []
     base = p.parent
     allowed = {"name", "type", "data", "train", "dev", "test", "files", "path", "split"}
@@ -394,15 +463,28 @@ def from_toml(path: str | Path) -> list[UserTask]:
         if extra:
             from sentkit.registry import suggest
 
-            raise _fail(where, f"unknown key {extra[0]!r}", f"keys: {', '.join(sorted(allowed))}."
-                        + suggest(extra[0], sorted(allowed)))
+            raise _fail(
+                where,
+                f"unknown key {extra[0]!r}",
+                f"keys: {', '.join(sorted(allowed))}." + suggest(extra[0], sorted(allowed)),
+            )
         if "name" not in t or "type" not in t:
             raise _fail(where, "no name or type", "give name = ... and type = " + " | ".join(TYPES))
         files = {k: base / t[k] for k in SPLIT_KEYS if k in t}
         if "files" in t:
             files.update({Path(f).stem: base / f for f in t["files"]})
-        out.append(_check(UserTask(str(t["name"]), str(t["type"]), files,
-                                   base / t["path"] if "path" in t else None, str(t.get("split", "test"))), where))
+        out.append(
+            _check(
+                UserTask(
+                    str(t["name"]),
+                    str(t["type"]),
+                    files,
+                    base / t["path"] if "path" in t else None,
+                    str(t.get("split", "test")),
+                ),
+                where,
+            )
+        )
     return out
 
 
@@ -412,7 +494,11 @@ def from_cli(spec: str) -> UserTask:
     where = f"--user-task {spec}"
     m = re.fullmatch(r"([a-z-]+):([^=]+)=(.+)", spec.strip())
     if m is None:
-        raise _fail(where, "not TYPE:NAME=PATH", f"write e.g. --user-task classification:tickets=data/tickets/ (types: {', '.join(TYPES)})")
+        raise _fail(
+            where,
+            "not TYPE:NAME=PATH",
+            f"write e.g. --user-task classification:tickets=data/tickets/ (types: {', '.join(TYPES)})",
+        )
     kind, name, raw = m.groups()
     p = Path(raw)
     if kind == "retrieval":
@@ -447,9 +533,20 @@ def register(tasks: list[UserTask]) -> list[str]:
         data = load(t)  # every file read and checked here, before any encoding
         files = tuple(str(f) for f in ([t.path] if t.path is not None else t.files.values()))
         metric = {"retrieval": "ndcg_at_10", "sts": "spearman"}.get(t.type, "acc")
-        spec = TaskSpec(t.name, kind_of(t), metric, "", files,  # type: ignore[arg-type]
-                        t.type, "user task", "user data", _cached_loader(data), group="user",  # type: ignore[arg-type]
-                        pair=t.type in ("pair-classification", "sts"), description=t.type)
+        spec = TaskSpec(
+            t.name,
+            kind_of(t),
+            metric,
+            "",
+            files,  # type: ignore[arg-type]
+            t.type,
+            "user task",
+            "user data",
+            _cached_loader(data),
+            group="user",  # type: ignore[arg-type]
+            pair=t.type in ("pair-classification", "sts"),
+            description=t.type,
+        )
         TASKS.add(spec.name, spec, overwrite=True)
         T._ALIASES[_norm(spec.name)] = spec.name
         names.append(t.name)
@@ -461,5 +558,3 @@ def _cached_loader(data: TaskData) -> Any:
         return data
 
     return loader
-
-

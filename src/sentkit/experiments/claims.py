@@ -120,11 +120,16 @@ def judge(spec: ClaimSpec, summary: Summary, fixed: frozenset[str] = frozenset()
     verdict that rests on a trained cell of one seed carries that caveat (its noise is not measured).
     `fixed`: cells that train nothing (a given model evaluated as it is), whose one seed is no caveat."""
     v = _judge(spec, summary)
-    single = [c for c in spec.all_cells()
-              if c not in fixed and max((x[2] for x in summary.get(c, {}).values()), default=0) == 1]
+    single = [
+        c
+        for c in spec.all_cells()
+        if c not in fixed and max((x[2] for x in summary.get(c, {}).values()), default=0) == 1
+    ]
     if v.verdict in ("held", "did not hold") and single and spec.kind != "top":
-        v.caveat = (f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one seed: the seed-to-seed noise of "
-                    "that side is not measured, so read this verdict as indicative")
+        v.caveat = (
+            f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one seed: the seed-to-seed noise of "
+            "that side is not measured, so read this verdict as indicative"
+        )
         trained = [c for c in spec.all_cells() if c not in fixed and c in summary]
         v.seeds = "one seed" if set(trained) <= set(single) else "some cells one seed"
     return v
@@ -150,8 +155,12 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
             return Verdict("held", f"rises at every step, {total[0]:+.2f} from first to last", rows)
         if s < 0:
             return Verdict("did not hold", f"falls {total[0]:+.2f} from first to last", rows)
-        return Verdict("unclear", f"{total[0]:+.2f} from first to last ({'monotone' if mono else 'not monotone'}), "
-                       f"inside max(margin {spec.bar}, 2 s.e. {2 * total[1]:.2f})", rows)
+        return Verdict(
+            "unclear",
+            f"{total[0]:+.2f} from first to last ({'monotone' if mono else 'not monotone'}), "
+            f"inside max(margin {spec.bar}, 2 s.e. {2 * total[1]:.2f})",
+            rows,
+        )
     a = side(summary, spec.cells, spec.metric)
     baselines = [[c] for c in spec.baseline] if spec.each else [spec.baseline]
     bs = [side(summary, b, spec.metric) for b in baselines]
@@ -161,10 +170,15 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
     if spec.kind == "similar":
         worst = max(diffs, key=lambda x: abs(x[0]))
         if abs(worst[0]) <= spec.tolerance:
-            return Verdict("held", f"difference {worst[0]:+.2f} is within the tolerance of {spec.tolerance} points", rows)
+            return Verdict(
+                "held", f"difference {worst[0]:+.2f} is within the tolerance of {spec.tolerance} points", rows
+            )
         if abs(worst[0]) > spec.tolerance + 2 * worst[1]:
-            return Verdict("did not hold", f"difference {worst[0]:+.2f} exceeds the tolerance of {spec.tolerance} "
-                           f"points by more than 2 s.e.", rows)
+            return Verdict(
+                "did not hold",
+                f"difference {worst[0]:+.2f} exceeds the tolerance of {spec.tolerance} points by more than 2 s.e.",
+                rows,
+            )
         return Verdict("unclear", f"difference {worst[0]:+.2f} is near the tolerance given the seed noise", rows)
     signs = [_sign(d, se, spec.bar) for d, se in diffs]
     text = ", ".join(f"{d:+.2f} (2 s.e. {2 * se:.2f})" for d, se in diffs)
@@ -173,8 +187,9 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
     if any(s < 0 for s in signs):
         return Verdict("did not hold", f"difference {text}: the baseline is ahead beyond the noise", rows)
     if spec.margin is not None and any(d + 2 * se < spec.margin for d, se in diffs):
-        return Verdict("did not hold", f"difference {text}: below the bar of {spec.margin} points by more than "
-                       "2 s.e.", rows)
+        return Verdict(
+            "did not hold", f"difference {text}: below the bar of {spec.margin} points by more than 2 s.e.", rows
+        )
     return Verdict("unclear", f"difference {text} is inside max(margin {spec.bar}, 2 s.e.)", rows)
 
 
@@ -196,8 +211,9 @@ def _rows(spec: ClaimSpec, summary: Summary, metric: str) -> list[tuple[str, str
     return [row for row, _ in _rows_with_paper(spec, summary, metric, None)]
 
 
-def _rows_with_paper(spec: ClaimSpec, summary: Summary, metric: str,
-                     paper: Summary | None) -> list[tuple[tuple[str, str, str, str], str]]:
+def _rows_with_paper(
+    spec: ClaimSpec, summary: Summary, metric: str, paper: Summary | None
+) -> list[tuple[tuple[str, str, str, str], str]]:
     """Rows for one score, each with the paper's figures for the same cells ("" where unknown)."""
     known = paper is not None and all(metric in paper.get(c, {}) for c in spec.all_cells())
     pp: Summary = paper if paper is not None and known else {}
@@ -211,8 +227,10 @@ def _rows_with_paper(spec: ClaimSpec, summary: Summary, metric: str,
         row = (metric, " → ".join(f"{c} {v.label()}" if v else f"{c} —" for c, v in zip(spec.cells, vals)), "", "")
         return [(row, " → ".join(f"{pv([c]):.2f}" for c in spec.cells) if known else "")]
     if spec.kind == "top":  # the ranking, best first
-        ranked = sorted(((c, side(summary, [c], metric)) for c in spec.all_cells()),
-                        key=lambda cv: -cv[1].mean if cv[1] else float("inf"))
+        ranked = sorted(
+            ((c, side(summary, [c], metric)) for c in spec.all_cells()),
+            key=lambda cv: -cv[1].mean if cv[1] else float("inf"),
+        )
         row = (metric, ", ".join(f"{c} {v.mean:.2f}" if v else f"{c} —" for c, v in ranked), "", "")
         ptext = ", ".join(f"{c} {pv([c]):.2f}" for c in sorted(spec.all_cells(), key=lambda c: -pv([c])))
         return [(row, ptext if known else "")]
@@ -222,14 +240,20 @@ def _rows_with_paper(spec: ClaimSpec, summary: Summary, metric: str,
     for b in baselines:
         bs = side(summary, b, metric)
         d = "{:+.2f} ± {:.2f}".format(*_diff(a, bs)) if a and bs else "—"
-        row = (metric, f"{', '.join(spec.cells)}: {a.label() if a else '—'}", f"{', '.join(b)}: {bs.label() if bs else '—'}", d)
+        row = (
+            metric,
+            f"{', '.join(spec.cells)}: {a.label() if a else '—'}",
+            f"{', '.join(b)}: {bs.label() if bs else '—'}",
+            d,
+        )
         pa, pb = pv(spec.cells), pv(b)
         out.append((row, f"{pa:.2f} vs {pb:.2f} ({pa - pb:+.2f})" if known else ""))
     return out
 
 
-def judge_with_paper(spec: ClaimSpec, summary: Summary, paper: Summary,
-                     fixed: frozenset[str] = frozenset()) -> tuple[Verdict, Verdict | None]:
+def judge_with_paper(
+    spec: ClaimSpec, summary: Summary, paper: Summary, fixed: frozenset[str] = frozenset()
+) -> tuple[Verdict, Verdict | None]:
     """The verdict on the runs, its rows carrying the paper's figures, and the verdict the same rule
     gives on the paper's figures (None unless the paper has every cell's metric)."""
     v = judge(spec, summary, fixed)
@@ -238,8 +262,13 @@ def judge_with_paper(spec: ClaimSpec, summary: Summary, paper: Summary,
     return v, judge(spec, paper) if on_paper else None
 
 
-def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = None,
-           paper_label: str = "", fixed: frozenset[str] = frozenset()) -> list[str]:
+def render(
+    claims: list[ClaimSpec],
+    summary: Summary,
+    paper: Summary | None = None,
+    paper_label: str = "",
+    fixed: frozenset[str] = frozenset(),
+) -> list[str]:
     """Markdown lines: one section per claim, its verdict, the numbers and the note (a claim not run
     yet shows its table but not its note, which interprets numbers it does not have). With `paper`
     (the paper's figures as one-seed cells), rows show the paper's side too."""
@@ -247,12 +276,19 @@ def render(claims: list[ClaimSpec], summary: Summary, paper: Summary | None = No
     for spec in claims:
         v, pv = judge_with_paper(spec, summary, paper or {}, fixed)
         verdict = f"**{v.verdict}** ({v.seeds})" if v.caveat else f"**{v.verdict}**"
-        lines += [f"### {spec.paper}: {spec.claim} — {verdict}", "", f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}."
-                  + (f" Caveat: {v.caveat}." if v.caveat else ""), ""]
+        lines += [
+            f"### {spec.paper}: {spec.claim} — {verdict}",
+            "",
+            f"Rule: `{spec.kind}` on `{spec.metric}`; {v.reason}." + (f" Caveat: {v.caveat}." if v.caveat else ""),
+            "",
+        ]
         if pv is not None:
             where = f" ({paper_label})" if paper_label else ""
-            lines += [f"On the paper's own figures for the same models{where}, the same rule gives **{pv.verdict}**: "
-                      f"{pv.reason}.", ""]
+            lines += [
+                f"On the paper's own figures for the same models{where}, the same rule gives **{pv.verdict}**: "
+                f"{pv.reason}.",
+                "",
+            ]
         with_paper = any(v.paper)
         if v.rows:
             head = "| score | claim side | other side | difference ± s.e. |" + (" paper |" if with_paper else "")

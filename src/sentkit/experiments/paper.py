@@ -93,26 +93,54 @@ HILL_TABLE4: dict[str, tuple[float, ...]] = {
 # MRPC score), SICK is SICK-R by cosine.
 HILL_SUPERVISED = ("MRPC", "MR", "CR", "SUBJ", "MPQA", "TREC")
 HILL_UNSUPERVISED = HILL_TABLE4_KEYS
-HILL_LABELS = dict(zip((*HILL_SUPERVISED, *HILL_UNSUPERVISED),
-                       ("MSRP", "MR", "CR", "SUBJ", "MPQA", "TREC", *HILL_TABLE4_COLUMNS), strict=True))
+HILL_LABELS = dict(
+    zip(
+        (*HILL_SUPERVISED, *HILL_UNSUPERVISED),
+        ("MSRP", "MR", "CR", "SUBJ", "MPQA", "TREC", *HILL_TABLE4_COLUMNS),
+        strict=True,
+    )
+)
 HILL_ALPHA = {"supervised": 0.90, "unsupervised": 0.93, "all": 0.81}  # Table 6 heading; section 5 text
 # Table 6: alpha of the cohort with the task left out (consistency rank within the cohort in brackets)
 HILL_ALPHA_WITHOUT: dict[str, tuple[float, int]] = {
-    "MRPC": (0.94, 6), "MR": (0.85, 1), "CR": (0.86, 4), "SUBJ": (0.85, 1), "MPQA": (0.86, 3), "TREC": (0.89, 5),
-    "STS14:deft-news": (0.92, 4), "STS14:deft-forum": (0.92, 3), "STS14:OnWN": (0.92, 4),
-    "STS14:tweet-news": (0.93, 6), "STS14:images": (0.95, 8), "STS14:headlines": (0.92, 2),
-    "STS14:pooled": (0.91, 1), "SICKR-cos": (0.93, 7),
+    "MRPC": (0.94, 6),
+    "MR": (0.85, 1),
+    "CR": (0.86, 4),
+    "SUBJ": (0.85, 1),
+    "MPQA": (0.86, 3),
+    "TREC": (0.89, 5),
+    "STS14:deft-news": (0.92, 4),
+    "STS14:deft-forum": (0.92, 3),
+    "STS14:OnWN": (0.92, 4),
+    "STS14:tweet-news": (0.93, 6),
+    "STS14:images": (0.95, 8),
+    "STS14:headlines": (0.92, 2),
+    "STS14:pooled": (0.91, 1),
+    "SICKR-cos": (0.93, 7),
 }
 
 # ---------------------------------------------------------------- which paper row a cell runs
 _ROWS = {
-    "sae": "SAE", "sdae": "SDAE", "paragraph-vector-dbow": "ParagraphVec DBOW",
-    "paragraph-vector-dm": "ParagraphVec DM", "skipgram": "Skipgram", "cbow": "CBOW", "tfidf": "Unigram TFIDF",
-    "skipthought": "SkipThought", "fastsent": "FastSent", "fastsent-ae": "FastSent+AE",
-    "dictrep-bow": "DictRep BOW", "dictrep-rnn": "DictRep RNN", "captionrep": "CaptionRep RNN",
+    "sae": "SAE",
+    "sdae": "SDAE",
+    "paragraph-vector-dbow": "ParagraphVec DBOW",
+    "paragraph-vector-dm": "ParagraphVec DM",
+    "skipgram": "Skipgram",
+    "cbow": "CBOW",
+    "tfidf": "Unigram TFIDF",
+    "skipthought": "SkipThought",
+    "fastsent": "FastSent",
+    "fastsent-ae": "FastSent+AE",
+    "dictrep-bow": "DictRep BOW",
+    "dictrep-rnn": "DictRep RNN",
+    "captionrep": "CaptionRep RNN",
 }
-_EMBS_FLAG = {"sae": "pretrained_embeddings", "sdae": "pretrained_embeddings",
-              "dictrep-bow": "pretrained_inputs", "dictrep-rnn": "pretrained_inputs"}
+_EMBS_FLAG = {
+    "sae": "pretrained_embeddings",
+    "sdae": "pretrained_embeddings",
+    "dictrep-bow": "pretrained_inputs",
+    "dictrep-rnn": "pretrained_inputs",
+}
 
 
 def hill_row(method: str, settings: Mapping[str, Any] | None = None) -> str | None:

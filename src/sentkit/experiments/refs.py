@@ -30,8 +30,9 @@ class CellRef:
     def __post_init__(self) -> None:
         if not self.cell or "/" in self.cell:
             raise BadRefError(f"{self.cell!r} is not a cell name (non-empty, no '/')")
-        if self.sub is not None and (self.sub.is_absolute() or not self.sub.parts
-                                     or any(p in ("", ".", "..") for p in self.sub.parts)):
+        if self.sub is not None and (
+            self.sub.is_absolute() or not self.sub.parts or any(p in ("", ".", "..") for p in self.sub.parts)
+        ):
             raise BadRefError(f"{self.sub} is not a folder inside cell {self.cell!r}'s model")
 
     @classmethod
@@ -40,12 +41,14 @@ class CellRef:
         A string starting with "@" that is not ``@cell[/folder]`` raises :class:`BadRefError`."""
         if not (isinstance(value, str) and value.startswith(PREFIX)):
             return None
-        cell, _, sub = value[len(PREFIX):].partition("/")
+        cell, _, sub = value[len(PREFIX) :].partition("/")
         parts = sub.split("/") if sub else []
         if not cell or any(p in ("", ".", "..") for p in parts):
-            raise BadRefError(f"{value!r} is not a reference: write \"@cell\" (an earlier cell's model) or "
-                              "\"@cell/folder\" (a phase or snapshot inside it, e.g. \"@recipe/1-base\" or "
-                              "\"@run/snapshots/step-500\")")
+            raise BadRefError(
+                f'{value!r} is not a reference: write "@cell" (an earlier cell\'s model) or '
+                '"@cell/folder" (a phase or snapshot inside it, e.g. "@recipe/1-base" or '
+                '"@run/snapshots/step-500")'
+            )
         return cls(cell, PurePosixPath(sub) if sub else None)
 
     @property

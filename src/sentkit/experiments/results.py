@@ -51,26 +51,54 @@ class RunRecord:
     snapshot: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("name", "cell", "method", "group", "seed", "settings", "train_seconds", "train_seconds_across_resumes",
-             "cpu_seconds", "trained_earlier", "retrained_bases", "recipe", "snapshot")
+    _KEYS = (
+        "name",
+        "cell",
+        "method",
+        "group",
+        "seed",
+        "settings",
+        "train_seconds",
+        "train_seconds_across_resumes",
+        "cpu_seconds",
+        "trained_earlier",
+        "retrained_bases",
+        "recipe",
+        "snapshot",
+    )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
         if not isinstance(data, Mapping) or not isinstance(data.get("cell"), str):
             raise NotARunError("its 'experiment' record names no cell")
         cpu = data.get("cpu_seconds")
-        return cls(cell=data["cell"], seed=data.get("seed", 0), name=data.get("name", ""),
-                   method=data.get("method", ""), group=data.get("group", ""),
-                   settings=dict(data.get("settings") or {}), train_seconds=data.get("train_seconds", 0.0),
-                   across_resumes=bool(data.get("train_seconds_across_resumes", False)),
-                   cpu_seconds=CpuSeconds(cpu.get("train"), cpu.get("evaluate", 0.0)) if cpu else None,
-                   trained_earlier=bool(data.get("trained_earlier", False)),
-                   retrained_bases=list(data.get("retrained_bases") or []), recipe=data.get("recipe"),
-                   snapshot=data.get("snapshot"), extra={k: v for k, v in data.items() if k not in cls._KEYS})
+        return cls(
+            cell=data["cell"],
+            seed=data.get("seed", 0),
+            name=data.get("name", ""),
+            method=data.get("method", ""),
+            group=data.get("group", ""),
+            settings=dict(data.get("settings") or {}),
+            train_seconds=data.get("train_seconds", 0.0),
+            across_resumes=bool(data.get("train_seconds_across_resumes", False)),
+            cpu_seconds=CpuSeconds(cpu.get("train"), cpu.get("evaluate", 0.0)) if cpu else None,
+            trained_earlier=bool(data.get("trained_earlier", False)),
+            retrained_bases=list(data.get("retrained_bases") or []),
+            recipe=data.get("recipe"),
+            snapshot=data.get("snapshot"),
+            extra={k: v for k, v in data.items() if k not in cls._KEYS},
+        )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "cell": self.cell, "method": self.method, "group": self.group,
-                               "seed": self.seed, "settings": self.settings, "train_seconds": self.train_seconds}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "cell": self.cell,
+            "method": self.method,
+            "group": self.group,
+            "seed": self.seed,
+            "settings": self.settings,
+            "train_seconds": self.train_seconds,
+        }
         if self.across_resumes:
             out["train_seconds_across_resumes"] = True
         if self.cpu_seconds is not None:

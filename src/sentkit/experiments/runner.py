@@ -61,7 +61,7 @@ def plan(spec: ExperimentSpec) -> list[CellRun]:
 def _ref(ref: CellRef | str) -> CellRef:
     parsed = CellRef.parse(ref) if isinstance(ref, str) else ref
     if parsed is None:
-        raise ConfigError(f"{ref!r} is not a reference to a cell (\"@cell\" or \"@cell/folder\")")
+        raise ConfigError(f'{ref!r} is not a reference to a cell ("@cell" or "@cell/folder")')
     return parsed
 
 
@@ -86,8 +86,10 @@ def model_of(spec: ExperimentSpec, ref: CellRef | str, seed: int) -> Path:
     s, path = base.seed, base.folder / "model"
     if ref.sub is not None:  # a folder inside the run: a finished phase, or a snapshot saved while the run goes on
         if read_marker(path / ref.sub) is None:
-            raise ConfigError(f"{ref} (seed {s}): {path / ref.sub} is not a model folder (yet): run cell {ref.cell!r} "
-                              f"(its phase or step {ref.sub.as_posix()!r}) first")
+            raise ConfigError(
+                f"{ref} (seed {s}): {path / ref.sub} is not a model folder (yet): run cell {ref.cell!r} "
+                f"(its phase or step {ref.sub.as_posix()!r}) first"
+            )
         return path / ref.sub
     if read_marker(path) is None:
         raise ConfigError(f"{ref} (seed {s}) has no trained model yet at {path}: run cell {ref.cell!r} first")
@@ -165,8 +167,12 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
 
 def declared(run: CellRun) -> dict[str, Any]:
     """The (cell, seed, method, settings) a run folder must hold, as JSON writes them."""
-    return {"cell": run.cell.name, "seed": run.seed, "method": run.cell.method,
-            "settings": json.loads(json.dumps(run.cell.settings, default=str))}
+    return {
+        "cell": run.cell.name,
+        "seed": run.seed,
+        "method": run.cell.method,
+        "settings": json.loads(json.dumps(run.cell.settings, default=str)),
+    }
 
 
 def ran(res: dict[str, Any]) -> dict[str, Any]:
@@ -189,17 +195,22 @@ def check_same_cell(run: CellRun) -> None:
         try:
             recorded = ran(json.loads(run.results_path.read_text()))
         except (OSError, ValueError, AttributeError) as e:
-            raise ConfigError(f"{run.results_path}: not a results file ({e}); delete it to evaluate the cell "
-                              f"again") from e
+            raise ConfigError(
+                f"{run.results_path}: not a results file ({e}); delete it to evaluate the cell again"
+            ) from e
     want = declared(run)
     if recorded is None or recorded == want:
         return
     changed = [k for k in ("cell", "seed", "method") if recorded.get(k) != want[k]]
     old, new = recorded.get("settings") or {}, want["settings"]
-    changed += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    raise ConfigError(f"{run.folder} holds a run of cell {run.cell.name!r} seed {run.seed} with other settings "
-                      f"({'; '.join(changed)}); move that folder away (or delete it) to run the cell as the "
-                      f"experiment file declares it now")
+    changed += [
+        f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
+    ]
+    raise ConfigError(
+        f"{run.folder} holds a run of cell {run.cell.name!r} seed {run.seed} with other settings "
+        f"({'; '.join(changed)}); move that folder away (or delete it) to run the cell as the "
+        f"experiment file declares it now"
+    )
 
 
 def _claim_folder(run: CellRun) -> None:
@@ -218,17 +229,31 @@ def run_cell(run: CellRun, spec: ExperimentSpec, *, retrained: list[str] | None 
     encoder, train_s, earlier = _train(run, spec)
     cpu1 = time.process_time()
     fingerprint = cache_key(spec, run, encoder)
-    res = sentkit.evaluate(encoder, tasks=spec.tasks, preset=spec.preset, data_dir=spec.data_dir,
-                           fingerprint=fingerprint, model_name=run.cell.name, **spec.eval_settings)
+    res = sentkit.evaluate(
+        encoder,
+        tasks=spec.tasks,
+        preset=spec.preset,
+        data_dir=spec.data_dir,
+        fingerprint=fingerprint,
+        model_name=run.cell.name,
+        **spec.eval_settings,
+    )
     if mteb_tasks:
         res["mteb"] = _run_mteb(encoder, mteb_tasks, res, run, fingerprint)
     # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
     # (a model trained by an earlier process: its training CPU time is unknown, not this process's load time)
-    cpu = {"train": None if earlier else round(cpu1 - cpu0, 1),
-           "evaluate": round(time.process_time() - cpu1, 1)}
-    res["experiment"] = {"name": spec.name, "cell": run.cell.name, "method": run.cell.method, "group": run.cell.group,
-                         "seed": run.seed, "settings": run.cell.settings, "train_seconds": round(train_s, 1),
-                         "train_seconds_across_resumes": True, "cpu_seconds": cpu}
+    cpu = {"train": None if earlier else round(cpu1 - cpu0, 1), "evaluate": round(time.process_time() - cpu1, 1)}
+    res["experiment"] = {
+        "name": spec.name,
+        "cell": run.cell.name,
+        "method": run.cell.method,
+        "group": run.cell.group,
+        "seed": run.seed,
+        "settings": run.cell.settings,
+        "train_seconds": round(train_s, 1),
+        "train_seconds_across_resumes": True,
+        "cpu_seconds": cpu,
+    }
     if earlier:
         res["experiment"][TRAINED_EARLIER] = True
     if retrained:  # bases whose folders were gone (a fresh clone): trained again for this cell
@@ -277,9 +302,17 @@ def _run_mteb(encoder: Any, tasks: list[Any], res: dict[str, Any], run: CellRun,
     from sentkit.evaluation import mteb_adapter
 
     cfg = res["config"]
-    return mteb_adapter.run(encoder, tasks, output_dir=run.folder / mteb_adapter.RESULTS_FOLDER,
-                            model_name=run.cell.name, fingerprint=fingerprint, batch_size=cfg["encode_batch_size"],
-                            cache_dir=cfg["cache_dir"], use_cache=cfg["use_cache"], results_root=run.folder)
+    return mteb_adapter.run(
+        encoder,
+        tasks,
+        output_dir=run.folder / mteb_adapter.RESULTS_FOLDER,
+        model_name=run.cell.name,
+        fingerprint=fingerprint,
+        batch_size=cfg["encode_batch_size"],
+        cache_dir=cfg["cache_dir"],
+        use_cache=cfg["use_cache"],
+        results_root=run.folder,
+    )
 
 
 def _dump(res: dict[str, Any]) -> str:
@@ -327,9 +360,11 @@ def stale(run: CellRun, res: dict[str, Any]) -> str:
     got, want = ran(res), declared(run)
     if got == want:
         return ""
-    return (f"ran cell {got['cell']!r} seed {got['seed']!r} method {got['method']!r} settings {got['settings']!r}; "
-            f"the file declares {run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings "
-            f"{want['settings']!r}")
+    return (
+        f"ran cell {got['cell']!r} seed {got['seed']!r} method {got['method']!r} settings {got['settings']!r}; "
+        f"the file declares {run.cell.name!r} seed {run.seed} method {run.cell.method!r} settings "
+        f"{want['settings']!r}"
+    )
 
 
 def published_run(run: CellRun, spec: ExperimentSpec) -> bool:
@@ -354,23 +389,28 @@ def retrain_missing_bases(spec: ExperimentSpec, run: CellRun) -> list[str]:
     neither a model folder nor committed results is left to model_of's error (run that cell first)."""
     done: list[str] = []
     for base in base_runs(spec, run):
-        if (not base.cell.kind.trains or read_marker(base.folder / "model") is not None
-                or not published_run(base, spec)):
+        if not base.cell.kind.trains or read_marker(base.folder / "model") is not None or not published_run(base, spec):
             continue
         done += retrain_missing_bases(spec, base)
         check_same_cell(base)
-        log.info("%s: training %s/seed-%d again (its model folder is gone; its committed results stand)",
-                 run.cell.name, base.cell.name, base.seed)
+        log.info(
+            "%s: training %s/seed-%d again (its model folder is gone; its committed results stand)",
+            run.cell.name,
+            base.cell.name,
+            base.seed,
+        )
         _claim_folder(base)
         _train(base, spec)
         done.append(f"{base.cell.name}/seed-{base.seed}")
     return done
 
 
-def run_experiment(spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None,
-                   keep_going: bool = True) -> dict[str, str]:
+def run_experiment(
+    spec: ExperimentSpec, *, only: list[str] | None = None, seeds: list[int] | None = None, keep_going: bool = True
+) -> dict[str, str]:
     """Run every unfinished (cell, seed), optionally only some cells or seeds (to share a grid between
-    processes or machines); returns {cell/seed: "done" | "skipped (finished)" | "skipped (published)" | "failed: ..."}."""
+    processes or machines); returns
+    {cell/seed: "done" | "skipped (finished)" | "skipped (published)" | "failed: ..."}."""
     status: dict[str, str] = {}
     runs = [r for r in plan(spec) if (not only or r.cell.name in only) and (seeds is None or r.seed in seeds)]
     for i, run in enumerate(runs, 1):

@@ -114,17 +114,23 @@ def allowed_hosts(host: str, allow: Sequence[str] = ()) -> list[str]:
     if is_loopback(host):
         names.append(host.lower())
     elif not allow:
-        raise ConfigError(f"--host {host or '*'} listens beyond this machine: give the names browsers will use to "
-                          "reach it with --allow-host NAME (repeatable, e.g. --allow-host box.lan --allow-host "
-                          "192.168.1.5); requests naming any other host are refused")
+        raise ConfigError(
+            f"--host {host or '*'} listens beyond this machine: give the names browsers will use to "
+            "reach it with --allow-host NAME (repeatable, e.g. --allow-host box.lan --allow-host "
+            "192.168.1.5); requests naming any other host are refused"
+        )
     for name in allow:
         n = name.strip().lower()
         if n in ("*", ""):
-            raise ConfigError(f"--allow-host {name!r}: give a host name or address; answering every Host header "
-                              "would let web pages reach the server through DNS rebinding")
+            raise ConfigError(
+                f"--allow-host {name!r}: give a host name or address; answering every Host header "
+                "would let web pages reach the server through DNS rebinding"
+            )
         if not HOST_NAME.match(n):
-            raise ConfigError(f"--allow-host {name!r}: give a host name or address as browsers send it (box.lan, "
-                              "192.168.1.5, *.example.lan), without scheme, port or path")
+            raise ConfigError(
+                f"--allow-host {name!r}: give a host name or address as browsers send it (box.lan, "
+                "192.168.1.5, *.example.lan), without scheme, port or path"
+            )
         names.append(n)
     return sorted(set(names))
 
@@ -150,8 +156,10 @@ def cookie_name(port: int | None) -> str:
 
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-NO_TOKEN_PAGE = ("<!doctype html><title>sentkit explore</title><p>This page needs the token of the server: open "
-                 "the URL <code>sentkit explore</code> printed when it started (it ends in <code>?token=...</code>).")
+NO_TOKEN_PAGE = (
+    "<!doctype html><title>sentkit explore</title><p>This page needs the token of the server: open "
+    "the URL <code>sentkit explore</code> printed when it started (it ends in <code>?token=...</code>)."
+)
 
 
 def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") -> str | None:
@@ -194,8 +202,12 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
                 log.warning("refused %s /: no token or a wrong one", request.method)
                 return HTMLResponse(NO_TOKEN_PAGE, status_code=401)
         elif not path.startswith(OPEN) and not token_matches(request.headers.get(TOKEN_HEADER), token):
-            return refuse(request, 401, f"no token or a wrong one: send the token of the URL `sentkit explore` "
-                                        f"printed in the {TOKEN_HEADER} header")
+            return refuse(
+                request,
+                401,
+                f"no token or a wrong one: send the token of the URL `sentkit explore` "
+                f"printed in the {TOKEN_HEADER} header",
+            )
         return await call_next(request)
 
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))  # outermost: the Host check is first
@@ -203,13 +215,15 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = [f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg', '')}"
-                 for e in exc.errors()]
+        parts = [
+            f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg', '')}" for e in exc.errors()
+        ]
         return JSONResponse({"error": "bad request: " + "; ".join(parts)}, status_code=400)
 
     page = (STATIC / "index.html").read_text(encoding="utf-8")
-    page = page.replace('<meta name="sentkit-token" content="">',
-                        f'<meta name="sentkit-token" content="{html.escape(token)}">')
+    page = page.replace(
+        '<meta name="sentkit-token" content="">', f'<meta name="sentkit-token" content="{html.escape(token)}">'
+    )
 
     @app.get("/")
     def index(request: Request) -> HTMLResponse:
@@ -219,8 +233,7 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
 
     @app.get("/api/state")
     def state() -> JSONResponse:
-        return answer(lambda: {**explorer.status(), "span_models": explorer.span_models(),
-                               "sources": explorer.results})
+        return answer(lambda: {**explorer.status(), "span_models": explorer.span_models(), "sources": explorer.results})
 
     @app.post("/api/models")
     def add_model(body: ModelBody) -> JSONResponse:
@@ -240,11 +253,16 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
 
     @app.post("/api/spans")
     def spans(body: SpansBody) -> JSONResponse:
-        settings = body.model_dump(include={"num_anchors", "num_positives", "min_span_len", "max_span_len",
-                                            "strategy"})
-        return answer(lambda: explorer.spans(tokenizer=body.tokenizer or explorer.span_models()[0],
-                                             document=body.document, text=body.text, seed=body.seed,
-                                             settings=settings))
+        settings = body.model_dump(include={"num_anchors", "num_positives", "min_span_len", "max_span_len", "strategy"})
+        return answer(
+            lambda: explorer.spans(
+                tokenizer=body.tokenizer or explorer.span_models()[0],
+                document=body.document,
+                text=body.text,
+                seed=body.seed,
+                settings=settings,
+            )
+        )
 
     @app.post("/api/results")
     def open_results(body: PathBody) -> JSONResponse:

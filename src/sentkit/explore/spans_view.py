@@ -54,9 +54,13 @@ def tokenize_text(text: str, tokenizer: Any) -> Tokenized:
 def settings_from(values: dict[str, Any]) -> SpanSettings:
     """SpanSettings from the page's fields; a bad value is a SpanViewError in words."""
     try:
-        return SpanSettings(int(values.get("num_anchors", 2)), int(values.get("num_positives", 2)),
-                            int(values.get("min_span_len", 32)), int(values.get("max_span_len", 512)),
-                            values.get("strategy", "default"))
+        return SpanSettings(
+            int(values.get("num_anchors", 2)),
+            int(values.get("num_positives", 2)),
+            int(values.get("min_span_len", 32)),
+            int(values.get("max_span_len", 512)),
+            values.get("strategy", "default"),
+        )
     except (TypeError, ValueError) as e:
         raise SpanViewError(f"span settings: {e}") from None
 
@@ -69,8 +73,10 @@ def _too_short(n: int, cfg: SpanSettings) -> str:
         fix = f"set both span lengths to {fit} tokens or less, or pick a longer document"
     else:
         fix = f"set the maximum span length to {fit} tokens or less"
-    return (f"this document has {n:,} tokens; {cfg.num_anchors} anchors of up to {cfg.max_span_len} tokens need "
-            f"{cfg.min_doc_tokens:,} (num_anchors × max_span_len × 2, the paper's rule): {fix}")
+    return (
+        f"this document has {n:,} tokens; {cfg.num_anchors} anchors of up to {cfg.max_span_len} tokens need "
+        f"{cfg.min_doc_tokens:,} (num_anchors × max_span_len × 2, the paper's rule): {fix}"
+    )
 
 
 def _segments(doc: Tokenized, region: Span, anchor: Span, positives: list[Span]) -> list[dict[str, Any]]:
@@ -88,8 +94,14 @@ def _segments(doc: Tokenized, region: Span, anchor: Span, positives: list[Span])
 
 
 def _span(doc: Tokenized, s: Span, **extra: Any) -> dict[str, Any]:
-    return {"start": s.start, "end": s.end, "tokens": len(s), "chars": list(doc.chars(s)),
-            "text": doc.piece(s), **extra}
+    return {
+        "start": s.start,
+        "end": s.end,
+        "tokens": len(s),
+        "chars": list(doc.chars(s)),
+        "text": doc.piece(s),
+        **extra,
+    }
 
 
 def span_view(doc: Tokenized, cfg: SpanSettings, seed: int = 0, other: Tokenized | None = None) -> dict[str, Any]:
@@ -112,15 +124,28 @@ def span_view(doc: Tokenized, cfg: SpanSettings, seed: int = 0, other: Tokenized
             **_span(doc, a, index=a_i),
             "positives": [_span(doc, p, relation=relation(a, p)) for p in ps],
             "hard_negatives": [_span(doc, h, index=j) for j, h in enumerate(s.anchors) if j != a_i],
-            "region": {"chars": list(doc.chars(Span(lo, hi))), "before": lo > 0, "after": hi < n,
-                       "segments": _segments(doc, Span(lo, hi), a, ps)},
+            "region": {
+                "chars": list(doc.chars(Span(lo, hi))),
+                "before": lo > 0,
+                "after": hi < n,
+                "segments": _segments(doc, Span(lo, hi), a, ps),
+            },
             "easy_negative": None,
         }
         if other is not None and len(other.ids) > 0:
             start = int(rng.integers(0, max(1, len(other.ids) - len(a))))
             item["easy_negative"] = _span(other, Span(start, min(len(other.ids), start + len(a))))
         anchors.append(item)
-    return {"tokens": n, "settings": {"num_anchors": cfg.num_anchors, "num_positives": cfg.num_positives,
-                                      "min_span_len": cfg.min_span_len, "max_span_len": cfg.max_span_len,
-                                      "strategy": cfg.strategy},
-            "seed": seed, "min_doc_tokens": cfg.min_doc_tokens, "anchors": anchors}
+    return {
+        "tokens": n,
+        "settings": {
+            "num_anchors": cfg.num_anchors,
+            "num_positives": cfg.num_positives,
+            "min_span_len": cfg.min_span_len,
+            "max_span_len": cfg.max_span_len,
+            "strategy": cfg.strategy,
+        },
+        "seed": seed,
+        "min_doc_tokens": cfg.min_doc_tokens,
+        "anchors": anchors,
+    }

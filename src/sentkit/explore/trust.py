@@ -45,8 +45,10 @@ def page_refusal(name: str) -> str | None:
     if kind == "hub":
         from sentkit.loading import known_names
 
-        return (f"it is neither a registry name ({', '.join(known_names())}) nor a model folder on this machine, "
-                "and a model fetched from the Hugging Face hub is files the page cannot check")
+        return (
+            f"it is neither a registry name ({', '.join(known_names())}) nor a model folder on this machine, "
+            "and a model fetched from the Hugging Face hub is files the page cannot check"
+        )
     return f"a {kind} name is not checked for the page"
 
 
@@ -65,8 +67,10 @@ def unsafe_folder(folder: Path) -> str | None:
         return f"its {MARKER_FILE} is not a JSON object"
     method = marker.get("method") if marker is not None else None
     if method not in TRANSFORMER_MARKERS and not (folder / "modules.json").is_file():
-        return (f"it was saved by the {method!r} method, whose own loader reads its files (gensim models and "
-                "torch checkpoints are unpickled); only transformer folders with safetensors weights are checked here")
+        return (
+            f"it was saved by the {method!r} method, whose own loader reads its files (gensim models and "
+            "torch checkpoints are unpickled); only transformer folders with safetensors weights are checked here"
+        )
     if not (folder / "config.json").is_file():
         return "it is not a transformer model folder (no config.json)"
     dirs = [folder]
@@ -148,4 +152,3 @@ def _npy_objects(f: Path) -> str | None:
     except (ValueError, OSError) as e:
         return f"is not a readable .npy file ({e})"
     return "holds Python objects (unpickled when loaded)" if dtype.hasobject else None
-

@@ -63,8 +63,7 @@ class RateLogger:
         return self.words / max(self.elapsed, 1e-9)
 
     def close(self) -> dict[str, float]:
-        log.info("%s: done, %d words in %.1fs (%.0f words/s)", self.what, self.words,
-                 self.elapsed, self.rate)
+        log.info("%s: done, %d words in %.1fs (%.0f words/s)", self.what, self.words, self.elapsed, self.rate)
         return {"words": float(self.words), "seconds": self.elapsed, "words_per_s": self.rate}
 
 
@@ -77,7 +76,7 @@ def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: HillConfig, method:
         if isinstance(source, (str, Path)) and not str(source):
             from sentkit.config import ConfigError
 
-            raise ConfigError("no corpus given: pass --corpus PATH (or corpus = \"...\" in the config)")
+            raise ConfigError('no corpus given: pass --corpus PATH (or corpus = "..." in the config)')
         data = read_corpus(
             source,
             lowercase=cfg.lowercase,
@@ -94,7 +93,8 @@ def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: HillConfig, method:
         raise corpus_report(data).error(
             f"no sentence with a {what}, nothing to train {method or 'the model'} on",
             "bring documents of plain UTF-8 text (a folder of .txt files, one document each, or .jsonl "
-            "records whose text field is named by the setting text_field)")
+            "records whose text field is named by the setting text_field)",
+        )
     return data
 
 
@@ -115,8 +115,11 @@ def require_vocabulary(data: TokenizedCorpus | ReadReport, n_words: int, min_cou
     if n_words > 0:
         return
     fixes = [Fix({"min_count": 1}, "keep every word")] if min_count > 1 else []
-    raise corpus_report(data).error(f"no word occurs >= min_count={min_count} times, so {method} has no vocabulary",
-                                    "bring more text" + (" or lower the threshold" if fixes else ""), fixes)
+    raise corpus_report(data).error(
+        f"no word occurs >= min_count={min_count} times, so {method} has no vocabulary",
+        "bring more text" + (" or lower the threshold" if fixes else ""),
+        fixes,
+    )
 
 
 def adjacent_pairs(data: TokenizedCorpus, lengths: np.ndarray) -> int:
@@ -134,7 +137,8 @@ def require_neighbours(data: TokenizedCorpus, found: int, method: str, need: str
     raise corpus_report(data).error(
         f"{method} learns from neighbouring sentences and needs {need}; found none",
         "bring more text, with consecutive sentences in the same document (one .txt file or one JSONL "
-        "record per document, not one per sentence)")
+        "record per document, not one per sentence)",
+    )
 
 
 def text_value(v: Any) -> str | None:
@@ -217,8 +221,10 @@ class HillModel(Generic[C]):
         from sentkit.methods import Method
 
         if cls.method != name:
-            raise ValueError(f"{cls.__name__}.method is {cls.method!r} but sentkit.methods.METHODS lists it as "
-                             f"{name!r}: the folders it saves would name another method")
+            raise ValueError(
+                f"{cls.__name__}.method is {cls.method!r} but sentkit.methods.METHODS lists it as "
+                f"{name!r}: the folders it saves would name another method"
+            )
 
         def train(cfg: Any) -> Path:
             from sentkit.config import ConfigError
@@ -250,13 +256,13 @@ class HillModel(Generic[C]):
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------
-    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *,
-               show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
         """float32 ``[n, dim]`` for a list of texts, ``[dim]`` for a single ``str``
         (sentence-transformers' convention); items that are not ``str`` raise TypeError."""
         self._check_fitted("dim_")
-        return encode_texts(self._encode, texts, batch_size, dim=self.dim,
-                            show_progress=show_progress, desc=f"{self.method} encode")
+        return encode_texts(
+            self._encode, texts, batch_size, dim=self.dim, show_progress=show_progress, desc=f"{self.method} encode"
+        )
 
     @property
     def dim(self) -> int:
@@ -307,8 +313,10 @@ class HillModel(Generic[C]):
             raise
         except (ValueError, KeyError, EOFError, RuntimeError, UnicodeDecodeError, zipfile.BadZipFile) as e:
             # a truncated .npy / model.pt, garbage JSON, a missing key: one line, not numpy's traceback
-            raise ValueError(f"{d}: cannot load this {cls.method or cls.__name__} model ({type(e).__name__}: "
-                             f"{e}); the folder is damaged or incomplete, train it again") from None
+            raise ValueError(
+                f"{d}: cannot load this {cls.method or cls.__name__} model ({type(e).__name__}: "
+                f"{e}); the folder is damaged or incomplete, train it again"
+            ) from None
         obj.fingerprint_ = directory_digest(d)
         return obj
 

@@ -169,8 +169,18 @@ class Seq2SeqConfig(HillConfig):
         super().__post_init__()
         if self.cell not in ("gru", "lstm"):
             raise ConfigError(f"cell must be 'gru' or 'lstm', got {self.cell!r}")
-        for name in ("emb_dim", "hidden", "vocab_size", "min_count", "max_len", "batch_size",
-                     "lr", "epochs", "clip", "encode_batch_size"):
+        for name in (
+            "emb_dim",
+            "hidden",
+            "vocab_size",
+            "min_count",
+            "max_len",
+            "batch_size",
+            "lr",
+            "epochs",
+            "clip",
+            "encode_batch_size",
+        ):
             _positive(name, getattr(self, name))
         _positive("threads", self.threads, allow_none=True)
         if self.softmax_samples < 0:
@@ -242,8 +252,7 @@ class DictRepConfig(HillConfig):
         super().__post_init__()
         if self.cell not in ("gru", "lstm"):
             raise ConfigError(f"cell must be 'gru' or 'lstm', got {self.cell!r}")
-        for name in ("emb_dim", "hidden", "vocab_size", "min_count", "max_len", "batch_size",
-                     "lr", "epochs"):
+        for name in ("emb_dim", "hidden", "vocab_size", "min_count", "max_len", "batch_size", "lr", "epochs"):
             _positive(name, getattr(self, name))
 
 
@@ -271,6 +280,5 @@ class CaptionRepConfig(HillConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("emb_dim", "hidden", "vocab_size", "min_count", "max_len", "batch_size",
-                     "lr", "epochs"):
+        for name in ("emb_dim", "hidden", "vocab_size", "min_count", "max_len", "batch_size", "lr", "epochs"):
             _positive(name, getattr(self, name))

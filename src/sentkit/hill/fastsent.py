@@ -204,8 +204,12 @@ class FastSent(HillModel[FastSentConfig]):
         require_vocabulary(data, len(vocab), cfg.min_count, self.method)
         tokens, offsets = data.encode_with(vocab)
         if not cfg.autoencode:
-            require_neighbours(data, adjacent_pairs(data, np.diff(offsets)), self.method,
-                               f"two adjacent sentences of one document with words seen >= {cfg.min_count} times")
+            require_neighbours(
+                data,
+                adjacent_pairs(data, np.diff(offsets)),
+                self.method,
+                f"two adjacent sentences of one document with words seen >= {cfg.min_count} times",
+            )
         n_sent = len(data)
         if cfg.max_steps is not None:
             n_sent = min(n_sent, cfg.max_steps)
@@ -223,14 +227,30 @@ class FastSent(HillModel[FastSentConfig]):
 
         chunk = 20_000
         done = 0
-        with tqdm(total=n_sent * cfg.epochs, desc=self.method, unit=" sent",
-                  disable=not cfg.progress, mininterval=1.0) as bar:
+        with tqdm(
+            total=n_sent * cfg.epochs, desc=self.method, unit=" sent", disable=not cfg.progress, mininterval=1.0
+        ) as bar:
             for _ in range(cfg.epochs):
                 for s in range(0, n_sent, chunk):
                     e = min(n_sent, s + chunk)
                     state, words = _train_fastsent(
-                        tokens, offsets, data.doc_ids, w_in, w_out, table, keep, s, e,
-                        cfg.autoencode, cfg.average, cfg.negative, cfg.alpha, cfg.min_alpha, done, total, state,
+                        tokens,
+                        offsets,
+                        data.doc_ids,
+                        w_in,
+                        w_out,
+                        table,
+                        keep,
+                        s,
+                        e,
+                        cfg.autoencode,
+                        cfg.average,
+                        cfg.negative,
+                        cfg.alpha,
+                        cfg.min_alpha,
+                        done,
+                        total,
+                        state,
                         cfg.stable,
                     )
                     state = np.uint64(state)

@@ -58,9 +58,7 @@ def _gensim() -> Any:
     try:
         import gensim
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "gensim is needed for this method: pip install gensim (or 'sentkit[hill]')"
-        ) from None
+        raise ImportError("gensim is needed for this method: pip install gensim (or 'sentkit[hill]')") from None
     return gensim
 
 
@@ -104,9 +102,16 @@ class Word2VecSum(HillModel[Word2VecConfig]):
         n_words = int(data.offsets[len(sents)])
         rate = RateLogger(f"{self.method} training")
         model = gensim.models.Word2Vec(
-            vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, sg=self.sg,
-            negative=cfg.negative, hs=0 if cfg.negative > 0 else 1, sample=cfg.sample,
-            workers=cfg.workers, seed=cfg.seed, hashfxn=stable_hash,
+            vector_size=cfg.dim,
+            window=cfg.window,
+            min_count=cfg.min_count,
+            sg=self.sg,
+            negative=cfg.negative,
+            hs=0 if cfg.negative > 0 else 1,
+            sample=cfg.sample,
+            workers=cfg.workers,
+            seed=cfg.seed,
+            hashfxn=stable_hash,
         )
         model.build_vocab(sents)
         model.train(sents, total_examples=len(sents), epochs=cfg.epochs)
@@ -178,9 +183,17 @@ class ParagraphVector(HillModel[ParagraphVectorConfig]):
         n_words = int(data.offsets[len(sents)])
         rate = RateLogger(f"{self.method} training")
         model = gensim.models.Doc2Vec(
-            vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, dm=self.dm,
-            negative=cfg.negative, hs=0 if cfg.negative > 0 else 1, sample=cfg.sample,
-            workers=cfg.workers, seed=cfg.seed, hashfxn=stable_hash, epochs=cfg.epochs,
+            vector_size=cfg.dim,
+            window=cfg.window,
+            min_count=cfg.min_count,
+            dm=self.dm,
+            negative=cfg.negative,
+            hs=0 if cfg.negative > 0 else 1,
+            sample=cfg.sample,
+            workers=cfg.workers,
+            seed=cfg.seed,
+            hashfxn=stable_hash,
+            epochs=cfg.epochs,
         )
         tagged = _Tagged()
         model.build_vocab(tagged)

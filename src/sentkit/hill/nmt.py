@@ -37,8 +37,9 @@ from sentkit.hill.seq2seq import (
 log = logging.getLogger(__name__)
 
 
-def read_parallel(path: str | Path, source_field: str = "source", target_field: str = "target",
-                  limit: int | None = None) -> list[tuple[str, str]]:
+def read_parallel(
+    path: str | Path, source_field: str = "source", target_field: str = "target", limit: int | None = None
+) -> list[tuple[str, str]]:
     """(source, target) pairs from a TSV/TXT (``src<TAB>tgt``) or JSONL file. Lines that are
     binary, not UTF-8, bad JSON, lack a side or have an empty one are skipped and counted; no
     pair at all is a CorpusError with the counts."""
@@ -48,10 +49,11 @@ def read_parallel(path: str | Path, source_field: str = "source", target_field: 
         src, tgt = text_value(values[0]), text_value(values[1])
         return (src, tgt) if src is not None and tgt is not None else None
 
-    what = (f"a .tsv file of source<TAB>target lines or a .jsonl file with fields {source_field!r} and "
-            f"{target_field!r} (their names are the settings source_field and target_field)")
-    return read_records(path, (source_field, target_field), convert, limit=limit, what=what,
-                        kind="sentence pair")
+    what = (
+        f"a .tsv file of source<TAB>target lines or a .jsonl file with fields {source_field!r} and "
+        f"{target_field!r} (their names are the settings source_field and target_field)"
+    )
+    return read_records(path, (source_field, target_field), convert, limit=limit, what=what, kind="sentence pair")
 
 
 class NMTEncoder(RecurrentModel[NMTConfig]):
@@ -73,8 +75,11 @@ class NMTEncoder(RecurrentModel[NMTConfig]):
     def fit(self, corpus: str | Path | list[tuple[str, str]]) -> NMTEncoder:
         cfg = self.config
         self._setup_threads()
-        pairs = corpus if isinstance(corpus, list) else read_parallel(
-            corpus, cfg.source_field, cfg.target_field, cfg.max_sentences)
+        pairs = (
+            corpus
+            if isinstance(corpus, list)
+            else read_parallel(corpus, cfg.source_field, cfg.target_field, cfg.max_sentences)
+        )
         src = [tokenize(s, lowercase=cfg.lowercase) for s, _ in pairs]
         tgt = [tokenize(t, lowercase=cfg.lowercase) for _, t in pairs]
         self.in_vocab_ = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS).fit(src)
@@ -100,16 +105,25 @@ class NMTEncoder(RecurrentModel[NMTConfig]):
                 y, _ = pad_batch(tgt_b)
                 cand = softmax_candidates(tgt_b, n_tgt, cfg.softmax_samples, rng)
 
-                def closure(x: torch.Tensor = x, xl: torch.Tensor = xl, y: torch.Tensor = y,
-                            cand: torch.Tensor | None = cand) -> torch.Tensor:
+                def closure(
+                    x: torch.Tensor = x, xl: torch.Tensor = xl, y: torch.Tensor = y, cand: torch.Tensor | None = cand
+                ) -> torch.Tensor:
                     return dec(enc(x, xl), y, cand)  # type: ignore[no-any-return]
 
                 yield int(xl.sum()) + int((y != 0).sum()), closure
 
         total = -(-len(usable) // cfg.batch_size) * cfg.epochs
-        self.train_stats_ = train_loop(net, batches, epochs=cfg.epochs, lr=cfg.lr, clip=cfg.clip,
-                                       max_steps=cfg.max_steps, what=self.method,
-                                       progress=cfg.progress, total=total)
+        self.train_stats_ = train_loop(
+            net,
+            batches,
+            epochs=cfg.epochs,
+            lr=cfg.lr,
+            clip=cfg.clip,
+            max_steps=cfg.max_steps,
+            what=self.method,
+            progress=cfg.progress,
+            total=total,
+        )
         return self
 
     def _save_state(self, d: Path) -> dict[str, Any]:

@@ -51,5 +51,5 @@ def _glove_vocabulary(specials: tuple[str, ...], root: str | None) -> tuple[Voca
     v.counts_ = np.zeros(len(v.words_), dtype=np.int64)
     v.index_ = {w: i for i, w in enumerate(v.words_)}
     table = np.zeros((len(v.words_), vectors.shape[1]), dtype=np.float32)
-    table[len(specials):] = vectors[[index[w] for w in words]]
+    table[len(specials) :] = vectors[[index[w] for w in words]]
     return v, table

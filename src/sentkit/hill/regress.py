@@ -115,8 +115,7 @@ class _TextToVector(RecurrentModel[Any]):
 
             self.in_vocab_ = glove_vocabulary(SPECIALS2, cfg.glove_root)[0]
         else:
-            self.in_vocab_ = Vocabulary(cfg.min_count, max_size=cfg.vocab_size,
-                                        specials=SPECIALS2).fit(texts)
+            self.in_vocab_ = Vocabulary(cfg.min_count, max_size=cfg.vocab_size, specials=SPECIALS2).fit(texts)
         ids = [self.in_vocab_.encode(t, unk=True)[: cfg.max_len] for t in texts]
         usable = np.array([i for i, s in enumerate(ids) if s], dtype=np.int64)
         self.dim_ = int(targets.shape[1])
@@ -136,9 +135,17 @@ class _TextToVector(RecurrentModel[Any]):
                 yield int(xl.sum()), closure
 
         total = -(-len(usable) // cfg.batch_size) * cfg.epochs
-        self.train_stats_ = train_loop(net, batches, epochs=cfg.epochs, lr=cfg.lr, clip=5.0,
-                                       max_steps=cfg.max_steps, what=self.method,
-                                       progress=cfg.progress, total=total)
+        self.train_stats_ = train_loop(
+            net,
+            batches,
+            epochs=cfg.epochs,
+            lr=cfg.lr,
+            clip=5.0,
+            max_steps=cfg.max_steps,
+            what=self.method,
+            progress=cfg.progress,
+            total=total,
+        )
 
 
 class DictRepBOW(_TextToVector):
@@ -168,8 +175,10 @@ class DictRepBOW(_TextToVector):
         if cfg.max_sentences is not None:
             keep = keep[: cfg.max_sentences]
         if keep.size == 0:
-            raise CorpusError(f"{self.method}: none of the {len(pairs)} defined words has a GloVe vector; "
-                              "point wordnet_dir at Princeton WordNet's files (apt-get install wordnet-base)")
+            raise CorpusError(
+                f"{self.method}: none of the {len(pairs)} defined words has a GloVe vector; "
+                "point wordnet_dir at Princeton WordNet's files (apt-get install wordnet-base)"
+            )
         log.info("%s: %d definitions of words with GloVe vectors", self.method, keep.size)
         texts = [tokenize(pairs[i][1], lowercase=cfg.lowercase) for i in keep]
         self._fit_pairs(texts, targets[keep])
@@ -183,8 +192,9 @@ class DictRepRNN(DictRepBOW):
     encoder_kind = "rnn"
 
 
-def read_captions(path: str | Path, caption_field: str, image_field: str,
-                  limit: int | None = None) -> list[tuple[str, int]]:
+def read_captions(
+    path: str | Path, caption_field: str, image_field: str, limit: int | None = None
+) -> list[tuple[str, int]]:
     """(caption, image row) pairs from a .jsonl file (or ``caption<TAB>row`` lines); bad lines
     are skipped and counted, no pair at all is a CorpusError."""
     from sentkit.hill.common import read_records, text_value
@@ -196,17 +206,20 @@ def read_captions(path: str | Path, caption_field: str, image_field: str,
         ok = caption is not None and isinstance(row, int) and not isinstance(row, bool)
         return (caption, row) if ok else None  # type: ignore[return-value]
 
-    what = (f"a .jsonl file with fields {caption_field!r} (the caption) and {image_field!r} (its row of the "
-            "features .npy)")
-    return read_records(path, (caption_field, image_field), convert, limit=limit, what=what,
-                        kind="caption with an image row")
+    what = (
+        f"a .jsonl file with fields {caption_field!r} (the caption) and {image_field!r} (its row of the features .npy)"
+    )
+    return read_records(
+        path, (caption_field, image_field), convert, limit=limit, what=what, kind="caption with an image row"
+    )
 
 
 def _load_features(path: str) -> np.ndarray:
     """The image features .npy of CaptionRep, or a CorpusError saying what is wrong with it."""
     if not path:
-        raise CorpusError("captionrep needs image features",
-                          fixes=[Fix({"features": "PATH.npy"}, "a float32 array [n_images, dim]")])
+        raise CorpusError(
+            "captionrep needs image features", fixes=[Fix({"features": "PATH.npy"}, "a float32 array [n_images, dim]")]
+        )
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -228,8 +241,9 @@ class CaptionRep(_TextToVector):
         ``features``: float32 [n_images, D] (default: ``np.load(config.features)``)."""
         cfg = self.config
         src = corpus if corpus is not None else cfg.corpus
-        pairs = src if isinstance(src, list) else read_captions(src, cfg.caption_field,
-                                                                cfg.image_field, cfg.max_sentences)
+        pairs = (
+            src if isinstance(src, list) else read_captions(src, cfg.caption_field, cfg.image_field, cfg.max_sentences)
+        )
         if features is None:
             features = _load_features(cfg.features)
         feats = np.asarray(features, dtype=np.float32)

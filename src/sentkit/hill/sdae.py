@@ -105,23 +105,34 @@ class SDAE(RecurrentModel[SDAEConfig]):
             rng = np.random.default_rng([cfg.seed, epoch])
             for idx in batch_order(len(usable), cfg.batch_size, rng):
                 sents = usable[idx]
-                src = [add_noise(in_tok[in_off[i] : in_off[i + 1]][: cfg.max_len].tolist(),
-                                 cfg.p_drop, cfg.p_swap, rng) for i in sents]
+                src = [
+                    add_noise(in_tok[in_off[i] : in_off[i + 1]][: cfg.max_len].tolist(), cfg.p_drop, cfg.p_swap, rng)
+                    for i in sents
+                ]
                 tgt = [with_eos(out_tok[out_off[i] : out_off[i + 1]].tolist(), cfg.max_len) for i in sents]
                 x, xl = pad_batch(src)
                 y, _ = pad_batch(tgt)
                 cand = softmax_candidates(tgt, self.out_vocab_size_, cfg.softmax_samples, rng)
 
-                def closure(x: torch.Tensor = x, xl: torch.Tensor = xl, y: torch.Tensor = y,
-                            cand: torch.Tensor | None = cand) -> torch.Tensor:
+                def closure(
+                    x: torch.Tensor = x, xl: torch.Tensor = xl, y: torch.Tensor = y, cand: torch.Tensor | None = cand
+                ) -> torch.Tensor:
                     return dec(enc(x, xl), y, cand)  # type: ignore[no-any-return]
 
                 yield int(sum(len(t) for t in tgt)), closure
 
         n_batches = -(-len(usable) // cfg.batch_size) * cfg.epochs
-        self.train_stats_ = train_loop(net, batches, epochs=cfg.epochs, lr=cfg.lr, clip=cfg.clip,
-                                       max_steps=cfg.max_steps, what=self.method,
-                                       progress=cfg.progress, total=n_batches)
+        self.train_stats_ = train_loop(
+            net,
+            batches,
+            epochs=cfg.epochs,
+            lr=cfg.lr,
+            clip=cfg.clip,
+            max_steps=cfg.max_steps,
+            what=self.method,
+            progress=cfg.progress,
+            total=n_batches,
+        )
         return self
 
 

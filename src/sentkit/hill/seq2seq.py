@@ -57,8 +57,9 @@ def make_embedding(n: int, dim: int, pretrained: np.ndarray | None = None) -> nn
     if pretrained is not None:
         if pretrained.shape != (n, dim):
             raise ValueError(f"pretrained embeddings {pretrained.shape} != {(n, dim)}")
-        return nn.Embedding.from_pretrained(torch.from_numpy(np.asarray(pretrained, np.float32)),
-                                            freeze=True, padding_idx=PAD_ID)
+        return nn.Embedding.from_pretrained(
+            torch.from_numpy(np.asarray(pretrained, np.float32)), freeze=True, padding_idx=PAD_ID
+        )
     return nn.Embedding(n, dim, padding_idx=PAD_ID)
 
 
@@ -83,8 +84,7 @@ class RNNEncoder(nn.Module):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)  # [B, T, E]
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
-                                                   enforce_sorted=False)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         _, h = self.rnn(packed)
         if isinstance(h, tuple):  # LSTM: (h, c)
             h = h[0]
@@ -115,23 +115,22 @@ class ConditionalDecoder(nn.Module):
         self.rnn = make_rnn(cell, emb_dim + ctx_dim, hidden)
         self.out = nn.Linear(hidden, n_words)
 
-    def forward(self, ctx: torch.Tensor, targets: torch.Tensor,
-                candidates: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, ctx: torch.Tensor, targets: torch.Tensor, candidates: torch.Tensor | None = None) -> torch.Tensor:
         """Mean cross-entropy of ``targets`` [B, T] (ending in EOS, padded) given ctx [B, C].
 
         With ``candidates`` (sorted unique word ids that include every id of ``targets``),
         the softmax runs over those words only: a sampled softmax (Jean et al., 2015)."""
         b, t = targets.shape
-        inp = torch.cat([torch.full((b, 1), BOS_ID, dtype=torch.long, device=targets.device),
-                         targets[:, :-1]], dim=1)  # teacher forcing, [B, T]
+        inp = torch.cat(
+            [torch.full((b, 1), BOS_ID, dtype=torch.long, device=targets.device), targets[:, :-1]], dim=1
+        )  # teacher forcing, [B, T]
         x = torch.cat([self.emb(inp), ctx.unsqueeze(1).expand(b, t, ctx.shape[1])], dim=-1)
         h0 = torch.tanh(self.init(ctx)).unsqueeze(0)  # [1, B, H]
         state: Any = (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
         y, _ = self.rnn(x, state)  # [B, T, H]
         if candidates is None:
             logits = self.out(y)  # [B, T, V]
-            return nn.functional.cross_entropy(logits.reshape(b * t, -1), targets.reshape(-1),
-                                               ignore_index=PAD_ID)
+            return nn.functional.cross_entropy(logits.reshape(b * t, -1), targets.reshape(-1), ignore_index=PAD_ID)
         w = self.out.weight[candidates]  # [K, H]
         logits = y @ w.T + self.out.bias[candidates]  # [B, T, K]
         local = torch.searchsorted(candidates, targets)  # position of each target among candidates
@@ -139,14 +138,18 @@ class ConditionalDecoder(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(b * t, -1), flat, ignore_index=-100)
 
 
-def softmax_candidates(targets: list[list[int]], n_words: int, samples: int,
-                       rng: np.random.Generator) -> torch.Tensor | None:
+def softmax_candidates(
+    targets: list[list[int]], n_words: int, samples: int, rng: np.random.Generator
+) -> torch.Tensor | None:
     """Sorted unique ids: every target word plus ``samples`` words drawn uniformly;
     None (full softmax) when ``samples`` is 0 or the union would cover most of the vocabulary."""
     if samples <= 0 or samples >= n_words // 2:
         return None
-    ids = np.unique(np.concatenate([np.fromiter((i for t in targets for i in t), dtype=np.int64),
-                                    rng.integers(0, n_words, size=samples)]))
+    ids = np.unique(
+        np.concatenate(
+            [np.fromiter((i for t in targets for i in t), dtype=np.int64), rng.integers(0, n_words, size=samples)]
+        )
+    )
     return torch.from_numpy(ids)
 
 
@@ -184,8 +187,13 @@ def train_loop(
     rate = RateLogger(f"{what} training")
     step, loss_ema = 0, float("nan")
     net.train()
-    with tqdm(total=total if max_steps is None else min(max_steps, total or max_steps),
-              desc=what, unit=" step", disable=not progress, mininterval=1.0) as bar:
+    with tqdm(
+        total=total if max_steps is None else min(max_steps, total or max_steps),
+        desc=what,
+        unit=" step",
+        disable=not progress,
+        mininterval=1.0,
+    ) as bar:
         for epoch in range(epochs):
             for words, closure in batches(epoch):
                 opt.zero_grad(set_to_none=True)
@@ -260,8 +268,7 @@ class RecurrentModel(HillModel[C]):
         sd = {k: v for k, v in self.net_.state_dict().items() if not k.startswith(frozen)}
         with atomic_path(d / "model.pt") as tmp:
             torch.save(sd, tmp)
-        return {"dim": self.dim_, "net": self._net_state(),
-                "train_stats": getattr(self, "train_stats_", {})}
+        return {"dim": self.dim_, "net": self._net_state(), "train_stats": getattr(self, "train_stats_", {})}
 
     def _load_state(self, d: Path, state: dict[str, Any]) -> None:
         self.in_vocab_ = self._load_in_vocab(d, state)

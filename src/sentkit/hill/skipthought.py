@@ -112,8 +112,13 @@ class SkipThought(RecurrentModel[SkipThoughtConfig]):
                 yn, _ = pad_batch(nxt)
                 cand = softmax_candidates(prev + nxt, len(vocab), cfg.softmax_samples, rng)
 
-                def closure(x: torch.Tensor = x, xl: torch.Tensor = xl, yp: torch.Tensor = yp,
-                            yn: torch.Tensor = yn, cand: torch.Tensor | None = cand) -> torch.Tensor:
+                def closure(
+                    x: torch.Tensor = x,
+                    xl: torch.Tensor = xl,
+                    yp: torch.Tensor = yp,
+                    yn: torch.Tensor = yn,
+                    cand: torch.Tensor | None = cand,
+                ) -> torch.Tensor:
                     h = enc(x, xl)
                     return prev_dec(h, yp, cand) + next_dec(h, yn, cand)  # type: ignore[no-any-return]
 
@@ -121,9 +126,17 @@ class SkipThought(RecurrentModel[SkipThoughtConfig]):
                 yield words, closure
 
         total = -(-len(centre) // cfg.batch_size) * cfg.epochs
-        self.train_stats_ = train_loop(net, batches, epochs=cfg.epochs, lr=cfg.lr, clip=cfg.clip,
-                                       max_steps=cfg.max_steps, what=self.method,
-                                       progress=cfg.progress, total=total)
+        self.train_stats_ = train_loop(
+            net,
+            batches,
+            epochs=cfg.epochs,
+            lr=cfg.lr,
+            clip=cfg.clip,
+            max_steps=cfg.max_steps,
+            what=self.method,
+            progress=cfg.progress,
+            total=total,
+        )
         if cfg.expand_vocab:
             self.expansion_ = self._fit_expansion()
             if self.expansion_ is not None:
@@ -134,10 +147,10 @@ class SkipThought(RecurrentModel[SkipThoughtConfig]):
     def _fit_expansion(self) -> np.ndarray | None:
         from sentkit.hill.pretrained import glove_rows
 
-        words = self.in_vocab_.words_[len(SPECIALS):]
+        words = self.in_vocab_.words_[len(SPECIALS) :]
         g, found = glove_rows(words, self.config.glove_root)
         encoder: Any = self.net_.encoder
-        emb = encoder.emb.weight.detach().cpu().numpy()[len(SPECIALS):]
+        emb = encoder.emb.weight.detach().cpu().numpy()[len(SPECIALS) :]
         if found.sum() < 2:  # the trained model is kept, without expansion
             log.warning("vocabulary expansion skipped: only %d corpus word(s) have GloVe vectors", int(found.sum()))
             return None

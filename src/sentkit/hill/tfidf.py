@@ -52,12 +52,16 @@ class TfidfBOW(HillModel[TfidfConfig]):
         cfg = self.config
         data = load_corpus(corpus, cfg, self.method)
         n = len(data) if cfg.max_steps is None else min(cfg.max_steps, len(data))
-        require_vocabulary(data, int((document_frequency(data, n) >= cfg.min_count).sum()), cfg.min_count,
-                           self.method)
+        require_vocabulary(data, int((document_frequency(data, n) >= cfg.min_count).sum()), cfg.min_count, self.method)
         rate = RateLogger(f"{self.method} training")
         sents = (s for i, s in zip(range(n), data.iter_sentences()))
-        vec = TfidfVectorizer(analyzer=_identity, max_features=cfg.max_features,
-                              min_df=cfg.min_count, sublinear_tf=cfg.sublinear_tf, dtype=np.float32)
+        vec = TfidfVectorizer(
+            analyzer=_identity,
+            max_features=cfg.max_features,
+            min_df=cfg.min_count,
+            sublinear_tf=cfg.sublinear_tf,
+            dtype=np.float32,
+        )
         vec.fit(sents)
         rate.update(int(data.offsets[n]))
         self.train_stats_ = rate.close()
@@ -91,8 +95,7 @@ class TfidfBOW(HillModel[TfidfConfig]):
             indptr.append(len(indices))
         ind = np.asarray(indices, dtype=np.int64)
         val = np.asarray(values, dtype=np.float32) * self.idf_[ind]
-        m = sp.csr_matrix((val, ind, np.asarray(indptr)), shape=(len(texts), self.dim_),
-                          dtype=np.float32)
+        m = sp.csr_matrix((val, ind, np.asarray(indptr)), shape=(len(texts), self.dim_), dtype=np.float32)
         norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
         norms[norms == 0] = 1.0
         return sp.csr_matrix(sp.diags(1.0 / norms).astype(np.float32) @ m)

@@ -70,8 +70,10 @@ def iter_synsets(wordnet_dir: str | Path = DEFAULT_WORDNET_DIR) -> Iterator[Syns
                 try:
                     s = parse_data_line(line)
                 except (ValueError, IndexError) as e:
-                    raise CorpusError(f"{f}, line {i}: not a WordNet data line ({e}); point wordnet_dir at "
-                                      f"Princeton WordNet's data files (`{INSTALL_HINT}`)") from None
+                    raise CorpusError(
+                        f"{f}, line {i}: not a WordNet data line ({e}); point wordnet_dir at "
+                        f"Princeton WordNet's data files (`{INSTALL_HINT}`)"
+                    ) from None
                 if s is not None:
                     yield s
 

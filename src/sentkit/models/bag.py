@@ -48,11 +48,15 @@ class BagPooled:
         from sentkit.registry import suggest
 
         if pooling not in BAG_POOLINGS:
-            raise ConfigError(f"pooling {pooling!r} does not apply to word vectors.{suggest(pooling, list(BAG_POOLINGS))} "
-                              f"Poolings of word vectors: {', '.join(BAG_POOLINGS)}")
+            raise ConfigError(
+                f"pooling {pooling!r} does not apply to word vectors.{suggest(pooling, list(BAG_POOLINGS))} "
+                f"Poolings of word vectors: {', '.join(BAG_POOLINGS)}"
+            )
         if not isinstance(base, BagOfVectors):
-            raise ConfigError(f"{name or type(base).__name__}: pooling applies to transformers and to models that "
-                              "average word vectors (averaged GloVe, CBOW / SkipGram, FastSent, wordpiece-skipgram)")
+            raise ConfigError(
+                f"{name or type(base).__name__}: pooling applies to transformers and to models that "
+                "average word vectors (averaged GloVe, CBOW / SkipGram, FastSent, wordpiece-skipgram)"
+            )
         self.base, self.pooling, self.name = base, pooling, name or f"{type(base).__name__} ({pooling})"
         self._fn, width = BAG_POOLINGS[pooling]
         self.dim = int(base.token_table().shape[1]) * width
@@ -61,8 +65,14 @@ class BagPooled:
         from sentkit.encoder import encode_texts
 
         table = self.base.token_table()
-        return encode_texts(lambda b: self._fn(self.base.token_ids(b), table), texts, batch_size, dim=self.dim,
-                            show_progress=show_progress, desc=f"{self.name} encode")
+        return encode_texts(
+            lambda b: self._fn(self.base.token_ids(b), table),
+            texts,
+            batch_size,
+            dim=self.dim,
+            show_progress=show_progress,
+            desc=f"{self.name} encode",
+        )
 
     def fingerprint(self) -> str | None:
         from sentkit.encoder import derived_fingerprint

@@ -45,8 +45,11 @@ def is_decoder_config(config: Any) -> bool:
     )
 
     mtype = getattr(config, "model_type", "")
-    return (mtype in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mtype not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-            and not getattr(config, "is_encoder_decoder", False))
+    return (
+        mtype in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and mtype not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )
 
 
 def check_decoder(path: str, name_or_path: str) -> None:
@@ -62,15 +65,19 @@ def check_decoder(path: str, name_or_path: str) -> None:
     except (OSError, ValueError) as e:
         raise not_found(name_or_path, e) from None
     if not is_decoder_config(config):
-        raise ConfigError(f"model {name_or_path} is a {config.model_type!r} model, not a decoder language model: this "
-                          "method adapts decoders (GPT-2, Llama, Qwen2, Mistral, ...); a masked LM trains with "
-                          "--method mlm, declutr, simcse or tsdae")
+        raise ConfigError(
+            f"model {name_or_path} is a {config.model_type!r} model, not a decoder language model: this "
+            "method adapts decoders (GPT-2, Llama, Qwen2, Mistral, ...); a masked LM trains with "
+            "--method mlm, declutr, simcse or tsdae"
+        )
 
 
 def check_attention(attention: str) -> str:
     if attention not in ATTENTIONS:
-        raise ConfigError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}."
-                          f"{suggest(attention, list(ATTENTIONS))}")
+        raise ConfigError(
+            f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}."
+            f"{suggest(attention, list(ATTENTIONS))}"
+        )
     return attention
 
 
@@ -89,8 +96,10 @@ def set_attention(model: Any, attention: str) -> None:
     transformers' mask interface at every forward; saved with the model)."""
     check_attention(attention)
     if not is_decoder_config(model.config):
-        raise ConfigError(f"attention={attention} applies to decoder language models (GPT-2, Llama, Qwen2, ...); this "
-                          f"is a {model.config.model_type!r} model, whose attention is fixed: leave attention unset")
+        raise ConfigError(
+            f"attention={attention} applies to decoder language models (GPT-2, Llama, Qwen2, ...); this "
+            f"is a {model.config.model_type!r} model, whose attention is fixed: leave attention unset"
+        )
     for cfg in _configs(model):
         cfg.is_causal = attention == "causal"
 
@@ -113,8 +122,10 @@ def append_eos(tokenizer: Any) -> None:
     eos = tokenizer.eos_token
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if eos is None or backend is None:
-        raise ConfigError("last-token pooling of a decoder needs an end-of-sequence token appended to each text, and "
-                          "this tokenizer has none (or is not a fast tokenizer); choose pooling mean or weighted-mean")
+        raise ConfigError(
+            "last-token pooling of a decoder needs an end-of-sequence token appended to each text, and "
+            "this tokenizer has none (or is not a fast tokenizer); choose pooling mean or weighted-mean"
+        )
     from sentkit.models.hub import special_affixes
 
     prefix, suffix = (tokenizer.convert_ids_to_tokens(ids) for ids in special_affixes(tokenizer))
@@ -122,11 +133,14 @@ def append_eos(tokenizer: Any) -> None:
     specials = {t: int(tokenizer.convert_tokens_to_ids(t)) for t in (*prefix, *suffix, eos)}
     # one template: the special tokens the tokenizer put around a text, then the EOS (it replaces the
     # post-processor, whose only other work, byte-level offsets, changes no id)
-    backend.post_processor = processors.TemplateProcessing(single=single, pair=f"{single} $B:1 {eos}:1",
-                                                           special_tokens=list(specials.items()))
+    backend.post_processor = processors.TemplateProcessing(
+        single=single, pair=f"{single} $B:1 {eos}:1", special_tokens=list(specials.items())
+    )
     if not eos_appended(tokenizer):  # a tokenizer class that builds its post-processor another way
-        raise ConfigError(f"could not make the {type(tokenizer).__name__} tokenizer append its end-of-sequence token; "
-                          "choose pooling mean or weighted-mean")
+        raise ConfigError(
+            f"could not make the {type(tokenizer).__name__} tokenizer append its end-of-sequence token; "
+            "choose pooling mean or weighted-mean"
+        )
 
 
 def prepare(model: Any, tokenizer: Any, pooling: str) -> None:
@@ -134,11 +148,14 @@ def prepare(model: Any, tokenizer: Any, pooling: str) -> None:
     none), right padding, an EOS after each text for `pooling` in `EOS_POOLINGS`, no key/value cache."""
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            raise ConfigError(f"the tokenizer of this {model.config.model_type!r} decoder has neither a padding nor an "
-                              "end-of-sequence token to pad with")
+            raise ConfigError(
+                f"the tokenizer of this {model.config.model_type!r} decoder has neither a padding nor an "
+                "end-of-sequence token to pad with"
+            )
         tokenizer.pad_token = tokenizer.eos_token
-        log.info("decoder tokenizer without a padding token: padding with its end-of-sequence token %r",
-                 tokenizer.eos_token)
+        log.info(
+            "decoder tokenizer without a padding token: padding with its end-of-sequence token %r", tokenizer.eos_token
+        )
     tokenizer.padding_side = "right"
     if pooling in EOS_POOLINGS:
         append_eos(tokenizer)
@@ -185,8 +202,9 @@ def set_mask_token(model: Any, tokenizer: Any, kind: str) -> None:
     ``blank`` the token "_" (LLM2Vec's choice for Llama and Mistral), ``eos`` its end-of-sequence token, ``new`` a new
     token "<mask>" (the embeddings grow by one row). A tokenizer with a mask token keeps it."""
     if kind not in MASK_TOKENS:
-        raise ConfigError(f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}."
-                          f"{suggest(kind, list(MASK_TOKENS))}")
+        raise ConfigError(
+            f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}.{suggest(kind, list(MASK_TOKENS))}"
+        )
     if tokenizer.mask_token is not None:
         return
     if kind == "new":
@@ -196,8 +214,9 @@ def set_mask_token(model: Any, tokenizer: Any, kind: str) -> None:
     token = "_" if kind == "blank" else tokenizer.eos_token
     tid = tokenizer.convert_tokens_to_ids(token) if token is not None else None
     if tid is None or (tid == tokenizer.unk_token_id and token != tokenizer.unk_token):
-        raise ConfigError(f"mask_token={kind}: the tokenizer has no {token or 'end-of-sequence'!r} token; use "
-                          "--set mask_token=new")
+        raise ConfigError(
+            f"mask_token={kind}: the tokenizer has no {token or 'end-of-sequence'!r} token; use --set mask_token=new"
+        )
     tokenizer.mask_token = token
 
 

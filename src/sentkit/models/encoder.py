@@ -30,8 +30,14 @@ from sentkit.models.pooling import POOLINGS, layer_weights, load_with, pooling_o
 log = logging.getLogger(__name__)
 
 # every flag of sentence-transformers' Pooling module (a pooling's own are in its `st_flags`)
-ST_ALL_FLAGS = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_tokens",
-                "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+ST_ALL_FLAGS = (
+    "pooling_mode_cls_token",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
 
 
 ST_DENSE_TYPE = "sentence_transformers.models.Dense"
@@ -50,8 +56,9 @@ class DenseLayer:
 
     def __post_init__(self) -> None:
         if self.activation not in DENSE_ACTIVATIONS:
-            raise ConfigError(f"Dense activation {self.activation!r} is not supported; sentkit applies "
-                              f"{', '.join(DENSE_ACTIVATIONS)}")
+            raise ConfigError(
+                f"Dense activation {self.activation!r} is not supported; sentkit applies {', '.join(DENSE_ACTIVATIONS)}"
+            )
 
     @property
     def out_features(self) -> int:
@@ -150,14 +157,17 @@ class TransformerEncoder:
         path = resolve(name_or_path)
         local = Path(path).is_dir()
         if local and not (Path(path) / "config.json").is_file():
-            raise ConfigError(f"{path} is a folder but not a model directory (it has no config.json); give a "
-                              "directory saved by `sentkit train`, transformers or sentence-transformers")
+            raise ConfigError(
+                f"{path} is a folder but not a model directory (it has no config.json); give a "
+                "directory saved by `sentkit train`, transformers or sentence-transformers"
+            )
         try:
             st_pooling, st_max, st_norm, st_dense = _read_st_settings(Path(path))
             st_prompts, st_default, st_include = read_st_prompts(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ConfigError(f"model directory {path}: its sentence-transformers settings cannot be read "
-                              f"({type(e).__name__}: {e})") from None
+            raise ConfigError(
+                f"model directory {path}: its sentence-transformers settings cannot be read ({type(e).__name__}: {e})"
+            ) from None
         tok = load_tokenizer(path)
         try:
             with quiet_transformers():
@@ -211,8 +221,15 @@ class TransformerEncoder:
         `prompts`) is prepended to every text; neither: the default prompt, if the model has one."""
         text = resolve_prompt(self.prompts, self.default_prompt_name, prompt_name=prompt_name, prompt=prompt)
         items, single = as_text_list(texts)
-        out = self._encode(items, batch_size, token_budget=token_budget, chunk_long=chunk_long,
-                           show_progress=show_progress, normalize=normalize, prompt=text or None)
+        out = self._encode(
+            items,
+            batch_size,
+            token_budget=token_budget,
+            chunk_long=chunk_long,
+            show_progress=show_progress,
+            normalize=normalize,
+            prompt=text or None,
+        )
         return out[0] if single else out
 
     def prompt_length(self, prompt: str) -> int:
@@ -246,15 +263,19 @@ class TransformerEncoder:
             with quiet_transformers():
                 head = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
             if len(head) >= body:
-                raise ConfigError(f"the prompt {prompt!r} is {len(head)} tokens, leaving no room for text in the "
-                                  f"model's {self.max_length}-token windows")
+                raise ConfigError(
+                    f"the prompt {prompt!r} is {len(head)} tokens, leaving no room for text in the "
+                    f"model's {self.max_length}-token windows"
+                )
             body -= len(head)
         elif prompt:  # prepended to the text, as sentence-transformers does
             texts = [prompt + t for t in texts]
         # the tokens left out of the pooling (include_prompt=False): the leading specials and the prompt
         skip = self.prompt_length(prompt) if prompt and not self.include_prompt else 0
         with quiet_transformers():
-            ids = self.tokenizer(texts, add_special_tokens=False, truncation=not chunk_long, max_length=body if not chunk_long else None)["input_ids"]
+            ids = self.tokenizer(
+                texts, add_special_tokens=False, truncation=not chunk_long, max_length=body if not chunk_long else None
+            )["input_ids"]
         # Split every text into pieces of at most `body` tokens (one piece unless chunk_long).
         pieces: list[list[int]] = []
         owner: list[int] = []
@@ -274,7 +295,9 @@ class TransformerEncoder:
         for idx in length_batches(lengths, batch_size, token_budget):
             seqs = [self.prefix + pieces[j] + self.suffix for j in idx]
             batch = pad_batch(seqs, self.pad_id, self.device)
-            inputs = {"input_ids": batch["input_ids"]} if len({len(s) for s in seqs}) == 1 else batch  # no padding: no mask
+            inputs = (
+                {"input_ids": batch["input_ids"]} if len({len(s) for s in seqs}) == 1 else batch
+            )  # no padding: no mask
             if self.pool_fn.last_layer_only:
                 hidden = self.model(**inputs).last_hidden_state  # [b, L, d]
             else:  # a pooling of other layers (first-last-avg)
@@ -298,13 +321,30 @@ class TransformerEncoder:
     __call__ = encode
 
     # ---------------------------------------------------------------- saving
-    def save(self, out: str | Path, *, extra: dict[str, Any] | None = None, model_card: str | None = None,
-             method: str = "transformer") -> Path:
+    def save(
+        self,
+        out: str | Path,
+        *,
+        extra: dict[str, Any] | None = None,
+        model_card: str | None = None,
+        method: str = "transformer",
+    ) -> Path:
         """Write a directory that sentence-transformers and transformers both load unchanged."""
-        save_st_directory(self.model, self.tokenizer, out, pooling=self.pooling, max_length=self.max_length,
-                          normalize=self.normalize, extra=extra, model_card=model_card, dense=self.dense, method=method,
-                          prompts=self.prompts, default_prompt_name=self.default_prompt_name,
-                          include_prompt=self.include_prompt)
+        save_st_directory(
+            self.model,
+            self.tokenizer,
+            out,
+            pooling=self.pooling,
+            max_length=self.max_length,
+            normalize=self.normalize,
+            extra=extra,
+            model_card=model_card,
+            dense=self.dense,
+            method=method,
+            prompts=self.prompts,
+            default_prompt_name=self.default_prompt_name,
+            include_prompt=self.include_prompt,
+        )
         return Path(out)
 
 
@@ -413,8 +453,9 @@ def _write_layer_weights(folder: Path, dim: int, weights: list[float]) -> None:
     from safetensors.torch import save_file
 
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"embedding_dimension": dim, "num_hidden_layers": len(weights) - 1,
-                                                     "layer_start": 0}, indent=2))
+    (folder / "config.json").write_text(
+        json.dumps({"embedding_dimension": dim, "num_hidden_layers": len(weights) - 1, "layer_start": 0}, indent=2)
+    )
     save_file({"layer_weights": torch.tensor(weights, dtype=torch.float32)}, str(folder / "model.safetensors"))
 
 
@@ -428,8 +469,11 @@ def _read_dense(folder: Path) -> DenseLayer:
         state = load_file(str(folder / "model.safetensors"))
     else:
         state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    return DenseLayer(state["linear.weight"].float(), state.get("linear.bias"),
-                      cfg.get("activation_function", "torch.nn.modules.activation.Tanh"))
+    return DenseLayer(
+        state["linear.weight"].float(),
+        state.get("linear.bias"),
+        cfg.get("activation_function", "torch.nn.modules.activation.Tanh"),
+    )
 
 
 def _write_dense(folder: Path, layer: DenseLayer) -> None:
@@ -437,9 +481,17 @@ def _write_dense(folder: Path, layer: DenseLayer) -> None:
 
     folder.mkdir()
     out_f, in_f = (int(x) for x in layer.weight.shape)
-    (folder / "config.json").write_text(json.dumps({"in_features": in_f, "out_features": out_f,
-                                                     "bias": layer.bias is not None,
-                                                     "activation_function": layer.activation}, indent=2))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "in_features": in_f,
+                "out_features": out_f,
+                "bias": layer.bias is not None,
+                "activation_function": layer.activation,
+            },
+            indent=2,
+        )
+    )
     state = {"linear.weight": layer.weight.detach().float().contiguous()}
     if layer.bias is not None:
         state["linear.bias"] = layer.bias.detach().float().contiguous()
@@ -479,9 +531,11 @@ def save_st_directory(
     out = Path(out)
     flags = POOLINGS.get(pooling).st_flags
     if not flags:
-        raise ConfigError(f"pooling {pooling!r} has no sentence-transformers module, so a folder saved with it would "
-                          f"load with another pooling there; save with one of {', '.join(saveable_poolings())} and "
-                          f"{load_with(pooling)}")
+        raise ConfigError(
+            f"pooling {pooling!r} has no sentence-transformers module, so a folder saved with it would "
+            f"load with another pooling there; save with one of {', '.join(saveable_poolings())} and "
+            f"{load_with(pooling)}"
+        )
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     base = getattr(model, "base_model", model)
@@ -500,30 +554,55 @@ def save_st_directory(
     dim = int(base.config.hidden_size)
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
     if layered:
-        modules.append({"idx": 1, "name": "1", "path": "1_WeightedLayerPooling",
-                        "type": "sentence_transformers.models.WeightedLayerPooling"})
-        _write_layer_weights(tmp / "1_WeightedLayerPooling", dim, layer_weights(pool, int(base.config.num_hidden_layers)))
+        modules.append(
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_WeightedLayerPooling",
+                "type": "sentence_transformers.models.WeightedLayerPooling",
+            }
+        )
+        _write_layer_weights(
+            tmp / "1_WeightedLayerPooling", dim, layer_weights(pool, int(base.config.num_hidden_layers))
+        )
     pool_dir = f"{len(modules)}_Pooling"
-    modules.append({"idx": len(modules), "name": str(len(modules)), "path": pool_dir,
-                    "type": "sentence_transformers.models.Pooling"})
+    modules.append(
+        {
+            "idx": len(modules),
+            "name": str(len(modules)),
+            "path": pool_dir,
+            "type": "sentence_transformers.models.Pooling",
+        }
+    )
     for layer in dense:  # e.g. whitening, after the pooling and before any normalisation
         i = len(modules)
         modules.append({"idx": i, "name": str(i), "path": f"{i}_Dense", "type": ST_DENSE_TYPE})
         _write_dense(tmp / f"{i}_Dense", layer)
     if normalize:
         i = len(modules)
-        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize", "type": "sentence_transformers.models.Normalize"})
+        modules.append(
+            {"idx": i, "name": str(i), "path": f"{i}_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
         (tmp / f"{i}_Normalize").mkdir()
     (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
-    (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2))
+    (tmp / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2)
+    )
     (tmp / pool_dir).mkdir()
     prompts = check_prompts(prompts, default_prompt_name)
     pool_cfg: dict[str, Any] = {"word_embedding_dimension": dim, "include_prompt": bool(include_prompt)}
     pool_cfg.update({k: k in flags for k in ST_ALL_FLAGS})
     (tmp / pool_dir / "config.json").write_text(json.dumps(pool_cfg, indent=2))
     (tmp / "config_sentence_transformers.json").write_text(
-        json.dumps({"__version__": {"sentkit": __version__}, "prompts": prompts, "default_prompt_name": default_prompt_name,
-                    "similarity_fn_name": "cosine"}, indent=2)
+        json.dumps(
+            {
+                "__version__": {"sentkit": __version__},
+                "prompts": prompts,
+                "default_prompt_name": default_prompt_name,
+                "similarity_fn_name": "cosine",
+            },
+            indent=2,
+        )
     )
     write_marker(tmp, method, pooling=pooling, max_length=max_length, **(extra or {}))
     (tmp / "README.md").write_text(model_card or f"# sentkit encoder\n\nPooling: {pooling}; max length {max_length}.\n")

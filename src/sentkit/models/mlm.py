@@ -93,8 +93,11 @@ def _transformers_major() -> int:
 
 def _bert_layout(layer: Any) -> bool:
     att = getattr(getattr(layer, "attention", None), "self", None)
-    return all(hasattr(att, a) for a in ("query", "key", "value", "dropout", "attention_head_size", "scaling")) and \
-        all(hasattr(layer, a) for a in ("intermediate", "output")) and hasattr(layer.attention, "output")
+    return (
+        all(hasattr(att, a) for a in ("query", "key", "value", "dropout", "attention_head_size", "scaling"))
+        and all(hasattr(layer, a) for a in ("intermediate", "output"))
+        and hasattr(layer.attention, "output")
+    )
 
 
 def first_token_layer(encoder: Any) -> Any:
@@ -104,7 +107,12 @@ def first_token_layer(encoder: Any) -> Any:
         return None
     cfg = getattr(encoder, "config", None)
     layers = getattr(getattr(encoder, "encoder", None), "layer", None)
-    if cfg is None or getattr(cfg, "model_type", "") not in FIRST_TOKEN_TYPES or not layers or getattr(cfg, "is_decoder", False):
+    if (
+        cfg is None
+        or getattr(cfg, "model_type", "") not in FIRST_TOKEN_TYPES
+        or not layers
+        or getattr(cfg, "is_decoder", False)
+    ):
         return None
     if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
         return None
@@ -118,8 +126,9 @@ def first_token_forward(layer: Any) -> Callable[..., torch.Tensor]:
     full = type(layer).forward
     att = layer.attention.self
 
-    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any,
-                **kwargs: Any) -> torch.Tensor:
+    def forward(
+        hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any
+    ) -> torch.Tensor:
         if attention_mask is not None and attention_mask.dim() != 4:  # e.g. flash attention's 2-D mask
             return full(layer, hidden_states, attention_mask, *args, **kwargs)[:, :1]  # type: ignore[no-any-return]
         n, length, _ = hidden_states.shape
@@ -131,8 +140,9 @@ def first_token_forward(layer: Any) -> Callable[..., torch.Tensor]:
         mask = attention_mask[..., :1, :] if attention_mask is not None else None  # the first query's row
         if mask is not None and mask.is_floating_point():  # an additive mask, as eager attention adds it
             mask = mask.to(q.dtype)
-        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=att.scaling,
-                                             dropout_p=att.dropout.p if att.training else 0.0)
+        ctx = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=att.scaling, dropout_p=att.dropout.p if att.training else 0.0
+        )
         out = layer.attention.output(ctx.transpose(1, 2).reshape(n, 1, heads * size), first)
         return layer.output(layer.intermediate(out), out)  # type: ignore[no-any-return]
 
@@ -211,5 +221,3 @@ class MaskedLM(nn.Module):
             return emb, hidden.new_zeros(()), 0
         loss, count = self.mlm_sum(hidden, labels)
         return emb, loss, count
-
-

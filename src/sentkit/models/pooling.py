@@ -104,7 +104,9 @@ class Pooling:
 POOLINGS: Registry[Pooling] = Registry("pooling")
 POOLINGS.add("mean", Pooling(mean_pool, st_flags=("pooling_mode_mean_tokens",)))
 POOLINGS.add("cls", Pooling(cls_pool, st_flags=("pooling_mode_cls_token",)))
-POOLINGS.add("mean+max", Pooling(max_mean_pool, width=2, st_flags=("pooling_mode_max_tokens", "pooling_mode_mean_tokens")))
+POOLINGS.add(
+    "mean+max", Pooling(max_mean_pool, width=2, st_flags=("pooling_mode_max_tokens", "pooling_mode_mean_tokens"))
+)
 POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1), st_flags=("pooling_mode_mean_tokens",)))
 POOLINGS.add("last-token", Pooling(last_token_pool, st_flags=("pooling_mode_lasttoken",)))
 POOLINGS.add("weighted-mean", Pooling(weighted_mean_pool, st_flags=("pooling_mode_weightedmean_tokens",)))
@@ -140,5 +142,7 @@ def saveable_poolings() -> list[str]:
 
 def load_with(pooling: str) -> str:
     """How to use a pooling at load time (the way for one a folder cannot hold): no command takes it."""
-    return (f'load the model with it: sentkit evaluate --pooling {pooling}, sentkit.load(NAME, pooling="{pooling}") in '
-            f'Python, or method = "pretrained", settings = {{ model = NAME, pooling = "{pooling}" }} in an experiment cell')
+    return (
+        f'load the model with it: sentkit evaluate --pooling {pooling}, sentkit.load(NAME, pooling="{pooling}") in '
+        f'Python, or method = "pretrained", settings = {{ model = NAME, pooling = "{pooling}" }} in an experiment cell'
+    )

@@ -66,12 +66,16 @@ class SIF:
         from sentkit.encoder import BagOfVectors
 
         if not isinstance(base, BagOfVectors):
-            raise ConfigError(f"{name}: SIF needs an encoder that averages word vectors (averaged GloVe, CBOW / "
-                              f"SkipGram, FastSent, wordpiece-skipgram), got {type(base).__name__}")
+            raise ConfigError(
+                f"{name}: SIF needs an encoder that averages word vectors (averaged GloVe, CBOW / "
+                f"SkipGram, FastSent, wordpiece-skipgram), got {type(base).__name__}"
+            )
         table = base.token_table()
         if weights.shape != (len(table),) or pcs.shape[1:] != (table.shape[1],):
-            raise ConfigError(f"{name}: the saved weights {weights.shape} / components {pcs.shape} do not fit the "
-                              f"base's table {table.shape}; fit the SIF again")
+            raise ConfigError(
+                f"{name}: the saved weights {weights.shape} / components {pcs.shape} do not fit the "
+                f"base's table {table.shape}; fit the SIF again"
+            )
         self.base, self.weights, self.pcs, self.name = base, weights, pcs, name
         self._table = table
 
@@ -86,8 +90,14 @@ class SIF:
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
         from sentkit.encoder import encode_texts
 
-        return encode_texts(lambda b: remove_components(self.raw(b), self.pcs), texts, batch_size, dim=self.dim,
-                            show_progress=show_progress, desc=f"{self.name} encode")
+        return encode_texts(
+            lambda b: remove_components(self.raw(b), self.pcs),
+            texts,
+            batch_size,
+            dim=self.dim,
+            show_progress=show_progress,
+            desc=f"{self.name} encode",
+        )
 
     def fingerprint(self) -> str | None:
         from sentkit.encoder import derived_fingerprint

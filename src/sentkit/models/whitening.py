@@ -45,7 +45,9 @@ def as_dense(mu: np.ndarray, w: np.ndarray) -> Any:
 
     from sentkit.models.encoder import DenseLayer
 
-    return DenseLayer(torch.from_numpy(np.ascontiguousarray(w.T)), torch.from_numpy((-mu.astype(np.float64) @ w).astype(np.float32)))
+    return DenseLayer(
+        torch.from_numpy(np.ascontiguousarray(w.T)), torch.from_numpy((-mu.astype(np.float64) @ w).astype(np.float32))
+    )
 
 
 # ----------------------------------------------------------------------------- an encoder, whitened
@@ -63,7 +65,9 @@ class Whitened:
         from sentkit.encoder import as_text_list
 
         items, single = as_text_list(texts)
-        out = apply_whitening(self.base.encode(items, batch_size=batch_size, show_progress=show_progress), self.mu, self.w)
+        out = apply_whitening(
+            self.base.encode(items, batch_size=batch_size, show_progress=show_progress), self.mu, self.w
+        )
         return out[0] if single else out
 
     def fingerprint(self) -> str | None:

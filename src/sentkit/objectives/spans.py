@@ -30,9 +30,7 @@ class SpanSettings:
         if self.num_anchors < 1 or self.num_positives < 1:
             raise ValueError("num_anchors and num_positives must be at least 1")
         if not 1 <= self.min_span_len <= self.max_span_len:
-            raise ValueError(
-                f"need 1 <= min_span_len <= max_span_len, got {self.min_span_len} and {self.max_span_len}"
-            )
+            raise ValueError(f"need 1 <= min_span_len <= max_span_len, got {self.min_span_len} and {self.max_span_len}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
 

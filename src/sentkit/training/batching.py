@@ -53,7 +53,9 @@ def length_chunks(lengths: list[int], token_budget: int) -> list[list[int]]:
     return chunks
 
 
-def pad_with_labels(seqs: list[list[int]], labels: list[list[int] | None], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def pad_with_labels(
+    seqs: list[list[int]], labels: list[list[int] | None], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Right-pad ids and MLM labels -> (ids [n, L], mask [n, L], labels [n, L] or None if no labels)."""
     batch = pad_batch(seqs, pad_id, device)
     ids, mask = batch["input_ids"], batch["attention_mask"]

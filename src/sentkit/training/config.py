@@ -28,7 +28,9 @@ class TrainConfig:
     model: str = DEFAULT_MODEL  # registry name, local directory or Hugging Face id
     from_scratch: bool = False  # random initialisation from the model's config
     text_field: str = "text"  # .jsonl / .parquet / HF dataset column
-    txt_mode: Literal["file", "lines"] = "file"  # a single .txt corpus: one document, or one per line (DeCLUTR's format)
+    txt_mode: Literal["file", "lines"] = (
+        "file"  # a single .txt corpus: one document, or one per line (DeCLUTR's format)
+    )
     corpus_fraction: float = 1.0  # train on this share of the usable units (data-size studies)
     prepared_dir: str | None = None  # where to prepare (or reuse) the token store; None: <out>/prepared
     pooling: str = "mean"  # a saveable pooling of sentkit.models.pooling: mean, cls, mean+max, last-token, ...
@@ -68,10 +70,21 @@ class TrainConfig:
     progress: bool = True
 
     # Keys that only change how a run is watched or saved, never what it computes.
-    RESUME_SAFE: ClassVar[frozenset[str]] = frozenset({
-        "resume", "overwrite", "allow_config_change", "progress", "log_every", "logger", "checkpoint_every",
-        "device", "dist_timeout", "prepare_timeout", "snapshots",
-    })
+    RESUME_SAFE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "resume",
+            "overwrite",
+            "allow_config_change",
+            "progress",
+            "log_every",
+            "logger",
+            "checkpoint_every",
+            "device",
+            "dist_timeout",
+            "prepare_timeout",
+            "snapshots",
+        }
+    )
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = ("batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every")
 
     def __post_init__(self) -> None:
@@ -121,4 +134,6 @@ def config_diff(saved: dict[str, Any], current: Any) -> list[str]:
     ignoring the bookkeeping keys a resume may change; each entry reads `key: saved -> current`."""
     now = dataclasses.asdict(current)
     keys = sorted((set(saved) | set(now)) - set(getattr(current, "RESUME_SAFE", TrainConfig.RESUME_SAFE)))
-    return [f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}" for k in keys if saved.get(k) != now.get(k)]
+    return [
+        f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}" for k in keys if saved.get(k) != now.get(k)
+    ]

@@ -59,8 +59,9 @@ class RankFailed(SentkitError, ConnectionError):
 
     exit_code = 1
 
-    def __init__(self, message: str, stopped: list[int] | None = None, timed_out: bool = False,
-                 doing: str = "") -> None:
+    def __init__(
+        self, message: str, stopped: list[int] | None = None, timed_out: bool = False, doing: str = ""
+    ) -> None:
         super().__init__(message)
         self.stopped = stopped
         self.timed_out = timed_out
@@ -68,8 +69,18 @@ class RankFailed(SentkitError, ConnectionError):
 
 
 # what the message of a failed collective, or of the store behind it, says when another rank stopped
-_PEER_GONE = ("connection reset", "connection closed", "broken pipe", "connection refused", "end of file",
-              "socket", "gloo", "nccl", "timed out", "timeout")
+_PEER_GONE = (
+    "connection reset",
+    "connection closed",
+    "broken pipe",
+    "connection refused",
+    "end of file",
+    "socket",
+    "gloo",
+    "nccl",
+    "timed out",
+    "timeout",
+)
 
 
 def peer_failure(e: BaseException) -> bool:
@@ -89,8 +100,9 @@ _heartbeat_started = False
 
 def _store(timeout_s: float) -> Any:
     """A client of the run's store (torchrun's, or rank 0's without it), from the environment."""
-    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                         timeout=timedelta(seconds=timeout_s))
+    return dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=timeout_s)
+    )
 
 
 def _restart() -> str:
@@ -188,8 +200,13 @@ def watch_peers(info: DistInfo, what: str | Callable[[], str]) -> Iterator[None]
         doing = what() if callable(what) else what
         first = (str(e).splitlines() or [""])[0]
         event = "did not answer in time" if timed_out else "stopped"
-        raise RankFailed(f"rank {info.rank}: {ranks_text(stopped)} {event} while {doing} ({first[:200]}); see the "
-                         "log of the process that stopped first", stopped, timed_out, doing) from None
+        raise RankFailed(
+            f"rank {info.rank}: {ranks_text(stopped)} {event} while {doing} ({first[:200]}); see the "
+            "log of the process that stopped first",
+            stopped,
+            timed_out,
+            doing,
+        ) from None
 
 
 def init_from_env(device_type: str, timeout_s: float | None = None) -> DistInfo:

@@ -64,10 +64,19 @@ class LLM2VecConfig:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise ConfigError("--method llm2vec needs --model: a decoder language model (a folder or Hugging Face id "
-                              "of GPT-2, Llama, Qwen2, Mistral, ...)")
-        for name in ("mntp_steps", "mntp_batch_size", "seq_len", "simcse_steps", "simcse_batch_size", "max_len",
-                     "checkpoint_every"):
+            raise ConfigError(
+                "--method llm2vec needs --model: a decoder language model (a folder or Hugging Face id "
+                "of GPT-2, Llama, Qwen2, Mistral, ...)"
+            )
+        for name in (
+            "mntp_steps",
+            "mntp_batch_size",
+            "seq_len",
+            "simcse_steps",
+            "simcse_batch_size",
+            "max_len",
+            "checkpoint_every",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.simcse_dropout < 1:
@@ -77,18 +86,40 @@ class LLM2VecConfig:
         """(folder, config) of each phase, validated."""
         from sentkit.training.recipes.mntp import MNTPConfig
 
-        common: dict[str, Any] = {"corpus": self.corpus, "seed": self.seed, "progress": self.progress,
-                                  "precision": self.precision, "attention": "bidirectional",
-                                  "checkpoint_every": self.checkpoint_every}
-        mntp = MNTPConfig(**common, out=str(out / PHASES[0]), model=self.model, max_steps=self.mntp_steps,
-                          batch_size=self.mntp_batch_size, lr=self.mntp_lr, seq_len=self.seq_len,
-                          mlm_probability=self.mlm_probability, mask_token=self.mask_token,
-                          prepared_dir=str(out / "prepared" / "documents"))
-        simcse = DecoderSimCSEConfig(**common, out=str(out / PHASES[1]), model=str(out / PHASES[0]),
-                                     max_steps=self.simcse_steps, batch_size=self.simcse_batch_size,
-                                     lr=self.simcse_lr, temperature=self.temperature, max_len=self.max_len,
-                                     pooling=self.pooling, mlp=False, dropout=self.simcse_dropout,
-                                     prepared_dir=str(out / "prepared" / "sentences"))
+        common: dict[str, Any] = {
+            "corpus": self.corpus,
+            "seed": self.seed,
+            "progress": self.progress,
+            "precision": self.precision,
+            "attention": "bidirectional",
+            "checkpoint_every": self.checkpoint_every,
+        }
+        mntp = MNTPConfig(
+            **common,
+            out=str(out / PHASES[0]),
+            model=self.model,
+            max_steps=self.mntp_steps,
+            batch_size=self.mntp_batch_size,
+            lr=self.mntp_lr,
+            seq_len=self.seq_len,
+            mlm_probability=self.mlm_probability,
+            mask_token=self.mask_token,
+            prepared_dir=str(out / "prepared" / "documents"),
+        )
+        simcse = DecoderSimCSEConfig(
+            **common,
+            out=str(out / PHASES[1]),
+            model=str(out / PHASES[0]),
+            max_steps=self.simcse_steps,
+            batch_size=self.simcse_batch_size,
+            lr=self.simcse_lr,
+            temperature=self.temperature,
+            max_len=self.max_len,
+            pooling=self.pooling,
+            mlp=False,
+            dropout=self.simcse_dropout,
+            prepared_dir=str(out / "prepared" / "sentences"),
+        )
         return [(PHASES[0], mntp), (PHASES[1], simcse)]
 
 
@@ -150,9 +181,11 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
         t, c = time.perf_counter(), time.process_time()
         train(phase_cfg, recipe_cls=recipe)
         prev = costs.get(folder, {})
-        costs[folder] = {"settings": asdict(phase_cfg),
-                         "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
-                         "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1)}
+        costs[folder] = {
+            "settings": asdict(phase_cfg),
+            "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
+            "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1),
+        }
         atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
     record["final"] = PHASES[-1]
     atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")

@@ -53,7 +53,9 @@ from sentkit.training.step import StepContext, forward_backward, make_optimizer,
 
 log = logging.getLogger(__name__)
 
-SNAPSHOTS = "snapshots"  # <out>/snapshots/step-<N>: the encoder at the steps `snapshots` names (a scaling curve's points)
+SNAPSHOTS = (
+    "snapshots"  # <out>/snapshots/step-<N>: the encoder at the steps `snapshots` names (a scaling curve's points)
+)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -79,8 +81,9 @@ def corpus_subset(num_units: int, fraction: float) -> np.ndarray:
     return np.sort(order[: max(1, round(num_units * fraction))]) if fraction < 1 else np.arange(num_units)
 
 
-def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out: Path, info: DistInfo, *,
-                          rule: Any = None) -> Any:
+def open_or_prepare_store(
+    cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out: Path, info: DistInfo, *, rule: Any = None
+) -> Any:
     """Use cfg.corpus if it is a prepared store, else prepare it once into cfg.prepared_dir (default
     <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match. Only rank 0
     prepares (the loop runs it before the other ranks, see `main_first`); they open what it made."""
@@ -100,19 +103,30 @@ def open_or_prepare_store(cfg: TrainConfig, tokenizer: Any, spec: StoreSpec, out
                     if spec.unit != "document":
                         kw["unit"] = spec.unit
                     rep = prepare_store(
-                        cfg.corpus, tokenizer, target, min_doc_tokens=spec.min_tokens, max_doc_tokens=spec.max_tokens,
-                        text_field=cfg.text_field, txt_mode=cfg.txt_mode, tokenizer_name=cfg.model,
-                        show_progress=cfg.progress, **kw,
+                        cfg.corpus,
+                        tokenizer,
+                        target,
+                        min_doc_tokens=spec.min_tokens,
+                        max_doc_tokens=spec.max_tokens,
+                        text_field=cfg.text_field,
+                        txt_mode=cfg.txt_mode,
+                        tokenizer_name=cfg.model,
+                        show_progress=cfg.progress,
+                        **kw,
                     )
                     log.info("prepared corpus:\n%s", rep.summary(spec.min_tokens))
         elif not _store_matches(target, spec, tokenizer, cfg.txt_mode):
-            raise ConfigError(f"rank {info.rank} does not see the token store that rank 0 prepared in {target}: "
-                              "--out (and prepared_dir) must be on a file system that every process sees")
+            raise ConfigError(
+                f"rank {info.rank} does not see the token store that rank 0 prepared in {target}: "
+                "--out (and prepared_dir) must be on a file system that every process sees"
+            )
         store = TokenStore(target)
     store.check_tokenizer(tokenizer, spec.min_tokens)
     if store.meta.get("unit", "document") != spec.unit:
-        raise CorpusError(f"store {store.path} holds {store.meta.get('unit', 'document')}s, but this method trains on "
-                          f"{spec.unit}s; pass the raw corpus (it is prepared into <out>/prepared)")
+        raise CorpusError(
+            f"store {store.path} holds {store.meta.get('unit', 'document')}s, but this method trains on "
+            f"{spec.unit}s; pass the raw corpus (it is prepared into <out>/prepared)"
+        )
     return store
 
 
@@ -124,9 +138,13 @@ def _store_matches(target: Path, spec: StoreSpec, tokenizer: Any, txt_mode: str 
     if not is_store(target):
         return False
     meta = TokenStore(target).meta
-    return bool(meta.get("min_doc_tokens") == spec.min_tokens and meta.get("max_doc_tokens") == spec.max_tokens
-                and meta.get("unit", "document") == spec.unit and meta.get("txt_mode", "file") == txt_mode
-                and meta.get("tokenizer_fingerprint") == tokenizer_fingerprint(tokenizer))
+    return bool(
+        meta.get("min_doc_tokens") == spec.min_tokens
+        and meta.get("max_doc_tokens") == spec.max_tokens
+        and meta.get("unit", "document") == spec.unit
+        and meta.get("txt_mode", "file") == txt_mode
+        and meta.get("tokenizer_fingerprint") == tokenizer_fingerprint(tokenizer)
+    )
 
 
 def lr_lambda(cfg: TrainConfig, total: int) -> Callable[[int], float]:
@@ -147,7 +165,9 @@ def too_few_units(recipe: Recipe, store: Any, n: int, cfg: TrainConfig, info: Di
 
 
 # ----------------------------------------------------------------------------- the loop
-def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = None, prepare_only: bool = False) -> Path:
+def train(
+    cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = None, prepare_only: bool = False
+) -> Path:
     """Train with `recipe_cls` on cfg.corpus; save an encoder (sentence-transformers layout, and
     the masked LM with its head) at cfg.out.
 
@@ -167,8 +187,10 @@ def train(cfg: TrainConfig, recipe_cls: type[Recipe], *, stop_at: int | None = N
         torch.cuda.set_device(device)
     precision = pick_precision(device, cfg.precision)
     if cfg.batch_size % (info.world_size * cfg.grad_accum):
-        raise ConfigError(f"batch_size ({cfg.batch_size}) must be divisible by world size x grad_accum "
-                          f"({info.world_size} x {cfg.grad_accum})")
+        raise ConfigError(
+            f"batch_size ({cfg.batch_size}) must be divisible by world size x grad_accum "
+            f"({info.world_size} x {cfg.grad_accum})"
+        )
     try:
         with contextlib.ExitStack() as stack:  # rank 0 holds the folder's lock and log until the end
             return _run(cfg, recipe_cls, out, device, info, precision, stack, stop_at, prepare_only)
@@ -184,8 +206,11 @@ def stopped_report(e: RankFailed, out: Path) -> str:
     else:
         where = f"their logs: {', '.join(logs)}" if logs else f"the logs: {out / 'train*.log'}"
     last = last_checkpoint(out)
-    resume = (f"resume with --resume (the last checkpoint: {last[0]}, step {last[1]})" if last is not None else
-              "resume with --resume (no checkpoint was written yet: it starts from step 0)")
+    resume = (
+        f"resume with --resume (the last checkpoint: {last[0]}, step {last[1]})"
+        if last is not None
+        else "resume with --resume (no checkpoint was written yet: it starts from step 0)"
+    )
     event = "did not answer in time" if e.timed_out else "stopped"
     return f"{ranks_text(e.stopped)} {event} while {e.doing or 'the run went on'} ({where}); {resume}"
 
@@ -207,8 +232,17 @@ def _claim(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, stack: context
     return resuming
 
 
-def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.device, info: DistInfo,
-         precision: str, stack: contextlib.ExitStack, stop_at: int | None, prepare_only: bool) -> Path:
+def _run(
+    cfg: TrainConfig,
+    recipe_cls: type[Recipe],
+    out: Path,
+    device: torch.device,
+    info: DistInfo,
+    precision: str,
+    stack: contextlib.ExitStack,
+    stop_at: int | None,
+    prepare_only: bool,
+) -> Path:
     from tqdm.auto import tqdm
 
     from sentkit.models.encoder import base_prompt_settings, save_st_directory
@@ -224,8 +258,14 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
 
         if not info.is_main:
             stack.enter_context(run_log(out, rank_log_name(info.rank)))
-        log.info("rank %d of %d: pid %d on %s, device %s", info.rank, info.world_size, os.getpid(),
-                 socket.gethostname(), device)
+        log.info(
+            "rank %d of %d: pid %d on %s, device %s",
+            info.rank,
+            info.world_size,
+            os.getpid(),
+            socket.gethostname(),
+            device,
+        )
 
     # --- model and tokenizer, every rank at once (random initialisation seeded by the run's seed)
     with torch.random.fork_rng(devices=[]):
@@ -247,8 +287,10 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
             else:
                 state = read_checkpoint(chosen["checkpoint"], map_location="cpu")
                 if int(state["step"]) != chosen["step"]:
-                    raise CheckpointError(f"rank {info.rank} read step {state['step']} from {chosen['checkpoint']}, "
-                                          f"rank 0 step {chosen['step']}: the checkpoint changed while the run started")
+                    raise CheckpointError(
+                        f"rank {info.rank} read step {state['step']} from {chosen['checkpoint']}, "
+                        f"rank 0 step {chosen['step']}: the checkpoint changed while the run started"
+                    )
     if prepare_only:
         if info.is_main:
             save_json(cfg, out / "train_config.json")
@@ -317,33 +359,69 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
         tokens_seen += batch.tokens * info.world_size
         units_seen += cfg.batch_size
         if not math.isfinite(m["loss"]):
-            raise FloatingPointError(f"loss became {m['loss']} at step {step}; lower lr (--set lr=...) or use "
-                                     "--set precision=fp32")
+            raise FloatingPointError(
+                f"loss became {m['loss']} at step {step}; lower lr (--set lr=...) or use --set precision=fp32"
+            )
         bar.update(1)
         bar.set_postfix(loss=f"{m['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.2e}")
         if metrics is not None and (step % cfg.log_every == 0 or step == total or step == 1):
             el = time.perf_counter() - t_start
-            metrics.log({"step": step, **m, "lr": float(sched.get_last_lr()[0]), "grad_norm": grad_norm,
-                         "tokens_per_s": tokens_seen / el, "docs_per_s": units_seen / el, "elapsed_s": el})
+            metrics.log(
+                {
+                    "step": step,
+                    **m,
+                    "lr": float(sched.get_last_lr()[0]),
+                    "grad_norm": grad_norm,
+                    "tokens_per_s": tokens_seen / el,
+                    "docs_per_s": units_seen / el,
+                    "elapsed_s": el,
+                }
+            )
         if info.is_main and (step % cfg.checkpoint_every == 0 or step == total):
-            save_checkpoint(out, {
-                "model": module.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                "scaler": scaler.state_dict(), "rng": rng_state(), "step": step, "method": recipe.name,
-                "sampler": {"epoch": step // steps_per_epoch, "position": step % steps_per_epoch},
-                "config": to_dict(cfg),
-                "progress": {"tokens": kept_tokens + tokens_seen, "seconds": kept_s + time.perf_counter() - t_start,
-                             "cpu_seconds": kept_cpu + time.process_time() - c_start},
-            })
+            save_checkpoint(
+                out,
+                {
+                    "model": module.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(),
+                    "scaler": scaler.state_dict(),
+                    "rng": rng_state(),
+                    "step": step,
+                    "method": recipe.name,
+                    "sampler": {"epoch": step // steps_per_epoch, "position": step % steps_per_epoch},
+                    "config": to_dict(cfg),
+                    "progress": {
+                        "tokens": kept_tokens + tokens_seen,
+                        "seconds": kept_s + time.perf_counter() - t_start,
+                        "cpu_seconds": kept_cpu + time.process_time() - c_start,
+                    },
+                },
+            )
         if info.is_main and step in cfg.snapshots and step < total:  # the encoder as it is now, beside the run
             save_st_directory(
-                unwrap(model).mlm_model, tokenizer, out / SNAPSHOTS / f"step-{step}", max_length=limit, method=recipe.name,
-                save_head=True, pooling=recipe.encoder_settings()["pooling"], **base_prompt_settings(cfg.model),
-                extra={"base_model": cfg.model, "steps": step, "snapshot": {
-                    "step": step, "of": total, "tokens_seen": kept_tokens + tokens_seen,
-                    "seconds": round(kept_s + time.perf_counter() - t_start, 3),
-                    "cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3)}},
-                model_card=f"# A snapshot of a sentkit {recipe.name} run at step {step} of {total}\n\nThe learning rate "
-                           "had not finished its schedule here: this is the run part-way, not a run of this length.\n")
+                unwrap(model).mlm_model,
+                tokenizer,
+                out / SNAPSHOTS / f"step-{step}",
+                max_length=limit,
+                method=recipe.name,
+                save_head=True,
+                pooling=recipe.encoder_settings()["pooling"],
+                **base_prompt_settings(cfg.model),
+                extra={
+                    "base_model": cfg.model,
+                    "steps": step,
+                    "snapshot": {
+                        "step": step,
+                        "of": total,
+                        "tokens_seen": kept_tokens + tokens_seen,
+                        "seconds": round(kept_s + time.perf_counter() - t_start, 3),
+                        "cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
+                    },
+                },
+                model_card=f"# A snapshot of a sentkit {recipe.name} run at step {step} of {total}\n\n"
+                "The learning rate had not finished its schedule here: this is the run part-way, "
+                "not a run of this length.\n",
+            )
         if stop_at is not None and step >= stop_at:
             break
     bar.close()
@@ -358,14 +436,24 @@ def _run(cfg: TrainConfig, recipe_cls: type[Recipe], out: Path, device: torch.de
     if info.is_main and step >= total:
         enc = recipe.encoder_settings()
         save_st_directory(
-            unwrap(model).mlm_model, tokenizer, out, max_length=limit, method=recipe.name, save_head=True,
-            extra={"base_model": cfg.model, "steps": step, **{k: v for k, v in enc.items() if k != "pooling"},
-                   # the steps the model kept, across resumes: tokens through the transformer, loop seconds
-                   "tokens_seen": kept_tokens + tokens_seen,
-                   "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 3),
-                   "train_loop_cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
-                   "resumed_seconds": round(kept_s, 3)},
-            model_card=model_card(recipe, step, store), pooling=enc["pooling"],
+            unwrap(model).mlm_model,
+            tokenizer,
+            out,
+            max_length=limit,
+            method=recipe.name,
+            save_head=True,
+            extra={
+                "base_model": cfg.model,
+                "steps": step,
+                **{k: v for k, v in enc.items() if k != "pooling"},
+                # the steps the model kept, across resumes: tokens through the transformer, loop seconds
+                "tokens_seen": kept_tokens + tokens_seen,
+                "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 3),
+                "train_loop_cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
+                "resumed_seconds": round(kept_s, 3),
+            },
+            model_card=model_card(recipe, step, store),
+            pooling=enc["pooling"],
             **base_prompt_settings(cfg.model),  # a prompted base's prompts stay with what it became
         )
         write_run(out, recipe.name, cfg, status="done", step=step)
@@ -376,7 +464,8 @@ def model_card(recipe: Recipe, steps: int, store: Any) -> str:
     return (
         f"# sentkit {recipe.name} encoder\n\n{recipe.card(steps, store)}\n"
         "## Use\n\n```python\nimport sentkit\nvecs = sentkit.load('PATH').encode(['a sentence'])\n"
-        "# or\nfrom sentence_transformers import SentenceTransformer\nvecs = SentenceTransformer('PATH').encode(['a sentence'])\n```\n\n"
+        "# or\nfrom sentence_transformers import SentenceTransformer\n"
+        "vecs = SentenceTransformer('PATH').encode(['a sentence'])\n```\n\n"
         f"The directory also holds the masked LM with its head: `sentkit train --method declutr --model PATH` "
         f"continues from it.\n\nResolved training config: `train_config.json`.\n\n```json\n"
         f"{json.dumps(to_dict(recipe.cfg), indent=2)}\n```\n"

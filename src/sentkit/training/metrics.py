@@ -146,9 +146,13 @@ def training_history(model_dir: str | Path) -> dict[str, float]:
     except (OSError, ValueError):
         marker = {}
     if "tokens_seen" in marker:
-        return {"steps": int(marker.get("steps", segments[-1][-1]["step"])), "tokens": int(marker["tokens_seen"]),
-                "seconds": float(marker["train_loop_seconds"]), "segments": len(resumed) + 1,
-                "earlier_s": float(marker.get("resumed_seconds", 0.0))}
+        return {
+            "steps": int(marker.get("steps", segments[-1][-1]["step"])),
+            "tokens": int(marker["tokens_seen"]),
+            "seconds": float(marker["train_loop_seconds"]),
+            "segments": len(resumed) + 1,
+            "earlier_s": float(marker.get("resumed_seconds", 0.0)),
+        }
     # older runs: reconstructed from the rows (a resumed process's clock starts again from 0)
     for seg in segments:
         for r in seg:
@@ -163,6 +167,11 @@ def training_history(model_dir: str | Path) -> dict[str, float]:
         seconds += used_s
         tokens += _at_step(seg, cut, "tokens")
         redone += seg[-1]["elapsed_s"] - used_s
-    return {"steps": int(segments[-1][-1]["step"]), "tokens": round(tokens), "seconds": round(seconds, 1),
-            "segments": len(segments), "redone_s": round(redone, 1),
-            "earlier_s": round(seconds - segments[-1][-1]["elapsed_s"], 1)}
+    return {
+        "steps": int(segments[-1][-1]["step"]),
+        "tokens": round(tokens),
+        "seconds": round(seconds, 1),
+        "segments": len(segments),
+        "redone_s": round(redone, 1),
+        "earlier_s": round(seconds - segments[-1][-1]["elapsed_s"], 1),
+    }

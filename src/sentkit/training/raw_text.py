@@ -86,8 +86,21 @@ class RawTextConfig:
             self.heads = max(1, self.hidden // 64)
         if self.intermediate is None:
             self.intermediate = 4 * self.hidden
-        for name in ("skipgram_epochs", "layers", "hidden", "heads", "intermediate", "seq_len", "base_batch_size",
-                     "base_steps", "min_span_len", "max_span_len", "max_doc_tokens", "batch_size", "max_steps"):
+        for name in (
+            "skipgram_epochs",
+            "layers",
+            "hidden",
+            "heads",
+            "intermediate",
+            "seq_len",
+            "base_batch_size",
+            "base_steps",
+            "min_span_len",
+            "max_span_len",
+            "max_doc_tokens",
+            "batch_size",
+            "max_steps",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.precision not in PRECISIONS:
@@ -103,20 +116,48 @@ class RawTextConfig:
         corpus_vocab = self.tokenizer == CORPUS_VOCAB
         tokenizer = str(out / VOCAB_DIR) if corpus_vocab else self.tokenizer
         prepared = out / "prepared"
-        declutr = {**common, **arithmetic, "out": str(out / PHASES[2]), "min_span_len": self.min_span_len,
-                   "max_span_len": self.max_span_len, "max_doc_tokens": self.max_doc_tokens,
-                   "batch_size": self.batch_size, "lr": self.lr, "max_steps": self.max_steps, "pooling": self.pooling,
-                   "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}")}
+        declutr = {
+            **common,
+            **arithmetic,
+            "out": str(out / PHASES[2]),
+            "min_span_len": self.min_span_len,
+            "max_span_len": self.max_span_len,
+            "max_doc_tokens": self.max_doc_tokens,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "max_steps": self.max_steps,
+            "pooling": self.pooling,
+            "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}"),
+        }
         if self.model is not None:
             return [(PHASES[2], "declutr", {**declutr, "model": self.model})]
-        skipgram = {**common, "out": str(out / PHASES[0]), "tokenizer": tokenizer, "dim": self.hidden,
-                    "epochs": self.skipgram_epochs}
+        skipgram = {
+            **common,
+            "out": str(out / PHASES[0]),
+            "tokenizer": tokenizer,
+            "dim": self.hidden,
+            "epochs": self.skipgram_epochs,
+        }
         family = {"model": CORPUS_VOCAB_FAMILY, "tokenizer": tokenizer} if corpus_vocab else {"model": self.tokenizer}
-        base = {**common, **arithmetic, "out": str(out / PHASES[1]), **family, "from_scratch": True,
-                "layers": self.layers, "hidden": self.hidden, "heads": self.heads, "intermediate": self.intermediate,
-                "max_positions": self.seq_len + 2, "seq_len": self.seq_len, "batch_size": self.base_batch_size,
-                "lr": self.base_lr, "weight_decay": 0.01, "max_steps": self.base_steps, "checkpoint_every": 250,
-                "prepared_dir": str(prepared / "documents")}
+        base = {
+            **common,
+            **arithmetic,
+            "out": str(out / PHASES[1]),
+            **family,
+            "from_scratch": True,
+            "layers": self.layers,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "intermediate": self.intermediate,
+            "max_positions": self.seq_len + 2,
+            "seq_len": self.seq_len,
+            "batch_size": self.base_batch_size,
+            "lr": self.base_lr,
+            "weight_decay": 0.01,
+            "max_steps": self.base_steps,
+            "checkpoint_every": 250,
+            "prepared_dir": str(prepared / "documents"),
+        }
         if self.init_embeddings:
             base["init_embeddings"] = str(out / PHASES[0])
         phases = [(PHASES[0], "wordpiece-skipgram", skipgram)] if self.init_embeddings else []
@@ -140,8 +181,10 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
     from sentkit.training.rundir import write_run
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ConfigError("the raw-text recipe runs in one process; under torchrun, run its phases one by one "
-                          "(sentkit train --method wordpiece-skipgram / mlm / declutr; docs/methods.md)")
+        raise ConfigError(
+            "the raw-text recipe runs in one process; under torchrun, run its phases one by one "
+            "(sentkit train --method wordpiece-skipgram / mlm / declutr; docs/methods.md)"
+        )
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     record_file = out / RECIPE_FILE
@@ -156,9 +199,12 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
         log.info("raw-text: a WordPiece vocabulary of %d trained on %s", cfg.vocab_size, cfg.corpus)
         t, c = time.perf_counter(), time.process_time()
         save_tokenizer(train_on_corpus(cfg.corpus, cfg.vocab_size), out / VOCAB_DIR)
-        record["phases"][VOCAB_DIR] = {"method": "wordpiece vocabulary", "settings": {"vocab_size": cfg.vocab_size},
-                                       "seconds": round(time.perf_counter() - t, 1),
-                                       "cpu_seconds": round(time.process_time() - c, 1)}
+        record["phases"][VOCAB_DIR] = {
+            "method": "wordpiece vocabulary",
+            "settings": {"vocab_size": cfg.vocab_size},
+            "seconds": round(time.perf_counter() - t, 1),
+            "cpu_seconds": round(time.process_time() - c, 1),
+        }
         atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
     for folder, method_name, settings in phases:
         target = out / folder
@@ -172,15 +218,24 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
         t, c = time.perf_counter(), time.process_time()
         method.train(phase_cfg)
         prev = record["phases"].get(folder, {})
-        record["phases"][folder] = {"method": method_name, "settings": settings,
-                                    "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
-                                    "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1)}
+        record["phases"][folder] = {
+            "method": method_name,
+            "settings": settings,
+            "seconds": round(prev.get("seconds", 0.0) + time.perf_counter() - t, 1),
+            "cpu_seconds": round(prev.get("cpu_seconds", 0.0) + time.process_time() - c, 1),
+        }
         atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
         write_run(out, "raw-text", cfg, status="training", phase=folder)
     final = phases[-1][0]
     record["final"] = final
-    record["cpu_seconds"] = round(sum(p.get("cpu_seconds", 0.0) for k, p in record["phases"].items()
-                                      if k in {VOCAB_DIR, *(f for f, _, _ in phases)}), 1)
+    record["cpu_seconds"] = round(
+        sum(
+            p.get("cpu_seconds", 0.0)
+            for k, p in record["phases"].items()
+            if k in {VOCAB_DIR, *(f for f, _, _ in phases)}
+        ),
+        1,
+    )
     atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
     write_marker(out, "raw-text", final=final, cpu_seconds=record["cpu_seconds"])
     return out
@@ -193,8 +248,10 @@ def load_raw_text(path: Path) -> Any:
 
     final = (read_marker(Path(path)) or {}).get("final")
     if not final or not (Path(path) / final).is_dir():
-        raise ConfigError(f"{path}: the raw-text recipe there has not finished (no final phase); rerun the command "
-                          "that started it to resume")
+        raise ConfigError(
+            f"{path}: the raw-text recipe there has not finished (no final phase); rerun the command "
+            "that started it to resume"
+        )
     return load(str(Path(path) / final))
 
 

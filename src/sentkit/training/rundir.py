@@ -36,7 +36,17 @@ RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
 LOG_FILE = "train.log"
 # Entries of a run folder that sentkit writes whatever the model's files are called.
-_OWN = {RUN_FILE, LOCK_FILE, LOG_FILE, "checkpoint", "metrics.csv", "train_config.json", "tensorboard", "prepared", "tokenizer"}
+_OWN = {
+    RUN_FILE,
+    LOCK_FILE,
+    LOG_FILE,
+    "checkpoint",
+    "metrics.csv",
+    "train_config.json",
+    "tensorboard",
+    "prepared",
+    "tokenizer",
+}
 _RANK_LOG = re.compile(r"train-rank\d+\.log")
 
 
@@ -146,8 +156,10 @@ def _scaffolding_only(out: Path, entries: list[str]) -> bool:
     early = {RUN_FILE, LOG_FILE, "metrics.csv", "train_config.json", "prepared", "tokenizer", "tensorboard"}
     if (out / MARKER_FILE).exists() or any((out / "checkpoint").glob("*.pt")):
         return False
-    return all(e in early or _RANK_LOG.fullmatch(e) or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock"))
-               for e in entries)
+    return all(
+        e in early or _RANK_LOG.fullmatch(e) or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock"))
+        for e in entries
+    )
 
 
 def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:
@@ -160,7 +172,11 @@ def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:
     except (OSError, ValueError):
         marker = None
     if (out / "train_config.json").is_file() and (out / "checkpoint").is_dir():
-        return {"method": (marker or {}).get("method", "declutr"), "config": _json(out / "train_config.json"), "entries": entries}
+        return {
+            "method": (marker or {}).get("method", "declutr"),
+            "config": _json(out / "train_config.json"),
+            "entries": entries,
+        }
     if marker is not None:
         return {"method": marker.get("method", "?"), "config": {}, "entries": entries}
     return None

@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 SIF_FILE = "sif.npz"
 
 
-def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int = 2048,
-                 progress: bool = False) -> tuple[np.ndarray, int]:
+def count_tokens(
+    encoder: Any, corpus: str, *, field: str = "text", batch: int = 2048, progress: bool = False
+) -> tuple[np.ndarray, int]:
     """How often each row of `encoder.token_table()` occurs in every sentence of `corpus` (the base's own
     tokenization), and the number of sentences read."""
     from tqdm.auto import tqdm
@@ -57,8 +58,10 @@ def count_tokens(encoder: Any, corpus: str, *, field: str = "text", batch: int =
     if n == 0:
         raise report.error("no sentence to count words in", "bring documents of plain text")
     if counts.sum() == 0:
-        raise report.error("no word of the corpus is in the model's vocabulary, nothing to weigh",
-                           "bring documents of plain text in the model's language")
+        raise report.error(
+            "no word of the corpus is in the model's vocabulary, nothing to weigh",
+            "bring documents of plain text in the model's language",
+        )
     return counts, n
 
 
@@ -101,25 +104,47 @@ def train_sif(cfg: SifConfig) -> Path:
     require_inputs("sif", cfg.model, cfg.corpus, cfg.out, "the word-vector encoder to weigh")
     base = load(cfg.model)
     if not isinstance(base, BagOfVectors):
-        raise ConfigError(f"sif: {cfg.model} is not an encoder that averages word vectors (averaged GloVe, CBOW / "
-                          f"SkipGram, FastSent, wordpiece-skipgram); whiten it instead (--method whiten)")
+        raise ConfigError(
+            f"sif: {cfg.model} is not an encoder that averages word vectors (averaged GloVe, CBOW / "
+            f"SkipGram, FastSent, wordpiece-skipgram); whiten it instead (--method whiten)"
+        )
     counts, n_sents = count_tokens(base, cfg.corpus, field=cfg.text_field, progress=cfg.progress)
     weights = sif_weights(counts, cfg.a)
-    sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
-                                        field=cfg.text_field, purpose="to fit the common component on")
-    log.info("sif: word counts over %d sentences (%d tokens); components fitted on %d of %d sentences",
-             n_sents, int(counts.sum()), len(sentences), total)
+    sentences, total = sample_sentences(
+        cfg.corpus,
+        cfg.max_sentences,
+        min_words=cfg.min_words,
+        seed=cfg.seed,
+        field=cfg.text_field,
+        purpose="to fit the common component on",
+    )
+    log.info(
+        "sif: word counts over %d sentences (%d tokens); components fitted on %d of %d sentences",
+        n_sents,
+        int(counts.sum()),
+        len(sentences),
+        total,
+    )
     unfitted = SIF(base, weights, np.zeros((0, int(base.token_table().shape[1])), dtype=np.float32))
-    x = np.concatenate([unfitted.raw(sentences[i : i + cfg.batch_size])
-                        for i in range(0, len(sentences), cfg.batch_size)])
+    x = np.concatenate(
+        [unfitted.raw(sentences[i : i + cfg.batch_size]) for i in range(0, len(sentences), cfg.batch_size)]
+    )
     pcs = first_components(x, cfg.components)
     out = Path(cfg.out)
     kept = keep_base(cfg.model, out)
     with atomic_open(out / SIF_FILE, "wb") as f:
         np.savez(f, weights=weights, pcs=pcs, counts=counts)
-    info = {"base_model": cfg.model, "fitted_on": cfg.corpus, "a": cfg.a, "components": cfg.components,
-            "counted_sentences": n_sents, "counted_tokens": int(counts.sum()), "sentences": len(sentences),
-            "corpus_sentences": total, "seed": cfg.seed}
+    info = {
+        "base_model": cfg.model,
+        "fitted_on": cfg.corpus,
+        "a": cfg.a,
+        "components": cfg.components,
+        "counted_sentences": n_sents,
+        "counted_tokens": int(counts.sum()),
+        "sentences": len(sentences),
+        "corpus_sentences": total,
+        "seed": cfg.seed,
+    }
     write_marker(out, "sif", base=kept, sif=info)
     return out
 

@@ -97,8 +97,9 @@ def forward_backward(ctx: StepContext, batch: Batch, step: int) -> dict[str, flo
 
 
 # ----------------------------------------------------------------------------- optimiser
-def optimizer_step(params: list[torch.nn.Parameter], opt: torch.optim.Optimizer, sched: Any, scaler: Any,
-                   max_grad_norm: float) -> float:
+def optimizer_step(
+    params: list[torch.nn.Parameter], opt: torch.optim.Optimizer, sched: Any, scaler: Any, max_grad_norm: float
+) -> float:
     """Clip the gradients, step the optimiser and the schedule; returns the norm before clipping.
 
     Under fp16 the scaler skips a step whose gradients overflowed (and lowers its scale): the

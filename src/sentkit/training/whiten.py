@@ -58,8 +58,9 @@ class WhitenConfig:
             raise ConfigError("min_words and batch_size must be at least 1")
 
 
-def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: str = "text",
-                     purpose: str = "to fit a whitening on") -> tuple[list[str], int]:
+def sample_sentences(
+    corpus: str, n: int, *, min_words: int, seed: int, field: str = "text", purpose: str = "to fit a whitening on"
+) -> tuple[list[str], int]:
     """A uniform sample (reservoir, seeded) of up to n sentences of at least `min_words` words, in
     corpus order; and how many such sentences the corpus has. Fewer than 2 is a CorpusError that
     says what they were for (`purpose`)."""
@@ -82,8 +83,9 @@ def sample_sentences(corpus: str, n: int, *, min_words: int, seed: int, field: s
                     keep[j] = (seen, s)
             seen += 1
     if len(keep) < 2:
-        raise report.error(f"fewer than 2 sentences of at least {min_words} words {purpose}",
-                           "bring documents of plain text")
+        raise report.error(
+            f"fewer than 2 sentences of at least {min_words} words {purpose}", "bring documents of plain text"
+        )
     keep.sort()
     return [s for _, s in keep], seen
 
@@ -97,21 +99,32 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
     pooled: dict[str, Any] = {"pooling": cfg.pooling} if cfg.pooling else {}
     encoder = load(cfg.model, **pooled)
-    sentences, total = sample_sentences(cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed,
-                                        field=cfg.text_field)
+    sentences, total = sample_sentences(
+        cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed, field=cfg.text_field
+    )
     log.info("whiten: fitting on %d of the %d sentences of %s", len(sentences), total, cfg.corpus)
     x = np.asarray(encoder.encode(sentences, batch_size=cfg.batch_size, show_progress=cfg.progress), dtype=np.float32)
     mu, w = fit_whitening(x, cfg.dim)
-    info = {"base_model": cfg.model, "fitted_on": cfg.corpus, "sentences": len(sentences), "corpus_sentences": total,
-            "dim": int(w.shape[1]), "seed": cfg.seed}
+    info = {
+        "base_model": cfg.model,
+        "fitted_on": cfg.corpus,
+        "sentences": len(sentences),
+        "corpus_sentences": total,
+        "dim": int(w.shape[1]),
+        "seed": cfg.seed,
+    }
     out = Path(cfg.out)
     from sentkit.models.pooling import saveable_poolings
 
     if isinstance(encoder, TransformerEncoder) and not encoder.normalize and encoder.pooling in saveable_poolings():
         encoder.dense = [*encoder.dense, as_dense(mu, w)]
-        encoder.save(out, method="whiten", extra={"whitening": info},
-                     model_card=f"# {cfg.model}, whitened\n\nBERT-whitening fitted on {len(sentences):,} sentences of "
-                                f"`{cfg.corpus}` (a sentence-transformers Dense module after the pooling).\n")
+        encoder.save(
+            out,
+            method="whiten",
+            extra={"whitening": info},
+            model_card=f"# {cfg.model}, whitened\n\nBERT-whitening fitted on {len(sentences):,} sentences of "
+            f"`{cfg.corpus}` (a sentence-transformers Dense module after the pooling).\n",
+        )
         return out
     from sentkit.io import atomic_open
 
@@ -137,8 +150,10 @@ def read_kept(path: Path, file: str, command: str) -> dict[str, Any]:
 
     marker = read_marker(path) or {}
     if not (path / file).is_file() or "base" not in marker:
-        raise ConfigError(f"{path}: not a folder written by `{command}` (no {file} or base); the folder is "
-                          f"damaged, run `{command}` again")
+        raise ConfigError(
+            f"{path}: not a folder written by `{command}` (no {file} or base); the folder is "
+            f"damaged, run `{command}` again"
+        )
     return marker
 
 
@@ -192,13 +207,21 @@ class PromptedWhitened(Whitened):
 
         return prompts_of(self.base)[1]
 
-    def encode(self, texts: str | Any, batch_size: int = 32, *, show_progress: bool = False,
-               prompt_name: str | None = None, prompt: str | None = None) -> np.ndarray:
+    def encode(
+        self,
+        texts: str | Any,
+        batch_size: int = 32,
+        *,
+        show_progress: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray:
         from sentkit.encoder import as_text_list, encode_with_prompt
 
         items, single = as_text_list(texts)
-        base = encode_with_prompt(self.base, items, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
-                                  show_progress=show_progress)
+        base = encode_with_prompt(
+            self.base, items, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size, show_progress=show_progress
+        )
         out = apply_whitening(base, self.mu, self.w)
         return out[0] if single else out
 

@@ -81,8 +81,11 @@ def wordpiece_documents(corpus: CorpusSource, tokenizer: Any, cfg: WordpieceSkip
         docs.extend(np.asarray(x, dtype=np.uint32) for x in ids if x)
         batch.clear()
 
-    texts = ((d.text for d in iter_documents(corpus, field=cfg.text_field, txt_mode=cfg.txt_mode, stats=report.files))
-             if isinstance(corpus, (str, Path)) else (t for t in corpus if isinstance(t, str) and t.strip()))
+    texts = (
+        (d.text for d in iter_documents(corpus, field=cfg.text_field, txt_mode=cfg.txt_mode, stats=report.files))
+        if isinstance(corpus, (str, Path))
+        else (t for t in corpus if isinstance(t, str) and t.strip())
+    )
     for text in texts:
         batch.append(text)
         if len(batch) == 32:
@@ -93,8 +96,10 @@ def wordpiece_documents(corpus: CorpusSource, tokenizer: Any, cfg: WordpieceSkip
     report.tokens = int(sum(len(d) for d in docs))
     log.info("wordpiece-skipgram corpus %s:\n%s", corpus, report.summary())
     if not docs:
-        raise report.error("no document with a wordpiece, nothing to train wordpiece-skipgram on",
-                           "bring documents of plain UTF-8 text")
+        raise report.error(
+            "no document with a wordpiece, nothing to train wordpiece-skipgram on",
+            "bring documents of plain UTF-8 text",
+        )
     return docs
 
 
@@ -115,8 +120,16 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
         chunks = _Chunks(docs, cfg.chunk)
         rate = RateLogger(f"{self.method} training")
         model = gensim.models.Word2Vec(
-            vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, sg=1, negative=cfg.negative,
-            hs=0 if cfg.negative > 0 else 1, sample=cfg.sample, workers=cfg.workers, seed=cfg.seed, hashfxn=stable_hash,
+            vector_size=cfg.dim,
+            window=cfg.window,
+            min_count=cfg.min_count,
+            sg=1,
+            negative=cfg.negative,
+            hs=0 if cfg.negative > 0 else 1,
+            sample=cfg.sample,
+            workers=cfg.workers,
+            seed=cfg.seed,
+            hashfxn=stable_hash,
         )
         model.build_vocab(chunks)
         model.train(chunks, total_examples=len(chunks), epochs=cfg.epochs)
@@ -159,8 +172,11 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
         save_array(d / "seen.npy", self.seen_)
         with quiet_transformers():
             self.tokenizer_.save_pretrained(d / "tokenizer")
-        return {"dim": self.dim_, "train_stats": self.train_stats_,
-                "tokenizer_fingerprint": tokenizer_fingerprint(self.tokenizer_)}
+        return {
+            "dim": self.dim_,
+            "train_stats": self.train_stats_,
+            "tokenizer_fingerprint": tokenizer_fingerprint(self.tokenizer_),
+        }
 
     def _load_state(self, d: Path, state: dict[str, Any]) -> None:
         from sentkit.models.hub import load_tokenizer

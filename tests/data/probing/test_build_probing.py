@@ -19,19 +19,51 @@ from sentkit.data.probing import parse as P
 from sentkit.data.probing.build import BuildSettings, build_probing
 from sentkit.evaluation.tasks import PROBING, PROBING_FILES, load_task
 
-NOUNS = [("dog", "dogs"), ("cat", "cats"), ("farmer", "farmers"), ("teacher", "teachers"), ("horse", "horses"),
-         ("bird", "birds"), ("sailor", "sailors"), ("baker", "bakers"), ("king", "kings"), ("letter", "letters"),
-         ("apple", "apples"), ("window", "windows"), ("garden", "gardens"), ("candle", "candles"),
-         ("painter", "painters"), ("doctor", "doctors")]
-VERBS = [("watched", "watches", "watch"), ("followed", "follows", "follow"), ("painted", "paints", "paint"),
-         ("visited", "visits", "visit"), ("helped", "helps", "help"), ("carried", "carries", "carry"),
-         ("cleaned", "cleans", "clean"), ("called", "calls", "call")]
+NOUNS = [
+    ("dog", "dogs"),
+    ("cat", "cats"),
+    ("farmer", "farmers"),
+    ("teacher", "teachers"),
+    ("horse", "horses"),
+    ("bird", "birds"),
+    ("sailor", "sailors"),
+    ("baker", "bakers"),
+    ("king", "kings"),
+    ("letter", "letters"),
+    ("apple", "apples"),
+    ("window", "windows"),
+    ("garden", "gardens"),
+    ("candle", "candles"),
+    ("painter", "painters"),
+    ("doctor", "doctors"),
+]
+VERBS = [
+    ("watched", "watches", "watch"),
+    ("followed", "follows", "follow"),
+    ("painted", "paints", "paint"),
+    ("visited", "visits", "visit"),
+    ("helped", "helps", "help"),
+    ("carried", "carries", "carry"),
+    ("cleaned", "cleans", "clean"),
+    ("called", "calls", "call"),
+]
 ADJ = ["old", "small", "quiet", "bright", "tired", "happy", "young", "careful"]
 PLACES = ["river", "market", "church", "bridge", "forest", "harbour"]
 
-SETTINGS = dict(train_size=60, dev_size=12, test_size=12, wc_words=4, wc_rank_start=10, number_freq_min=1,
-                number_freq_max=10**6, somo_freq_min=1, somo_freq_max=10**6, somo_log_tolerance=5.0,
-                top_classes=3, depth_classes=3)
+SETTINGS = dict(
+    train_size=60,
+    dev_size=12,
+    test_size=12,
+    wc_words=4,
+    wc_rank_start=10,
+    number_freq_min=1,
+    number_freq_max=10**6,
+    somo_freq_min=1,
+    somo_freq_max=10**6,
+    somo_log_tolerance=5.0,
+    top_classes=3,
+    depth_classes=3,
+)
 
 
 def _np(rng: np.random.Generator, plural: bool) -> str:
@@ -77,8 +109,7 @@ def nlp():
 def built(tmp_path_factory, nlp):
     root = tmp_path_factory.mktemp("probing")
     corpus = write_corpus(root / "corpus")
-    res = build_probing(corpus, root / "out", BuildSettings(**SETTINGS), progress=False, nlp=nlp,
-                        shard_sentences=150)
+    res = build_probing(corpus, root / "out", BuildSettings(**SETTINGS), progress=False, nlp=nlp, shard_sentences=150)
     return root, res
 
 
@@ -162,8 +193,15 @@ def test_rebuild_is_seeded_and_resumes_the_parse(built, nlp, tmp_path):
     after = {n: (out / "PROBING" / PROBING_FILES[n]).read_bytes() for n in PROBING}
     assert after == before  # the same seed gives the same files
     # another seed gives other files
-    other = build_probing(root / "corpus", tmp_path / "o2", BuildSettings(**{**SETTINGS, "seed": 7}), tasks=["BShift"],
-                          cache_dir=cache, progress=False, nlp=nlp)
+    other = build_probing(
+        root / "corpus",
+        tmp_path / "o2",
+        BuildSettings(**{**SETTINGS, "seed": 7}),
+        tasks=["BShift"],
+        cache_dir=cache,
+        progress=False,
+        nlp=nlp,
+    )
     assert other.built == ["BShift"]
     assert (tmp_path / "o2" / "PROBING" / "bigram_shift.txt").read_bytes() != before["BShift"]
 
@@ -181,15 +219,44 @@ def test_a_changed_corpus_is_not_mixed_with_the_cache(built, nlp, tmp_path):
 
 def test_too_small_a_corpus_names_the_count_and_the_fix(built, tmp_path, capsys):
     root, _ = built
-    rc = main(["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "big"),
-               "--cache-dir", str(root / "out" / "parsed"), "--tasks", "CoordInv,SentLen", "--train-size", "100000"])
+    rc = main(
+        [
+            "data",
+            "build-probing",
+            "--corpus",
+            str(root / "corpus"),
+            "--out",
+            str(tmp_path / "big"),
+            "--cache-dir",
+            str(root / "out" / "parsed"),
+            "--tasks",
+            "CoordInv,SentLen",
+            "--train-size",
+            "100000",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 1
     err = captured.err.strip().splitlines()[-1]  # after the progress bars: one error line
     assert err.startswith("sentkit data build-probing: error: 2 of 2 tasks have too few")
     assert "task CoordInv:" in err and "the corpus gives about" in err and "rerun with --train-size" in err
-    rc = main(["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "big"),
-               "--cache-dir", str(root / "out" / "parsed"), "--tasks", "SentLen", "--train-size", "100000", "--fit"])
+    rc = main(
+        [
+            "data",
+            "build-probing",
+            "--corpus",
+            str(root / "corpus"),
+            "--out",
+            str(tmp_path / "big"),
+            "--cache-dir",
+            str(root / "out" / "parsed"),
+            "--tasks",
+            "SentLen",
+            "--train-size",
+            "100000",
+            "--fit",
+        ]
+    )
     assert rc == 0
     m = json.loads((tmp_path / "big" / "PROBING" / "manifest.json").read_text())
     assert 0 < m["tasks"]["SentLen"]["sizes"]["tr"] < 100000
@@ -203,9 +270,29 @@ def test_too_small_a_corpus_names_the_count_and_the_fix(built, tmp_path, capsys)
 
 def test_a_task_that_fails_under_fit_is_not_told_to_use_fit(built, tmp_path, capsys):
     root, _ = built
-    rc = main(["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "o"),
-               "--cache-dir", str(root / "out" / "parsed"), "--tasks", "TopConst", "--set", "top_classes=500",
-               "--train-size", "1000", "--dev-size", "500", "--test-size", "500", "--fit"])
+    rc = main(
+        [
+            "data",
+            "build-probing",
+            "--corpus",
+            str(root / "corpus"),
+            "--out",
+            str(tmp_path / "o"),
+            "--cache-dir",
+            str(root / "out" / "parsed"),
+            "--tasks",
+            "TopConst",
+            "--set",
+            "top_classes=500",
+            "--train-size",
+            "1000",
+            "--dev-size",
+            "500",
+            "--test-size",
+            "500",
+            "--fit",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 1 and "task TopConst:" in err
     assert "--fit" not in err and "fail at any size the corpus gives: use a larger corpus" in err
@@ -214,11 +301,25 @@ def test_a_task_that_fails_under_fit_is_not_told_to_use_fit(built, tmp_path, cap
 def test_evaluate_runs_the_built_tasks(built, tmp_path, capsys):
     root, _ = built
     enc = tmp_path / "enc.py"
-    enc.write_text("import zlib\nimport numpy as np\n\nclass Enc:\n    fingerprint = 'crc'\n"
-                   "    def encode(self, texts):\n        return np.stack([np.random.default_rng(zlib.crc32(t.encode()))"
-                   ".normal(size=8) for t in texts]).astype(np.float32)\n")
-    rc = main(["evaluate", "--model", f"{enc}:Enc", "--tasks", "probing", "--data-dir", str(root / "out"),
-               "--no-cache", "--output", str(tmp_path / "r.json")])
+    enc.write_text(
+        "import zlib\nimport numpy as np\n\nclass Enc:\n    fingerprint = 'crc'\n"
+        "    def encode(self, texts):\n        return np.stack([np.random.default_rng(zlib.crc32(t.encode()))"
+        ".normal(size=8) for t in texts]).astype(np.float32)\n"
+    )
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            f"{enc}:Enc",
+            "--tasks",
+            "probing",
+            "--data-dir",
+            str(root / "out"),
+            "--no-cache",
+            "--output",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert rc == 0
     res = json.loads((tmp_path / "r.json").read_text())
     assert sorted(res["results"]) == sorted(PROBING)
@@ -234,8 +335,18 @@ def test_parse_cache_files_are_complete_gzip(built):
 
 def test_a_task_that_cannot_be_rebuilt_does_not_leave_its_old_file(built, tmp_path, capsys):
     root, _ = built
-    args = ["data", "build-probing", "--corpus", str(root / "corpus"), "--out", str(tmp_path / "o"),
-            "--cache-dir", str(root / "out" / "parsed"), "--tasks", "SentLen"]
+    args = [
+        "data",
+        "build-probing",
+        "--corpus",
+        str(root / "corpus"),
+        "--out",
+        str(tmp_path / "o"),
+        "--cache-dir",
+        str(root / "out" / "parsed"),
+        "--tasks",
+        "SentLen",
+    ]
     assert main([*args, "--train-size", "60", "--dev-size", "12", "--test-size", "12"]) == 0
     assert (tmp_path / "o" / "PROBING" / "sentence_length.txt").is_file()
     assert main([*args, "--train-size", "100000"]) == 1
@@ -254,7 +365,23 @@ def test_a_missing_spacy_model_is_one_line_with_the_install_command(tmp_path, ca
 
 
 def test_sizes_below_the_number_of_classes_are_refused_before_parsing(tmp_path, capsys):
-    rc = main(["data", "build-probing", "--corpus", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"),
-               "--tasks", "WC", "--train-size", "5000", "--dev-size", "500", "--test-size", "500"])
+    rc = main(
+        [
+            "data",
+            "build-probing",
+            "--corpus",
+            str(tmp_path / "nowhere"),
+            "--out",
+            str(tmp_path / "o"),
+            "--tasks",
+            "WC",
+            "--train-size",
+            "5000",
+            "--dev-size",
+            "500",
+            "--test-size",
+            "500",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "task WC has 1000 classes" in err and "--set wc_words" in err

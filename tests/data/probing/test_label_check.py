@@ -31,7 +31,7 @@ def rows() -> list[dict[str, str]]:
 def published() -> dict[str, list[str]]:
     """The hand-check table of docs/evaluation.md: task -> its cells."""
     text = DOCS.read_text(encoding="utf-8")
-    table = text[text.index("### How good the labels are"):].split("\n\n")[2]
+    table = text[text.index("### How good the labels are") :].split("\n\n")[2]
     out = {}
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -83,8 +83,7 @@ def parsed(line: str) -> Parsed:
     return Parsed.from_line(line)
 
 
-@pytest.mark.parametrize("task", ["SentLen", "WC", "TreeDepth", "TopConst", "Tense", "SubjNum", "ObjNum",
-                                  "CoordInv"])
+@pytest.mark.parametrize("task", ["SentLen", "WC", "TreeDepth", "TopConst", "Tense", "SubjNum", "ObjNum", "CoordInv"])
 def test_the_committed_labels_still_follow_from_the_code(task):
     for r in (r for r in rows() if r["task"] == task):
         label, text = r["label"], r["sentence"]

@@ -65,8 +65,9 @@ def is_punct(p: Parsed, i: int) -> bool:
     return p.tags[i] in PUNCT_TAGS or not any(c.isalnum() for c in p.words[i])
 
 
-HEADING_WORDS = frozenset({"chapter", "book", "part", "volume", "vol", "canto", "section", "act", "scene", "stave",
-                           "letter", "contents"})
+HEADING_WORDS = frozenset(
+    {"chapter", "book", "part", "volume", "vol", "canto", "section", "act", "scene", "stave", "letter", "contents"}
+)
 ROMAN = re.compile(r"^[IVXLCDM]+\.?$")
 QUOTE_PAIRS = (("“", "”"), ("``", "''"), ("‘", "’"), ("«", "»"))
 
@@ -203,9 +204,32 @@ PHRASE_OF = {"V": "VP", "N": "NP", "ADJ": "ADJP", "ADV": "ADVP", "P": "PP"}
 
 def _phrase(tag: str) -> str:
     return PHRASE_OF.get(_cat(tag)) or ("INTJ" if tag == "UH" else "FRAG")
+
+
 # dependents that stay bare words inside their head's phrase when they have no dependents
-MODIFIER_DEPS = frozenset({"det", "predet", "amod", "nummod", "quantmod", "poss", "compound", "nmod", "case",
-                           "advmod", "neg", "npadvmod", "cc", "preconj", "punct", "aux", "auxpass", "mark", "dep"})
+MODIFIER_DEPS = frozenset(
+    {
+        "det",
+        "predet",
+        "amod",
+        "nummod",
+        "quantmod",
+        "poss",
+        "compound",
+        "nmod",
+        "case",
+        "advmod",
+        "neg",
+        "npadvmod",
+        "cc",
+        "preconj",
+        "punct",
+        "aux",
+        "auxpass",
+        "mark",
+        "dep",
+    }
+)
 
 
 class _Builder:
@@ -233,8 +257,10 @@ class _Builder:
         if not self.deps_of(c):
             if d == "prt":
                 return [Node("PRT", (c,))]
-            if d in MODIFIER_DEPS and (head_cat not in ("V", "S") or d in ("aux", "auxpass", "neg", "cc", "punct", "mark",
-                                                               "case", "det", "dep")):
+            if d in MODIFIER_DEPS and (
+                head_cat not in ("V", "S")
+                or d in ("aux", "auxpass", "neg", "cc", "punct", "mark", "case", "det", "dep")
+            ):
                 return [c]
             if d == "conj" and head_cat in ("ADJ", "ADV"):
                 return [c]  # PTB keeps "black and white" flat: (ADJP (JJ black) (CC and) (JJ white))
@@ -329,8 +355,9 @@ class _Builder:
         lead = [c for c in pre if marks and c < marks[0]]  # "even if ...": outside the S
         inverted = bool(subj) and any(p.deps[c] in ("aux", "auxpass") and c < subj[0] for c in pre)
         question = p.deps[v] == "ROOT" and p.words[-1] == "?"
-        body: list[Tree] = [t for c in pre if c != wh and c not in marks and c not in lead
-                            for t in self.dependent(c, "S")]
+        body: list[Tree] = [
+            t for c in pre if c != wh and c not in marks and c not in lead for t in self.dependent(c, "S")
+        ]
         inner = Node("SQ" if inverted or (question and wh is not None) else "S", (*body, vp))
         if wh is not None:
             w = self.phrase(wh)
@@ -338,8 +365,12 @@ class _Builder:
             assert word is not None
             label = "WHPP" if p.deps[wh] == "prep" else WH_TAGS[p.tags[word]]
             kids = w.kids if isinstance(w, Node) else (w,)
-            w = Node(label, tuple(Node("WHNP", k.kids) if isinstance(k, Node) and k.label == "NP" else k
-                                  for k in kids) if label == "WHPP" else kids)
+            w = Node(
+                label,
+                tuple(Node("WHNP", k.kids) if isinstance(k, Node) and k.label == "NP" else k for k in kids)
+                if label == "WHPP"
+                else kids,
+            )
             return Node("SBARQ" if question else "SBAR", (w, inner))
         if marks:
             return Node("SBAR", (*[t for c in [*lead, *marks] for t in self.dependent(c, "S")], inner))
@@ -350,8 +381,15 @@ class _Builder:
 
     def wh_word(self, c: int) -> int | None:
         """The wh-word opening dependent `c` ("which", "in which", "whose house"), if any."""
-        if _cat(self.p.tags[c]) == "V" or self.p.deps[c] in ("cc", "mark", "advcl", "ccomp", "csubj", "xcomp",
-                                                            "parataxis"):
+        if _cat(self.p.tags[c]) == "V" or self.p.deps[c] in (
+            "cc",
+            "mark",
+            "advcl",
+            "ccomp",
+            "csubj",
+            "xcomp",
+            "parataxis",
+        ):
             return None
         span = subtree(self.kids, c)
         lead = span[1] if self.p.deps[c] == "prep" and len(span) > 1 else span[0]

@@ -168,27 +168,46 @@ def build_probing(
     for name in names:  # before the parse: every split needs a sentence per class
         k = n_classes(name, s)
         if min(s.sizes) < k:
-            raise ConfigError(f"task {name} has {k} classes and each split needs one sentence per class at least: "
-                              f"give --train-size, --dev-size and --test-size of {k} or more"
-                              + (" (or fewer target words, --set wc_words=...)" if name == "WC" else ""))
+            raise ConfigError(
+                f"task {name} has {k} classes and each split needs one sentence per class at least: "
+                f"give --train-size, --dev-size and --test-size of {k} or more"
+                + (" (or fewer target words, --set wc_words=...)" if name == "WC" else "")
+            )
     t0 = time.perf_counter()
     # ---- parse (cached)
     cache = Path(cache_dir) if cache_dir is not None else out_dir / "parsed"
-    report = P.parse_corpus(corpus, cache, min_tokens=s.min_tokens, max_tokens=s.max_tokens,
-                            text_field=text_field, txt_mode=txt_mode, batch_size=batch_size,
-                            workers=workers, shard_sentences=shard_sentences, progress=progress, nlp=nlp)
+    report = P.parse_corpus(
+        corpus,
+        cache,
+        min_tokens=s.min_tokens,
+        max_tokens=s.max_tokens,
+        text_field=text_field,
+        txt_mode=txt_mode,
+        batch_size=batch_size,
+        workers=workers,
+        shard_sentences=shard_sentences,
+        progress=progress,
+        nlp=nlp,
+    )
     t_parse = time.perf_counter() - t0
     # ---- analyse every parsed sentence once
     pool: Pool = analyse(P.iter_parsed(cache), P.word_counts(cache))
     t_analyse = time.perf_counter() - t0 - t_parse
-    log.info("%d usable sentences (of %d parsed) analysed in %.1fs", len(pool.items), report.sentences_parsed, t_analyse)
+    log.info(
+        "%d usable sentences (of %d parsed) analysed in %.1fs", len(pool.items), report.sentences_parsed, t_analyse
+    )
     index = P.read_index(cache)
     mpath = folder / MANIFEST
     old = _read_manifest(mpath)
     manifest: dict[str, Any] = {
-        "format": FORMAT, "sentkit": __version__, "corpus": str(corpus),
-        "corpus_fingerprint": report.fingerprint, "parse": report.as_dict(), "parse_key": index["key"],
-        "usable_sentences": len(pool.items), "settings": dataclasses.asdict(s),
+        "format": FORMAT,
+        "sentkit": __version__,
+        "corpus": str(corpus),
+        "corpus_fingerprint": report.fingerprint,
+        "parse": report.as_dict(),
+        "parse_key": index["key"],
+        "usable_sentences": len(pool.items),
+        "settings": dataclasses.asdict(s),
         "tasks": dict(old.get("tasks", {})) if old.get("corpus_fingerprint") == report.fingerprint else {},
     }
     result = BuildResult(manifest)
@@ -198,8 +217,13 @@ def build_probing(
     for name in tqdm(names, desc="building tasks", unit=" task", disable=not progress):
         path = folder / PROBING_FILES[name]
         prev = manifest["tasks"].get(name)
-        if prev and prev.get("settings_key") == key and path.is_file() and sha256_file(path) == prev.get("sha256") \
-                and (fit or prev.get("sizes") == dict(zip(SPLITS, s.sizes))):
+        if (
+            prev
+            and prev.get("settings_key") == key
+            and path.is_file()
+            and sha256_file(path) == prev.get("sha256")
+            and (fit or prev.get("sizes") == dict(zip(SPLITS, s.sizes)))
+        ):
             result.reused.append(name)
             continue
         t1 = time.perf_counter()
@@ -215,7 +239,9 @@ def build_probing(
                     break
                 sizes = fitted_sizes(sizes, e) if attempt == 0 else tuple(int(x * 0.9) for x in sizes)  # type: ignore[assignment]
         if rows is not None and min(sizes) < n_classes(name, s):  # --fit shrank it below one per class
-            result.failed[name] = TooFewSentences(name, 0, sum(s.sizes), "fitted below one sentence per class and split")
+            result.failed[name] = TooFewSentences(
+                name, 0, sum(s.sizes), "fitted below one sentence per class and split"
+            )
             rows = None
         if rows is None:
             # a file this build wrote before (its manifest says so) must not be run as if current
@@ -228,18 +254,28 @@ def build_probing(
             result.resized[name] = sizes
         write_task(path, rows, task_rng(s.seed + 1, name))
         manifest["tasks"][name] = {
-            "file": PROBING_FILES[name], "sha256": sha256_file(path), "settings_key": key,
-            "sizes": dict(zip(SPLITS, sizes)), "requested": dict(zip(SPLITS, s.sizes)),
+            "file": PROBING_FILES[name],
+            "sha256": sha256_file(path),
+            "settings_key": key,
+            "sizes": dict(zip(SPLITS, sizes)),
+            "requested": dict(zip(SPLITS, s.sizes)),
             "rows": {sp: n for sp, n in ((sp, sum(c.values())) for sp, c in class_counts(rows).items())},
-            "class_counts": class_counts(rows), "rules": " ".join((BUILDERS.get(name).__doc__ or "").split()),
+            "class_counts": class_counts(rows),
+            "rules": " ".join((BUILDERS.get(name).__doc__ or "").split()),
             "build_seconds": round(time.perf_counter() - t1, 2),
         }
         result.built.append(name)
-        manifest["build_seconds"] = {"parse": round(t_parse, 1), "analyse": round(t_analyse, 1),
-                                     "total": round(time.perf_counter() - t0, 1)}
+        manifest["build_seconds"] = {
+            "parse": round(t_parse, 1),
+            "analyse": round(t_analyse, 1),
+            "total": round(time.perf_counter() - t0, 1),
+        }
         atomic_write_text(mpath, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-    manifest["build_seconds"] = {"parse": round(t_parse, 1), "analyse": round(t_analyse, 1),
-                                 "total": round(time.perf_counter() - t0, 1)}
+    manifest["build_seconds"] = {
+        "parse": round(t_parse, 1),
+        "analyse": round(t_analyse, 1),
+        "total": round(time.perf_counter() - t0, 1),
+    }
     atomic_write_text(mpath, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return result
 
@@ -247,4 +283,3 @@ def build_probing(
 def n_classes(task: str, s: BuildSettings) -> int:
     """The number of classes of a probing task under the settings."""
     return {"SentLen": 6, "WC": s.wc_words, "TreeDepth": s.depth_classes, "TopConst": s.top_classes}.get(task, 2)
-

@@ -10,16 +10,29 @@ from sentkit.registry import loose_key, suggest
 
 # task -> its file under PROBING/ (SentEval's names), in SentEval's order
 PROBING_FILES = {
-    "SentLen": "sentence_length.txt", "WC": "word_content.txt", "TreeDepth": "tree_depth.txt",
-    "TopConst": "top_constituents.txt", "BShift": "bigram_shift.txt", "Tense": "past_present.txt",
-    "SubjNum": "subj_number.txt", "ObjNum": "obj_number.txt", "SOMO": "odd_man_out.txt",
+    "SentLen": "sentence_length.txt",
+    "WC": "word_content.txt",
+    "TreeDepth": "tree_depth.txt",
+    "TopConst": "top_constituents.txt",
+    "BShift": "bigram_shift.txt",
+    "Tense": "past_present.txt",
+    "SubjNum": "subj_number.txt",
+    "ObjNum": "obj_number.txt",
+    "SOMO": "odd_man_out.txt",
     "CoordInv": "coordination_inversion.txt",
 }
 # task -> the other name SentEval's papers and code use
 PROBING_ALIASES = {
-    "SentLen": "Length", "WC": "WordContent", "TreeDepth": "Depth", "TopConst": "TopConstituents",
-    "BShift": "BigramShift", "Tense": "PastPresent", "SubjNum": "SubjNumber", "ObjNum": "ObjNumber",
-    "SOMO": "OddManOut", "CoordInv": "CoordinationInversion",
+    "SentLen": "Length",
+    "WC": "WordContent",
+    "TreeDepth": "Depth",
+    "TopConst": "TopConstituents",
+    "BShift": "BigramShift",
+    "Tense": "PastPresent",
+    "SubjNum": "SubjNumber",
+    "ObjNum": "ObjNumber",
+    "SOMO": "OddManOut",
+    "CoordInv": "CoordinationInversion",
 }
 
 
@@ -29,6 +42,8 @@ def probing_task(name: str) -> str:
     tasks = {loose_key(n): task for task, alias in PROBING_ALIASES.items() for n in (task, alias)}
     found = tasks.get(loose_key(name))
     if found is None:
-        raise ConfigError(f"{name} is not a probing task.{suggest(name, list(PROBING_FILES))} Probing tasks: "
-                          f"{', '.join(PROBING_FILES)}")
+        raise ConfigError(
+            f"{name} is not a probing task.{suggest(name, list(PROBING_FILES))} Probing tasks: "
+            f"{', '.join(PROBING_FILES)}"
+        )
     return found

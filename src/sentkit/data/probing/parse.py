@@ -64,19 +64,23 @@ class Parsed:
         return len(self.words)
 
     def line(self) -> str:
-        return "\t".join((" ".join(self.words), " ".join(self.tags), " ".join(self.deps),
-                          " ".join(map(str, self.heads))))
+        return "\t".join(
+            (" ".join(self.words), " ".join(self.tags), " ".join(self.deps), " ".join(map(str, self.heads)))
+        )
 
     @classmethod
     def from_line(cls, line: str) -> Parsed:
         w, t, d, h = line.rstrip("\n").split("\t")
-        return cls(tuple(w.split(" ")), tuple(t.split(" ")), tuple(d.split(" ")),
-                   tuple(int(x) for x in h.split(" ")))
+        return cls(tuple(w.split(" ")), tuple(t.split(" ")), tuple(d.split(" ")), tuple(int(x) for x in h.split(" ")))
 
     @classmethod
     def from_doc(cls, doc: Any) -> Parsed:
-        return cls(tuple(t.text for t in doc), tuple(t.tag_ for t in doc), tuple(t.dep_ for t in doc),
-                   tuple(t.head.i for t in doc))
+        return cls(
+            tuple(t.text for t in doc),
+            tuple(t.tag_ for t in doc),
+            tuple(t.dep_ for t in doc),
+            tuple(t.head.i for t in doc),
+        )
 
 
 @dataclass(frozen=True)
@@ -134,9 +138,15 @@ def load_spacy(model: str = SPACY_MODEL) -> Any:
 def parse_key(nlp: Any, min_tokens: int, max_tokens: int, text_field: str, txt_mode: str) -> ParseKey:
     import spacy
 
-    return ParseKey(spacy=spacy.__version__, model=str(nlp.meta.get("name", "?")),
-                    model_version=str(nlp.meta.get("version", "?")), min_tokens=min_tokens,
-                    max_tokens=max_tokens, text_field=text_field, txt_mode=txt_mode)
+    return ParseKey(
+        spacy=spacy.__version__,
+        model=str(nlp.meta.get("name", "?")),
+        model_version=str(nlp.meta.get("version", "?")),
+        min_tokens=min_tokens,
+        max_tokens=max_tokens,
+        text_field=text_field,
+        txt_mode=txt_mode,
+    )
 
 
 def _read_index(cache: Path) -> dict[str, Any] | None:
@@ -193,12 +203,18 @@ def parse_corpus(
     if index is not None and index["key"] != asdict(key):
         raise ParseCacheError(
             f"parse cache {cache_dir} was made with other settings ({_key_diff(index['key'], asdict(key))}); "
-            f"give another --cache-dir, or remove {cache_dir} to parse again")
+            f"give another --cache-dir, or remove {cache_dir} to parse again"
+        )
     shards: list[dict[str, Any]] = list(index["shards"]) if index else []
     report = ParseReport()
     done_docs = shards[-1]["docs"][1] if shards else 0
-    bar = tqdm(total=_count_documents(Path(corpus)), desc="parsing sentences", unit=" doc",
-               disable=not progress, mininterval=1.0)
+    bar = tqdm(
+        total=_count_documents(Path(corpus)),
+        desc="parsing sentences",
+        unit=" doc",
+        disable=not progress,
+        mininterval=1.0,
+    )
     # documents already in the cache: hash them again to check they are the same corpus
     pending: list[tuple[int, str]] = []
     shard_i = 0
@@ -218,18 +234,35 @@ def parse_corpus(
             continue
         pending.append((i, doc.text))
         if sum(len(t) for _, t in pending) >= shard_sentences * 120:  # ~120 characters a sentence
-            shards.append(_parse_shard(nlp, cache_dir, len(shards), pending, key, shards, report,
-                                       batch_size, workers, min_tokens, max_tokens))
+            shards.append(
+                _parse_shard(
+                    nlp,
+                    cache_dir,
+                    len(shards),
+                    pending,
+                    key,
+                    shards,
+                    report,
+                    batch_size,
+                    workers,
+                    min_tokens,
+                    max_tokens,
+                )
+            )
             bar.update(len(pending))
             bar.set_postfix(sentences=f"{report.sentences_parsed:,}", per_s=_rate(report))
             pending = []
     if done_docs > report.documents:
         raise ParseCacheError(
             f"parse cache {cache_dir} holds {done_docs} documents, the corpus {corpus} only {report.documents}: "
-            f"it was made from another corpus; give another --cache-dir or remove {cache_dir}")
+            f"it was made from another corpus; give another --cache-dir or remove {cache_dir}"
+        )
     if pending:
-        shards.append(_parse_shard(nlp, cache_dir, len(shards), pending, key, shards, report,
-                                   batch_size, workers, min_tokens, max_tokens))
+        shards.append(
+            _parse_shard(
+                nlp, cache_dir, len(shards), pending, key, shards, report, batch_size, workers, min_tokens, max_tokens
+            )
+        )
         bar.update(len(pending))
     bar.close()
     if not shards:
@@ -259,7 +292,8 @@ def _check_shard(cache: Path, shard: dict[str, Any], digest: str) -> None:
         a, b = shard["docs"]
         raise ParseCacheError(
             f"parse cache {cache}: documents {a}-{b - 1} of the corpus changed since they were parsed; "
-            f"give another --cache-dir, or remove {cache} to parse again")
+            f"give another --cache-dir, or remove {cache} to parse again"
+        )
     for name in (shard["file"], shard["counts"]):
         if not (cache / name).is_file():
             raise ParseCacheError(f"parse cache {cache}: {name} is missing; remove {cache} to parse again")
@@ -273,16 +307,33 @@ def _add_cached(report: ParseReport, shard: dict[str, Any]) -> None:
     report.dropped_space += shard["space"]
 
 
-def _parse_shard(nlp: Any, cache: Path, number: int, docs: list[tuple[int, str]], key: ParseKey,
-                 shards: list[dict[str, Any]], report: ParseReport, batch_size: int, workers: int,
-                 min_tokens: int, max_tokens: int) -> dict[str, Any]:
+def _parse_shard(
+    nlp: Any,
+    cache: Path,
+    number: int,
+    docs: list[tuple[int, str]],
+    key: ParseKey,
+    shards: list[dict[str, Any]],
+    report: ParseReport,
+    batch_size: int,
+    workers: int,
+    min_tokens: int,
+    max_tokens: int,
+) -> dict[str, Any]:
     """Tokenize, count, parse and write the documents `docs`; then add the shard to the index."""
     h = hashlib.sha256()
     counts: Counter[str] = Counter()
     todo = []
-    entry: dict[str, Any] = {"file": f"shard-{number:05d}.tsv.gz", "counts": f"shard-{number:05d}.counts.json.gz",
-             "docs": [docs[0][0], docs[-1][0] + 1], "split": 0, "in_window": 0, "sentences": 0,
-             "multi_root": 0, "space": 0}
+    entry: dict[str, Any] = {
+        "file": f"shard-{number:05d}.tsv.gz",
+        "counts": f"shard-{number:05d}.counts.json.gz",
+        "docs": [docs[0][0], docs[-1][0] + 1],
+        "split": 0,
+        "in_window": 0,
+        "sentences": 0,
+        "multi_root": 0,
+        "space": 0,
+    }
     for _, text in docs:
         _doc_hash(h, text)
         for sent in split_sentences(text):

@@ -39,8 +39,7 @@ class TooFewSentences(SentkitError, ValueError):
 
     def __init__(self, task: str, found: int, needed: int, why: str) -> None:
         self.task, self.found, self.needed, self.why = task, found, needed, why
-        super().__init__(f"task {task}: {why}; the corpus gives about {found:,} sentences, "
-                         f"{needed:,} were asked for")
+        super().__init__(f"task {task}: {why}; the corpus gives about {found:,} sentences, {needed:,} were asked for")
 
 
 @dataclass(slots=True)
@@ -107,9 +106,20 @@ def analyse(parsed: Iterable[Parsed], counts: Counter[str]) -> Pool:
             continue
         seen.add(text)
         depth, top = A.tree_features(p)
-        items.append(Item(text, " ".join(p.tags), len(p.words), A.tense(p), A.subject_number(p),
-                          A.object_number(p), depth, top, A.coordination(p),
-                          any(w in A.DOUBLE_QUOTES for w in p.words)))
+        items.append(
+            Item(
+                text,
+                " ".join(p.tags),
+                len(p.words),
+                A.tense(p),
+                A.subject_number(p),
+                A.object_number(p),
+                depth,
+                top,
+                A.coordination(p),
+                any(w in A.DOUBLE_QUOTES for w in p.words),
+            )
+        )
         low = [w.lower() for w in p.words]
         for w, t in zip(low, p.tags):
             if t in A.NOUN_VERB_TAGS:
@@ -143,15 +153,20 @@ def _split_rows(task: str, label: str, chosen: list[int], quota: Sizes, items: l
     return rows
 
 
-def take_balanced(task: str, pools: dict[str, list[int]], sizes: Sizes, rng: np.random.Generator,
-                  items: list[Item]) -> list[Row]:
+def take_balanced(
+    task: str, pools: dict[str, list[int]], sizes: Sizes, rng: np.random.Generator, items: list[Item]
+) -> list[Row]:
     """Equal numbers of sentences per class (label -> candidate indices), disjoint splits."""
     quota = class_quota(sizes, len(pools))
     need = sum(quota)
     rarest = min(pools, key=lambda k: (len(pools[k]), k))
     if len(pools[rarest]) < need:
-        raise TooFewSentences(task, len(pools[rarest]) * len(pools), need * len(pools),
-                              f"its rarest class {rarest!r} has {len(pools[rarest]):,} sentences, {need:,} needed")
+        raise TooFewSentences(
+            task,
+            len(pools[rarest]) * len(pools),
+            need * len(pools),
+            f"its rarest class {rarest!r} has {len(pools[rarest]):,} sentences, {need:,} needed",
+        )
     rows: list[Row] = []
     for label in sorted(pools):
         pool = pools[label]
@@ -160,8 +175,14 @@ def take_balanced(task: str, pools: dict[str, list[int]], sizes: Sizes, rng: np.
     return rows
 
 
-def take_grouped(task: str, pools: dict[str, dict[str, list[int]]], sizes: Sizes,
-                 rng: np.random.Generator, items: list[Item], what: str) -> list[Row]:
+def take_grouped(
+    task: str,
+    pools: dict[str, dict[str, list[int]]],
+    sizes: Sizes,
+    rng: np.random.Generator,
+    items: list[Item],
+    what: str,
+) -> list[Row]:
     """Balanced classes whose groups (a verb or noun form) never cross splits, whatever their
     label ("put" as VBD and as VBP is one form): per class, the groups in random order fill the
     test split, then dev, and the rest go to train; a form that another class already placed
@@ -195,9 +216,12 @@ def take_grouped(task: str, pools: dict[str, dict[str, list[int]]], sizes: Sizes
             if len(per_split[split]) < q:
                 found = min(totals.values()) * len(pools)
                 raise TooFewSentences(
-                    task, found, sum(quota) * len(pools),
+                    task,
+                    found,
+                    sum(quota) * len(pools),
                     f"class {label!r} has {totals[label]:,} sentences over {len(names):,} {what}s, too few to fill "
-                    f"{'/'.join(map(str, quota))} per split with no {what} in two splits")
+                    f"{'/'.join(map(str, quota))} per split with no {what} in two splits",
+                )
             pool = per_split[split]
             chosen = [pool[k] for k in rng.permutation(len(pool))[:q]]
             rows += [(split, label, items[i].text) for i in chosen]
@@ -264,9 +288,12 @@ def build_wc(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generato
     if len(ok) < s.wc_words:
         have = sorted(seen.values(), reverse=True)
         best = have[s.wc_words - 1] if len(have) >= s.wc_words else 0
-        raise TooFewSentences("WC", best * s.wc_words, need * s.wc_words,
-                              f"only {len(ok):,} of the {s.wc_words:,} target words have {need:,} sentences "
-                              f"with exactly one target word")
+        raise TooFewSentences(
+            "WC",
+            best * s.wc_words,
+            need * s.wc_words,
+            f"only {len(ok):,} of the {s.wc_words:,} target words have {need:,} sentences with exactly one target word",
+        )
     return take_balanced("WC", {w: per_word[w] for w in ok}, sizes, rng, pool.items)
 
 
@@ -275,8 +302,13 @@ def _bshift_pairs(words: list[str], tags: list[str]) -> list[int]:
     out = []
     for i in range(1, len(words) - 1):
         a, b = words[i], words[i + 1]
-        if (tags[i] not in A.PUNCT_TAGS and tags[i + 1] not in A.PUNCT_TAGS and any(c.isalnum() for c in a)
-                and any(c.isalnum() for c in b) and a.lower() != b.lower()):
+        if (
+            tags[i] not in A.PUNCT_TAGS
+            and tags[i + 1] not in A.PUNCT_TAGS
+            and any(c.isalnum() for c in a)
+            and any(c.isalnum() for c in b)
+            and a.lower() != b.lower()
+        ):
             out.append(i)
     return out
 
@@ -285,8 +317,9 @@ def _bshift_pairs(words: list[str], tags: list[str]) -> list[int]:
 def build_bshift(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generator) -> list[Row]:
     """Half the sentences have two adjacent words inverted (I), half are original (O): never the
     first word or punctuation; sentences with double quotes left out."""
-    cands = [i for i, it in enumerate(pool.items)
-             if not it.quotes and _bshift_pairs(it.text.split(" "), it.tags.split(" "))]
+    cands = [
+        i for i, it in enumerate(pool.items) if not it.quotes and _bshift_pairs(it.text.split(" "), it.tags.split(" "))
+    ]
     quota = class_quota(sizes, 2)
     need = 2 * sum(quota)
     if len(cands) < need:
@@ -324,8 +357,11 @@ def build_tree_depth(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.
     def support(window: list[int]) -> dict[int, int]:
         return {n: min(len(by[d].get(n, ())) for d in window) for n in lengths}
 
-    windows = [depths[j : j + k] for j in range(len(depths) - k + 1)
-               if depths[j + k - 1] - depths[j] == k - 1] if len(depths) >= k else []
+    windows = (
+        [depths[j : j + k] for j in range(len(depths) - k + 1) if depths[j + k - 1] - depths[j] == k - 1]
+        if len(depths) >= k
+        else []
+    )
     if not windows:
         raise TooFewSentences("TreeDepth", 0, sum(sizes), f"the corpus has no {k} consecutive tree depths")
     window = max(windows, key=lambda w: (sum(support(w).values()), -w[0]))
@@ -334,9 +370,13 @@ def build_tree_depth(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.
     need = sum(quota)
     total = sum(m.values())
     if total < need:
-        raise TooFewSentences("TreeDepth", total * k, need * k,
-                              f"depths {window[0]}-{window[-1]} with one length distribution for all give {total:,} "
-                              f"sentences per class, {need:,} needed")
+        raise TooFewSentences(
+            "TreeDepth",
+            total * k,
+            need * k,
+            f"depths {window[0]}-{window[-1]} with one length distribution for all give {total:,} "
+            f"sentences per class, {need:,} needed",
+        )
     # per-length quota: need * m(n) / total, largest remainders first
     raw = {n: need * m[n] / total for n in lengths}
     per_len = {n: math.floor(v) for n, v in raw.items()}
@@ -372,8 +412,9 @@ def _in_window(counts: Counter[str], form: str, lo: int, hi: int) -> bool:
     return lo <= counts.get(form, 0) <= hi
 
 
-def _grouped_task(task: str, pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generator,
-                  attr: str, what: str) -> list[Row]:
+def _grouped_task(
+    task: str, pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Generator, attr: str, what: str
+) -> list[Row]:
     pools: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, it in enumerate(pool.items):
         got = getattr(it, attr)
@@ -406,8 +447,7 @@ def build_obj_num(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Gen
     return _grouped_task("ObjNum", pool, s, sizes, rng, "obj", "noun")
 
 
-def somo_match(bg: Bigrams, prev: int, w: int, nxt: int, reps: np.ndarray, tol: float,
-               min_count: int) -> np.ndarray:
+def somo_match(bg: Bigrams, prev: int, w: int, nxt: int, reps: np.ndarray, tol: float, min_count: int) -> np.ndarray:
     """Which replacements `reps` of word `w` between `prev` and `nxt` keep the bigram counts
     alike: each of the two bigrams a replacement forms occurs at least `min_count` times in the
     corpus, and within `tol` of the original's count in log scale (``|log(1 + c_r) - log(1 + c_w)|``),
@@ -418,8 +458,12 @@ def somo_match(bg: Bigrams, prev: int, w: int, nxt: int, reps: np.ndarray, tol: 
     c_wn = max(0, int(bg.count(one * w, one * nxt)[0]) - 1)
     r_p = bg.count(np.full(len(reps), prev), reps)
     r_n = bg.count(reps, np.full(len(reps), nxt))
-    return ((r_p >= min_count) & (r_n >= min_count) & (np.abs(np.log1p(r_p) - math.log1p(c_pw)) <= tol)
-            & (np.abs(np.log1p(r_n) - math.log1p(c_wn)) <= tol))
+    return (
+        (r_p >= min_count)
+        & (r_n >= min_count)
+        & (np.abs(np.log1p(r_p) - math.log1p(c_pw)) <= tol)
+        & (np.abs(np.log1p(r_n) - math.log1p(c_wn)) <= tol)
+    )
 
 
 @BUILDERS.register("SOMO")
@@ -450,15 +494,25 @@ def build_somo(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Genera
 
     def positions(it: Item) -> list[int]:
         words, tags = it.text.split(" "), it.tags.split(" ")
-        return [i for i in range(1, len(words) - 1)
-                if tags[i] in A.NOUN_VERB_TAGS and words[i].isalpha() and words[i].islower()
-                and words[i] in band and pool.form_tags.get(words[i]) == tags[i]]
+        return [
+            i
+            for i in range(1, len(words) - 1)
+            if tags[i] in A.NOUN_VERB_TAGS
+            and words[i].isalpha()
+            and words[i].islower()
+            and words[i] in band
+            and pool.form_tags.get(words[i]) == tags[i]
+        ]
 
     cands = [i for i, it in enumerate(pool.items) if positions(it)]
     quota = class_quota(sizes, 2)
     if len(cands) < 2 * sum(quota):
-        raise TooFewSentences("SOMO", len(cands), 2 * sum(quota),
-                              f"{len(cands):,} sentences have a noun or verb of corpus frequency {lo}-{hi}")
+        raise TooFewSentences(
+            "SOMO",
+            len(cands),
+            2 * sum(quota),
+            f"{len(cands):,} sentences have a noun or verb of corpus frequency {lo}-{hi}",
+        )
     order = iter(cands[j] for j in rng.permutation(len(cands)))
     tol = s.somo_log_tolerance
 
@@ -486,9 +540,13 @@ def build_somo(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.Genera
         while changed < q:
             i = next(order, None)
             if i is None:
-                raise TooFewSentences("SOMO", 2 * len(rows) // 2, 2 * sum(quota),
-                                      f"only {len(rows):,} sentences could be built: too few replacements keep the "
-                                      f"bigram counts alike (--set somo_log_tolerance=... widens the match)")
+                raise TooFewSentences(
+                    "SOMO",
+                    2 * len(rows) // 2,
+                    2 * sum(quota),
+                    f"only {len(rows):,} sentences could be built: too few replacements keep the "
+                    f"bigram counts alike (--set somo_log_tolerance=... widens the match)",
+                )
             new = replace(pool.items[i], split)
             if new is None:
                 spare.append(i)
@@ -540,9 +598,13 @@ def build_coord_inv(pool: Pool, s: BuildSettings, sizes: Sizes, rng: np.random.G
     have = min(len(cats["first"]), len(cats["second"]))
     if have < need:
         found = 2 * (have + sum(e for _, _, e in plan))
-        raise TooFewSentences("CoordInv", found, 2 * sum(quota),
-                              f"{len(cats['first']):,} sentences have the longer clause first, "
-                              f"{len(cats['second']):,} second, {len(cats['equal']):,} equal")
+        raise TooFewSentences(
+            "CoordInv",
+            found,
+            2 * sum(quota),
+            f"{len(cats['first']):,} sentences have the longer clause first, "
+            f"{len(cats['second']):,} second, {len(cats['equal']):,} equal",
+        )
     rows: list[Row] = []
     cursor = dict.fromkeys(cats, 0)
 

@@ -69,13 +69,22 @@ def chain_train_cpu(spec: ExperimentSpec, all_results: Runs) -> dict[str, Cost]:
     own.update({c: Cost(t, False) for c, t in cell_cpu(runs, train_only=True).items()})
     own.update({c: Cost(sum(p.values()), False) for c, p in phases.items()})  # a recipe: its recipe.json's phases
     own.update({c: Cost(statistics.fmean(v), False) for c, v in snaps.items()})
-    return chain_costs([(c.name, list(c.refs.values())) for c in spec.cells], own, phases,
-                       {r: statistics.fmean(v) for r, v in at_step.items()}, frozenset(snaps))
+    return chain_costs(
+        [(c.name, list(c.refs.values())) for c in spec.cells],
+        own,
+        phases,
+        {r: statistics.fmean(v) for r, v in at_step.items()},
+        frozenset(snaps),
+    )
 
 
-def chain_costs(cells: list[tuple[str, list[CellRef]]], own: Mapping[str, Cost],
-                phases: Mapping[str, Mapping[str, float]], to_step: Mapping[CellRef, float],
-                snapshots: AbstractSet[str]) -> dict[str, Cost]:
+def chain_costs(
+    cells: list[tuple[str, list[CellRef]]],
+    own: Mapping[str, Cost],
+    phases: Mapping[str, Mapping[str, float]],
+    to_step: Mapping[CellRef, float],
+    snapshots: AbstractSet[str],
+) -> dict[str, Cost]:
     """{cell: its own cost plus that of what its references name}, for cells in grid order (a cell names only
     cells above it), given each cell's own training cost (`own`), the phases of recipes (`phases`: a reference to
     a phase costs the phases up to it), the CPU a run had spent to each of its snapshots that a snapshot cell
@@ -138,8 +147,10 @@ def cost_totals(all_results: Runs, diagnostics: Diagnostics | None = None) -> st
     for r in runs:
         ev += r.evaluate_seconds
     cpu = [c for c in (r.experiment.cpu_seconds for r in runs) if c is not None and c.train is not None]
-    text = (f"In all, {len(runs)} runs: {(train + ev) / 3600:.1f} h of wall-clock time summed over runs "
-            f"({train / 3600:.1f} h training, {ev / 3600:.1f} h evaluation).")
+    text = (
+        f"In all, {len(runs)} runs: {(train + ev) / 3600:.1f} h of wall-clock time summed over runs "
+        f"({train / 3600:.1f} h training, {ev / 3600:.1f} h evaluation)."
+    )
     if cpu:
         total = sum(float(c.train or 0) + float(c.evaluate) for c in cpu)
         text += f" CPU time, recorded for {len(cpu)} of them: {total / 3600:.1f} CPU-hours."
@@ -150,8 +161,14 @@ def cost_section(all_results: Runs, diagnostics: Diagnostics, cells: list[str]) 
     """The report's cost table: wall-clock training and evaluation seconds per seed of each cell, and the totals."""
     runs = as_runs(all_results)
     costs = cell_costs(runs, diagnostics)
-    lines = ["## Cost", "", "Wall-clock seconds per seed, on the machine that ran the cell (training, counting "
-             "every process of a resumed run up to the step the next one resumed from; "
-             "evaluation = encoding + classifiers over all tasks). " + cost_totals(runs, diagnostics), "",
-             "| cell | train s | evaluate s |", "|---|---|---|"]
+    lines = [
+        "## Cost",
+        "",
+        "Wall-clock seconds per seed, on the machine that ran the cell (training, counting "
+        "every process of a resumed run up to the step the next one resumed from; "
+        "evaluation = encoding + classifiers over all tasks). " + cost_totals(runs, diagnostics),
+        "",
+        "| cell | train s | evaluate s |",
+        "|---|---|---|",
+    ]
     return lines + [f"| {c} | {costs[c][0]:.0f} | {costs[c][1]:.0f} |" for c in cells if c in costs]

@@ -24,8 +24,12 @@ SCALING_SCORES = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
 Point = tuple[float, float, str]  # (training CPU-hours with bases, score, the version it is)
 
 
-def curve_points(curve: Any, summary: dict[str, dict[str, tuple[float, float, int]]],
-                 cpu: Mapping[str, tuple[float, bool]], score: str) -> list[Point]:
+def curve_points(
+    curve: Any,
+    summary: dict[str, dict[str, tuple[float, float, int]]],
+    cpu: Mapping[str, tuple[float, bool]],
+    score: str,
+) -> list[Point]:
     """A curve's points on one score: for each of its cells with results, its best version on that score (a cell
     `<cell><suffix>` for each of the curve's `versions`), at that version's CPU-hours; in order of CPU-hours."""
     pts: list[Point] = []
@@ -73,43 +77,62 @@ def crossing(line: list[Point], base: list[Point], margin: float) -> str:
     (a1, b1), (a2, b2) = _trend(line), _trend(base)
     where = f"gap {gaps[-1][1]:+.2f} at {gaps[-1][0]:.2f} CPU-hours" if gaps else "the lines' budgets do not overlap"
     if b1 <= b2:
-        return (f"does not lead by {margin:g} in the measured range ({where}), and its last two points rise no faster "
-                "than the other line's: no crossing is projected")
+        return (
+            f"does not lead by {margin:g} in the measured range ({where}), and its last two points rise no faster "
+            "than the other line's: no crossing is projected"
+        )
     x = math.exp((margin - (a1 - a2)) / (b1 - b2))
-    return (f"does not lead by {margin:g} in the measured range ({where}); projected from each line's last two points "
-            f"(linear in log CPU-hours), it would at about {x:.1f} CPU-hours")
+    return (
+        f"does not lead by {margin:g} in the measured range ({where}); projected from each line's last two points "
+        f"(linear in log CPU-hours), it would at about {x:.1f} CPU-hours"
+    )
 
 
 def _beyond(line: list[Point], base: list[Point], margin: float) -> str:
     """`crossing` when the other line's measured points all cost less than the line's first: each point of the line
     against the best the other line reached for less compute (what it would do with more is not measured)."""
     xb, yb, _ = max(base, key=lambda p: p[1])
-    against = (f"the other line's best measured point ({yb:.2f} at {xb:.2f} CPU-hours; it is not measured beyond "
-               f"{base[-1][0]:.2f})")
+    against = (
+        f"the other line's best measured point ({yb:.2f} at {xb:.2f} CPU-hours; it is not measured beyond "
+        f"{base[-1][0]:.2f})"
+    )
     for x, y, _ in line:
         if y - yb >= margin:
             return f"leads by {margin:g} or more from {x:.2f} CPU-hours ({y - yb:+.2f}) against {against}"
     x, y, _ = max(line, key=lambda p: p[1])
-    return (f"does not lead by {margin:g}: its best, {y:.2f} at {x:.2f} CPU-hours, is {y - yb:+.2f} against {against}; "
-            "no crossing is read off or projected where the lines' budgets do not overlap")
+    return (
+        f"does not lead by {margin:g}: its best, {y:.2f} at {x:.2f} CPU-hours, is {y - yb:+.2f} against {against}; "
+        "no crossing is read off or projected where the lines' budgets do not overlap"
+    )
 
 
-def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                    all_results: Runs, png: Path, *, chart: bool = True) -> list[str]:
+def scaling_section(
+    spec: ExperimentSpec,
+    summary: dict[str, dict[str, tuple[float, float, int]]],
+    all_results: Runs,
+    png: Path,
+    *,
+    chart: bool = True,
+) -> list[str]:
     """The spec's curves as a table (each point: its best version's training CPU-hours and scores), the budget at
     which each curve leads the baseline curve, and a chart of quality against CPU-hours, one line per curve, the
     reference cells as horizontal lines."""
     if not spec.curves:
         return []
     cpu = chain_train_cpu(spec, all_results)
-    lines = ["## Scaling: quality against compute", "",
-             "Each point is one cell at its best version on each score (the version named): its training CPU-hours, "
-             "bases included (CPU time of the training processes, mean over seeds, of the cell and of every cell it "
-             "continues: the base, the vectors the base started from; ~: a cell trained by an earlier process has no "
-             "CPU record, and its logged training wall-clock stands in) and its scores. Horizontal lines: " +
-             (", ".join(f"`{r}`" for r in spec.references) or "none") + ".", "",
-             "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
-             "|---|---|---|---|" + "---|" * len(SCALING_SCORES)]
+    lines = [
+        "## Scaling: quality against compute",
+        "",
+        "Each point is one cell at its best version on each score (the version named): its training CPU-hours, "
+        "bases included (CPU time of the training processes, mean over seeds, of the cell and of every cell it "
+        "continues: the base, the vectors the base started from; ~: a cell trained by an earlier process has no "
+        "CPU record, and its logged training wall-clock stands in) and its scores. Horizontal lines: "
+        + (", ".join(f"`{r}`" for r in spec.references) or "none")
+        + ".",
+        "",
+        "| curve | cell | seeds | train CPU-h | " + " | ".join(a.split(":")[1] for a in SCALING_SCORES) + " |",
+        "|---|---|---|---|" + "---|" * len(SCALING_SCORES),
+    ]
     for curve in spec.curves:
         for c in curve.cells:
             versions = [c + v for v in curve.versions if c + v in summary]
@@ -121,17 +144,24 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
             for a in SCALING_SCORES:
                 have = [v for v in versions if a in summary[v]]
                 best = max(have, key=lambda v: summary[v][a][0]) if have else None
-                tag = f" ({best[len(c):].lstrip('-')})" if best and best != c else ""
+                tag = f" ({best[len(c) :].lstrip('-')})" if best and best != c else ""
                 cols.append(f"{fmt(summary[best].get(a))}{tag}" if best else "")
             lines.append(f"| {curve.name} | {c} | {n} | {fmt_hours(cpu.get(versions[0]))} | " + " | ".join(cols) + " |")
     for r in spec.references:
         if r in summary:
-            lines.append(f"| reference | {r} | {max(v[2] for v in summary[r].values())} | | "
-                         + " | ".join(fmt(summary[r].get(a)) for a in SCALING_SCORES) + " |")
+            lines.append(
+                f"| reference | {r} | {max(v[2] for v in summary[r].values())} | | "
+                + " | ".join(fmt(summary[r].get(a)) for a in SCALING_SCORES)
+                + " |"
+            )
     base = next((c for c in spec.curves if c.baseline), None)
     if base is not None:
-        lines += ["", f"Where each line leads `{base.name}` by {base.margin:g} points (each line at its best version "
-                  "on the score):", ""]
+        lines += [
+            "",
+            f"Where each line leads `{base.name}` by {base.margin:g} points (each line at its best version "
+            "on the score):",
+            "",
+        ]
         for curve in spec.curves:
             if curve is base:
                 continue
@@ -147,8 +177,12 @@ def scaling_section(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[flo
     return lines
 
 
-def _scaling_chart(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                   cpu: Mapping[str, tuple[float, bool]], png: Path) -> None:
+def _scaling_chart(
+    spec: ExperimentSpec,
+    summary: dict[str, dict[str, tuple[float, float, int]]],
+    cpu: Mapping[str, tuple[float, bool]],
+    png: Path,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

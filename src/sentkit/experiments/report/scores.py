@@ -46,8 +46,17 @@ F1_TASKS = tuple(n for n in ALL_TASKS if get_task(n).f1)  # tasks whose F1 is a 
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")
 
 
-AVERAGES = ("avg:downstream", "avg:downstream_without_snli", "avg:probing", "avg:supervised", "avg:cosine_sts",
-            "avg:hill_table3", "avg:unsupervised_sts", "avg:hill_table4", "avg:mteb")
+AVERAGES = (
+    "avg:downstream",
+    "avg:downstream_without_snli",
+    "avg:probing",
+    "avg:supervised",
+    "avg:cosine_sts",
+    "avg:hill_table3",
+    "avg:unsupervised_sts",
+    "avg:hill_table4",
+    "avg:mteb",
+)
 
 
 AVERAGE_HELP = {
@@ -55,15 +64,15 @@ AVERAGE_HELP = {
     "avg:downstream_without_snli": "the same without SNLI",
     "avg:probing": "the mean over the probing tasks present",
     "avg:supervised": "the mean over SentEval's classifier-scored tasks present (MR, CR, SUBJ, MPQA, TREC, SST2, "
-                      "SST5, MRPC, SICK-E, SICK-R, STS-B, SNLI); wider than Hill et al.'s supervised cohort",
-    "avg:cosine_sts": "the mean over STS12-16 (SentEval's mean over subsets), the cosine-scored tasks of the downstream "
-                      "average: downstream = (11 x supervised + 5 x cosine STS) / 16 when SNLI is absent",
+    "SST5, MRPC, SICK-E, SICK-R, STS-B, SNLI); wider than Hill et al.'s supervised cohort",
+    "avg:cosine_sts": "the mean over STS12-16 (SentEval's mean over subsets), the cosine-scored tasks of the "
+    "downstream average: downstream = (11 x supervised + 5 x cosine STS) / 16 when SNLI is absent",
     "avg:hill_table3": "Hill et al.'s supervised cohort (Tables 3 and 6): MRPC (mean of accuracy and F1), MR, CR, "
-                       "SUBJ, MPQA, TREC",
+    "SUBJ, MPQA, TREC",
     "avg:unsupervised_sts": "the mean cosine-similarity Spearman over STS12-16 (SentEval's mean over subsets), "
-                            "STS-B and SICK-R",
+    "STS-B and SICK-R",
     "avg:hill_table4": "Hill et al.'s unsupervised cohort (Tables 4 and 6): cosine Spearman on STS14's six subsets, "
-                       "STS14 over all pairs pooled (the paper's \"All\") and SICK-R",
+    'STS14 over all pairs pooled (the paper\'s "All") and SICK-R',
     "avg:mteb": "the mean of mteb's main scores over the cell's MTEB tasks (see the MTEB table)",
 }
 
@@ -150,8 +159,9 @@ def cronbach_alpha(matrix: np.ndarray) -> float:
     return float(k / (k - 1) * (1 - item_var / total_var)) if total_var > 0 else float("nan")
 
 
-def alphas(scores: dict[str, dict[str, float]], cohort: tuple[str, ...],
-           rescale: tuple[str, ...] = ()) -> dict[str, float]:
+def alphas(
+    scores: dict[str, dict[str, float]], cohort: tuple[str, ...], rescale: tuple[str, ...] = ()
+) -> dict[str, float]:
     """Cronbach's alpha of a cohort of tasks across models (rows: the models that have every task),
     overall ("all") and with each task left out ("without T"); tasks in `rescale` are divided by
     100 first (correlations on their 0-1 scale). Empty with fewer than two models or tasks."""

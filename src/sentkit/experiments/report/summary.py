@@ -61,8 +61,12 @@ class Entry:
         return max(v[2] for v in self.scores.values())
 
 
-def families(spec: ExperimentSpec, runs: Runs, known: Mapping[str, Mapping[str, Family]] | None = None,
-             outputs: Mapping[str, str] | None = None) -> dict[str, Family]:
+def families(
+    spec: ExperimentSpec,
+    runs: Runs,
+    known: Mapping[str, Mapping[str, Family]] | None = None,
+    outputs: Mapping[str, str] | None = None,
+) -> dict[str, Family]:
     """{cell: its family} for the cells of `spec`, in grid order (a cell names only cells above it). `known` holds
     the families of other grids ({grid: {cell: family}}) and `outputs` their output folders ({folder: grid}), for a
     cell that evaluates a model another grid trained."""
@@ -73,8 +77,13 @@ def families(spec: ExperimentSpec, runs: Runs, known: Mapping[str, Mapping[str, 
     return out
 
 
-def _family(cell: CellSpec, above: Mapping[str, Family], phases: Mapping[str, list[str]],
-            known: Mapping[str, Mapping[str, Family]], outputs: Mapping[str, str]) -> Family:
+def _family(
+    cell: CellSpec,
+    above: Mapping[str, Family],
+    phases: Mapping[str, list[str]],
+    known: Mapping[str, Mapping[str, Family]],
+    outputs: Mapping[str, str],
+) -> Family:
     model = cell.settings.get("model")
     ref = CellRef.parse(model)
     if cell.method in VERSION_METHODS and ref is not None:
@@ -154,8 +163,12 @@ def _pick_row(label: str, group: list[Entry], pages: Mapping[str, str]) -> tuple
 
 def pick_table(all_entries: list[Entry], pages: Mapping[str, str]) -> list[str]:
     """The table a user picks a method from: a row per family (best downstream first), then the reference rows."""
-    head = ["| method | pretrained model it starts from | " + " | ".join(PICK_HEAD)
-            + " | seeds | training CPU-h, bases included |", "|---|---|" + "---|" * (len(PICK_HEAD) + 2)]
+    head = [
+        "| method | pretrained model it starts from | "
+        + " | ".join(PICK_HEAD)
+        + " | seeds | training CPU-h, bases included |",
+        "|---|---|" + "---|" * (len(PICK_HEAD) + 2),
+    ]
     groups: dict[Family, list[Entry]] = {}
     refs: dict[str, list[Entry]] = {}
     for e in all_entries:
@@ -174,22 +187,36 @@ def budget_lines(all_entries: list[Entry], pages: Mapping[str, str]) -> list[str
     names = dict(zip(PICK_BY, PICK_HEAD, strict=True))
     out: list[str] = []
     for key in PICK_BY[:2]:
-        have = sorted((e for e in all_entries if not e.family.start and e.family.method not in REFERENCE_METHODS
-                       and e.cost is not None and key in e.scores),
-                      key=lambda e: e.cost.seconds if e.cost is not None else 0.0)
+        have = sorted(
+            (
+                e
+                for e in all_entries
+                if not e.family.start
+                and e.family.method not in REFERENCE_METHODS
+                and e.cost is not None
+                and key in e.scores
+            ),
+            key=lambda e: e.cost.seconds if e.cost is not None else 0.0,
+        )
         steps: list[str] = []
         best = float("-inf")
         for e in have:
             if round(e.scores[key][0], 1) > best:  # beats every cheaper one as the tables print them
                 best = round(e.scores[key][0], 1)
-                steps.append(f"{fmt_hours(e.cost)} CPU-h: {fmt(e.scores[key])} `{e.family.method}` "
-                             f"([{e.cell}]({pages[e.grid]}))")
+                steps.append(
+                    f"{fmt_hours(e.cost)} CPU-h: {fmt(e.scores[key])} `{e.family.method}` ([{e.cell}]({pages[e.grid]}))"
+                )
         if steps:
             out.append(f"- {names[key]}: " + "; ".join(steps))
     if not out:
         return []
-    return ["Starting from no pretrained model, the best score within each training budget, cheapest first (each "
-            "cell beats every cheaper one; the reference rows above cost nothing to train):", "", *out, ""]
+    return [
+        "Starting from no pretrained model, the best score within each training budget, cheapest first (each "
+        "cell beats every cheaper one; the reference rows above cost nothing to train):",
+        "",
+        *out,
+        "",
+    ]
 
 
 def experiment_line(results: Runs, spec: ExperimentSpec, page: str) -> str:
@@ -202,8 +229,9 @@ def experiment_line(results: Runs, spec: ExperimentSpec, page: str) -> str:
         summary: Summary = summarise(runs) if runs else {}
         fixed = fixed_cells(spec)
         verdicts = [claims_mod.judge(row_claim(c, spec, summary), summary, fixed).verdict for c in spec.claims]
-        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("held", "did not hold", "unclear", "not run")
-                           if v in verdicts)
+        counts = ", ".join(
+            f"{verdicts.count(v)} {v}" for v in ("held", "did not hold", "unclear", "not run") if v in verdicts
+        )
         text += f"; {len(verdicts)} claims: {counts}"
     return text + "."
 
@@ -214,18 +242,23 @@ def summary_lines(parts: Sequence[tuple[Runs, ExperimentSpec, object]], pages: M
     for _, spec, _ in parts:
         settings.setdefault((spec.tasks, spec.preset), []).append(spec.name)
     scored = "; ".join(f"tasks `{t}`, preset `{p}` ({', '.join(names)})" for (t, p), names in settings.items())
-    return ["# Results", "",
-            "Generated by `sentkit experiment report` from the committed results files alone. Which method for your "
-            "budget and task: each row is a method (the one that trained the model) and the pretrained model it starts "
-            "from, if any (its own pretraining is not in the cost; a method's fixed resources, such as DictRep's WordNet "
-            "definitions and GloVe targets, are not listed: docs/hill_models.md); each "
-            "score is the family's best cell across the experiments on that average (the cell named, whitened, "
-            "SIF-weighted and other versions of a model included; mean ± std over seeds), `downstream` the DeCLUTR "
-            "paper's average (classifiers and cosine STS), `unsupervised STS` cosine similarity alone, `probing` "
-            "SentEval's probing tasks; the cost is the training CPU-hours of the costliest pick, the cells it "
-            "continues included (`~`: a logged wall-clock stands in for an unrecorded CPU time). "
-            f"Scored with {scored}.", "",
-            *pick_table(rows := entries(parts), pages),
-            *budget_lines(rows, pages),
-            "Each experiment's page has every cell's scores, its claims and their verdicts, the costs and charts:", "",
-            *(experiment_line(results, spec, pages[spec.name]) for results, spec, _ in parts)]
+    return [
+        "# Results",
+        "",
+        "Generated by `sentkit experiment report` from the committed results files alone. Which method for your "
+        "budget and task: each row is a method (the one that trained the model) and the pretrained model it starts "
+        "from, if any (its own pretraining is not in the cost; a method's fixed resources, such as DictRep's WordNet "
+        "definitions and GloVe targets, are not listed: docs/hill_models.md); each "
+        "score is the family's best cell across the experiments on that average (the cell named, whitened, "
+        "SIF-weighted and other versions of a model included; mean ± std over seeds), `downstream` the DeCLUTR "
+        "paper's average (classifiers and cosine STS), `unsupervised STS` cosine similarity alone, `probing` "
+        "SentEval's probing tasks; the cost is the training CPU-hours of the costliest pick, the cells it "
+        "continues included (`~`: a logged wall-clock stands in for an unrecorded CPU time). "
+        f"Scored with {scored}.",
+        "",
+        *pick_table(rows := entries(parts), pages),
+        *budget_lines(rows, pages),
+        "Each experiment's page has every cell's scores, its claims and their verdicts, the costs and charts:",
+        "",
+        *(experiment_line(results, spec, pages[spec.name]) for results, spec, _ in parts),
+    ]

@@ -35,18 +35,23 @@ def collect_status(spec: ExperimentSpec, all_results: Runs) -> list[str]:
     return [text, ""]
 
 
-def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                   all_results: Runs,
-                   diagnostics: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
+def headline_table(
+    spec: ExperimentSpec,
+    summary: dict[str, dict[str, tuple[float, float, int]]],
+    all_results: Runs,
+    diagnostics: dict[str, list[dict[str, Any]]] | None = None,
+) -> list[str]:
     """The table a report opens with: the spec's headline cells, their seeds, the three averages, cosine STS and
     what each cost: wall-clock and CPU time per seed, and the training CPU-hours of the cell with every
     cell it continues (its base, the vectors its base started from, ...)."""
     costs = cell_costs(all_results, diagnostics)
     cpu = cell_cpu(all_results)
     chain = chain_train_cpu(spec, all_results)
-    lines = ["| cell | seeds | downstream | unsupervised STS | supervised | cosine STS | train (s / seed) "
-             "| evaluate (s / seed) | CPU (min / seed) | training CPU-h, bases included |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| cell | seeds | downstream | unsupervised STS | supervised | cosine STS | train (s / seed) "
+        "| evaluate (s / seed) | CPU (min / seed) | training CPU-h, bases included |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in spec.headline:
         if c not in summary:
             lines.append(f"| {c} | 0 | not run | | | | | | | |")
@@ -55,24 +60,30 @@ def headline_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[floa
         t, e, _ = costs.get(c, (0.0, 0.0, 0))
         minutes = f"{cpu[c] / 60:.0f}" if c in cpu else ""
         hours = fmt_hours(chain.get(c))
-        lines.append(f"| {c} | {n} | {fmt(summary[c].get('avg:downstream'))} | "
-                     f"{fmt(summary[c].get('avg:unsupervised_sts'))} | {fmt(summary[c].get('avg:supervised'))} | "
-                     f"{fmt(summary[c].get('avg:cosine_sts'))} | "
-                     f"{t:.0f} | {e:.0f} | {minutes} | {hours} |")
+        lines.append(
+            f"| {c} | {n} | {fmt(summary[c].get('avg:downstream'))} | "
+            f"{fmt(summary[c].get('avg:unsupervised_sts'))} | {fmt(summary[c].get('avg:supervised'))} | "
+            f"{fmt(summary[c].get('avg:cosine_sts'))} | "
+            f"{t:.0f} | {e:.0f} | {minutes} | {hours} |"
+        )
     return [*lines, ""]
 
 
 BEST_OF = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")
 
 
-def best_versions(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                  scores: tuple[str, ...] = BEST_OF) -> dict[str, dict[str, str]]:
+def best_versions(
+    spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]], scores: tuple[str, ...] = BEST_OF
+) -> dict[str, dict[str, str]]:
     """{row: {score: the version cell with the highest mean}} over the versions that have results."""
     out: dict[str, dict[str, str]] = {}
     for row in spec.rows:
         have = [v for v in row.versions if v in summary]
-        out[row.name] = {k: max((v for v in have if k in summary[v]), key=lambda v: summary[v][k][0])
-                         for k in scores if any(k in summary[v] for v in have)}
+        out[row.name] = {
+            k: max((v for v in have if k in summary[v]), key=lambda v: summary[v][k][0])
+            for k in scores
+            if any(k in summary[v] for v in have)
+        }
     return out
 
 
@@ -89,18 +100,22 @@ def row_claim(claim: Any, spec: ExperimentSpec, summary: dict[str, dict[str, tup
     def pick(row: str) -> str:
         return best.get(row, {}).get(claim.metric) or versions[row][0]
 
-    return dataclasses.replace(claim, cells=[pick(r) for r in claim.cells], baseline=[pick(r) for r in claim.baseline],
-                               rows=False)
+    return dataclasses.replace(
+        claim, cells=[pick(r) for r in claim.cells], baseline=[pick(r) for r in claim.baseline], rows=False
+    )
 
 
-def best_versions_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]],
-                        all_results: Runs) -> list[str]:
+def best_versions_table(
+    spec: ExperimentSpec, summary: dict[str, dict[str, tuple[float, float, int]]], all_results: Runs
+) -> list[str]:
     """The table a study of [[row]]s opens with: each row's best version on each average (mean ± std over seeds,
     the version named), and the training CPU-hours (bases included) of the costliest version it uses."""
     best = best_versions(spec, summary)
     chain = chain_train_cpu(spec, all_results)
-    lines = ["| row | downstream | unsupervised STS | supervised | seeds | training CPU-h, bases included |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| row | downstream | unsupervised STS | supervised | seeds | training CPU-h, bases included |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in spec.rows:
         picks = best.get(row.name, {})
         if not picks:
@@ -115,22 +130,35 @@ def best_versions_table(spec: ExperimentSpec, summary: dict[str, dict[str, tuple
     return [*lines, ""]
 
 
-def probing_section(summary: dict[str, dict[str, tuple[float, float, int]]], cells: list[str],
-                    groups: dict[str, str]) -> list[str]:
+def probing_section(
+    summary: dict[str, dict[str, tuple[float, float, int]]], cells: list[str], groups: dict[str, str]
+) -> list[str]:
     """A table of the probing tasks (accuracy) and their mean, when any cell was scored on them."""
     tasks = [t for t in PROBING if any(t in summary[c] for c in cells)]
     if not tasks:
         return []
     head = ["cell", "group", "seeds", "probing", *tasks]
-    lines = ["## Probing", "", "Accuracy on SentEval's probing tasks (Conneau et al. 2018; the files `sentkit "
-             "data build-probing` builds, or SentEval's own), mean ± std over seeds; `probing` is "
-             f"{AVERAGE_HELP['avg:probing']}.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        "## Probing",
+        "",
+        "Accuracy on SentEval's probing tasks (Conneau et al. 2018; the files `sentkit "
+        "data build-probing` builds, or SentEval's own), mean ± std over seeds; `probing` is "
+        f"{AVERAGE_HELP['avg:probing']}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for c in cells:
         if not any(t in summary[c] for t in tasks):
             continue
         n = max(summary[c][t][2] for t in tasks if t in summary[c])
-        row = [c, groups.get(c, ""), str(n), fmt(summary[c].get("avg:probing")), *[fmt(summary[c].get(t)) for t in tasks]]
+        row = [
+            c,
+            groups.get(c, ""),
+            str(n),
+            fmt(summary[c].get("avg:probing")),
+            *[fmt(summary[c].get(t)) for t in tasks],
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return [*lines, ""]
 
@@ -143,14 +171,23 @@ def length_section(summary: dict[str, dict[str, tuple[float, float, int]]]) -> l
     cells = [c for c in summary if any(k in summary[c] for k in keys)]
     if not cells:
         return []
-    lines = ["## Cosine STS by sentence length", "",
-             "Spearman x 100 of cosine similarity against the gold scores, within pairs whose two sentences average "
-             + ", ".join(f"{b} words" for b, _, _ in LENGTH_BINS) + " (whitespace words); the mean over the tasks of the "
-             "unsupervised STS average (STS12-16 with their subsets pooled, STS-B and SICK-R test).", "",
-             "| cell | " + " | ".join(f"{b} words" for b, _, _ in LENGTH_BINS) + " | unsupervised STS |",
-             "|---|" + "---|" * (len(keys) + 1)]
+    lines = [
+        "## Cosine STS by sentence length",
+        "",
+        "Spearman x 100 of cosine similarity against the gold scores, within pairs whose two sentences average "
+        + ", ".join(f"{b} words" for b, _, _ in LENGTH_BINS)
+        + " (whitespace words); the mean over the tasks of the "
+        "unsupervised STS average (STS12-16 with their subsets pooled, STS-B and SICK-R test).",
+        "",
+        "| cell | " + " | ".join(f"{b} words" for b, _, _ in LENGTH_BINS) + " | unsupervised STS |",
+        "|---|" + "---|" * (len(keys) + 1),
+    ]
     for c in cells:
-        lines.append(f"| {c} | " + " | ".join(fmt(summary[c].get(k)) for k in keys) + f" | {fmt(summary[c].get('avg:unsupervised_sts'))} |")
+        lines.append(
+            f"| {c} | "
+            + " | ".join(fmt(summary[c].get(k)) for k in keys)
+            + f" | {fmt(summary[c].get('avg:unsupervised_sts'))} |"
+        )
     return [*lines, ""]
 
 
@@ -159,12 +196,22 @@ def mteb_section(summary: dict[str, dict[str, tuple[float, float, int]]], cells:
     tasks = sorted({k for c in cells for k in summary[c] if k.startswith("mteb:")})
     if not tasks:
         return []
-    lines = ["## MTEB", "", "mteb's main score of each task (x 100; mean ± std over seeds), run by the mteb package "
-             "on the cell's model (`mteb = [...]` in the experiment file; docs/evaluation.md, MTEB).", "",
-             "| cell | mean | " + " | ".join(t.split(":", 1)[1] for t in tasks) + " |", "|---|---|" + "---|" * len(tasks)]
+    lines = [
+        "## MTEB",
+        "",
+        "mteb's main score of each task (x 100; mean ± std over seeds), run by the mteb package "
+        "on the cell's model (`mteb = [...]` in the experiment file; docs/evaluation.md, MTEB).",
+        "",
+        "| cell | mean | " + " | ".join(t.split(":", 1)[1] for t in tasks) + " |",
+        "|---|---|" + "---|" * len(tasks),
+    ]
     for c in cells:
         if any(t in summary[c] for t in tasks):
-            lines.append(f"| {c} | {fmt(summary[c].get('avg:mteb'))} | " + " | ".join(fmt(summary[c].get(t)) for t in tasks) + " |")
+            lines.append(
+                f"| {c} | {fmt(summary[c].get('avg:mteb'))} | "
+                + " | ".join(fmt(summary[c].get(t)) for t in tasks)
+                + " |"
+            )
     return [*lines, ""]
 
 
@@ -181,37 +228,68 @@ def diagnostics_section(source: str | Path, cells: list[str]) -> list[str]:
     def mean(values: list[float]) -> str:
         return f"{statistics.fmean(values):.3f}" if values else ""
 
-    lines = ["## Diagnostics", "", "Anisotropy: mean cosine of 2,000 random pairs of different STS-B test sentences "
-             "(1: every vector points the same way). Losses: the first and last logged value (mean over seeds). "
-             "Spans: mean anchor and positive lengths and the share of positives adjacent to, overlapping or "
-             "subsumed by their anchor, sampled with the run's settings (`sentkit experiment diagnose`).", "",
-             "| cell | anisotropy | losses, first -> last | tokens seen | anchor / positive tokens | adjacent / overlapping / subsumed |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "## Diagnostics",
+        "",
+        "Anisotropy: mean cosine of 2,000 random pairs of different STS-B test sentences "
+        "(1: every vector points the same way). Losses: the first and last logged value (mean over seeds). "
+        "Spans: mean anchor and positive lengths and the share of positives adjacent to, overlapping or "
+        "subsumed by their anchor, sampled with the run's settings (`sentkit experiment diagnose`).",
+        "",
+        "| cell | anisotropy | losses, first -> last | tokens seen | anchor / positive tokens "
+        "| adjacent / overlapping / subsumed |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in rows:
         ds = diag[c]
         curves = [d["training"] for d in ds if d.get("training")]
-        loss = "; ".join(f"{k} {mean([t['first'][k] for t in curves])} -> {mean([t['last'][k] for t in curves])}"
-                         for k in (curves[0]["first"] if curves else {}) if k != "loss" or len(curves[0]["first"]) == 1)
+        loss = "; ".join(
+            f"{k} {mean([t['first'][k] for t in curves])} -> {mean([t['last'][k] for t in curves])}"
+            for k in (curves[0]["first"] if curves else {})
+            if k != "loss" or len(curves[0]["first"]) == 1
+        )
         tokens = f"{statistics.fmean(t['tokens'] for t in curves) / 1e6:.2f}M" if curves else ""
         spans = [d["spans"] for d in ds if d.get("spans")]
-        lengths = (f"{statistics.fmean(sp['anchor_tokens'] for sp in spans):.0f} / "
-                   f"{statistics.fmean(sp['positive_tokens'] for sp in spans):.0f}") if spans else ""
-        shares = " / ".join(f"{statistics.fmean(sp['relations'].get(r, 0.0) for sp in spans):.2f}"
-                            for r in ("adjacent", "overlapping", "subsumed")) if spans else ""
+        lengths = (
+            (
+                f"{statistics.fmean(sp['anchor_tokens'] for sp in spans):.0f} / "
+                f"{statistics.fmean(sp['positive_tokens'] for sp in spans):.0f}"
+            )
+            if spans
+            else ""
+        )
+        shares = (
+            " / ".join(
+                f"{statistics.fmean(sp['relations'].get(r, 0.0) for sp in spans):.2f}"
+                for r in ("adjacent", "overlapping", "subsumed")
+            )
+            if spans
+            else ""
+        )
         lines.append(f"| {c} | {mean([d['anisotropy'] for d in ds])} | {loss} | {tokens} | {lengths} | {shares} |")
     return [*lines, ""]
 
 
-def all_scores_section(summary: Summary, cells: list[str], groups: dict[str, str], avgs: list[str],
-                       tasks: list[str]) -> list[str]:
+def all_scores_section(
+    summary: Summary, cells: list[str], groups: dict[str, str], avgs: list[str], tasks: list[str]
+) -> list[str]:
     """The table of every cell's averages `avgs` and task scores `tasks` (mean ± std over seeds)."""
-    lines = ["## All scores", "", "Averages: " + "; ".join(f"`{a.split(':')[1]}` {AVERAGE_HELP[a]}" for a in avgs)
-             + ".", ""]
+    lines = [
+        "## All scores",
+        "",
+        "Averages: " + "; ".join(f"`{a.split(':')[1]}` {AVERAGE_HELP[a]}" for a in avgs) + ".",
+        "",
+    ]
     head = ["cell", "group", "seeds", *[a.split(":")[1] for a in avgs], *tasks]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
         n = max(v[2] for v in summary[c].values())
-        row = [c, groups.get(c, ""), str(n), *[fmt(summary[c].get(a)) for a in avgs],
-               *[fmt(summary[c].get(t)) for t in tasks]]
+        row = [
+            c,
+            groups.get(c, ""),
+            str(n),
+            *[fmt(summary[c].get(a)) for a in avgs],
+            *[fmt(summary[c].get(t)) for t in tasks],
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return [*lines, ""]

@@ -9,4 +9,14 @@ from sentkit.training.recipes.mlm import MLM, MLMConfig
 from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
 from sentkit.training.recipes.tsdae import TSDAE, TSDAEConfig
 
-__all__ = ["MLM", "TSDAE", "Declutr", "DeclutrConfig", "MLMConfig", "SimCSE", "SimCSEConfig", "TSDAEConfig", "load_trained"]
+__all__ = [
+    "MLM",
+    "TSDAE",
+    "Declutr",
+    "DeclutrConfig",
+    "MLMConfig",
+    "SimCSE",
+    "SimCSEConfig",
+    "TSDAEConfig",
+    "load_trained",
+]

@@ -53,14 +53,17 @@ class CLMConfig(TrainConfig):
             raise ConfigError(f"seq_len must be at least 3, got {self.seq_len}")
         scratch_only = sorted(self.arch()) + [k for k in ("family", "tokenizer") if getattr(self, k) is not None]
         if scratch_only and not self.from_scratch:
-            raise ConfigError(f"{', '.join(scratch_only)} only apply to a model built from scratch: add --set "
-                              "from_scratch=true")
+            raise ConfigError(
+                f"{', '.join(scratch_only)} only apply to a model built from scratch: add --set from_scratch=true"
+            )
         for k, v in self.arch().items():
             if v < 1:
                 raise ConfigError(f"{k} must be at least 1, got {v}")
         if self.attention == "bidirectional":
-            raise ConfigError("--method clm predicts the next token: it needs causal attention (leave attention "
-                              "unset); --method mntp trains a decoder with bidirectional attention")
+            raise ConfigError(
+                "--method clm predicts the next token: it needs causal attention (leave attention "
+                "unset); --method mntp trains a decoder with bidirectional attention"
+            )
         if self.family is not None:
             from transformers import CONFIG_MAPPING
 
@@ -70,8 +73,10 @@ class CLMConfig(TrainConfig):
             if self.family not in CONFIG_MAPPING or not is_decoder_config(CONFIG_MAPPING[self.family]()):
                 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-                raise ConfigError(f"family {self.family!r} is not a decoder language model family of transformers."
-                                  f"{suggest(self.family, list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))}")
+                raise ConfigError(
+                    f"family {self.family!r} is not a decoder language model family of transformers."
+                    f"{suggest(self.family, list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))}"
+                )
 
     def arch(self) -> dict[str, int]:
         keys = ("layers", "hidden", "heads", "intermediate", "max_positions")
@@ -83,8 +88,10 @@ def decoder_tokens(tokenizer: Any) -> None:
     beginning-of-sequence token): what packing puts between documents and last-token pooling reads."""
     if tokenizer.eos_token is None:
         if tokenizer.sep_token is None:
-            raise ConfigError("--method clm: the tokenizer has neither an end-of-sequence nor a separator token to put "
-                              "between packed documents")
+            raise ConfigError(
+                "--method clm: the tokenizer has neither an end-of-sequence nor a separator token to put "
+                "between packed documents"
+            )
         tokenizer.eos_token = tokenizer.sep_token
     if tokenizer.bos_token is None and tokenizer.cls_token is not None:
         tokenizer.bos_token = tokenizer.cls_token
@@ -107,8 +114,10 @@ def scratch_decoder(cfg: CLMConfig) -> tuple[Any, Any]:
     else:
         config = scratch_config(cfg.model, tok, arch)
         if not is_decoder_config(config):
-            raise ConfigError(f"model {cfg.model!r} is a {config.model_type!r} model, not a decoder: name the decoder "
-                              "architecture to build with --set family=gpt2 (or llama, qwen2, ...)")
+            raise ConfigError(
+                f"model {cfg.model!r} is a {config.model_type!r} model, not a decoder: name the decoder "
+                "architecture to build with --set family=gpt2 (or llama, qwen2, ...)"
+            )
     heads = getattr(config, "num_attention_heads", None)
     if heads and hasattr(config, "num_key_value_heads"):  # Llama-style defaults were set for the default heads
         config.num_key_value_heads = heads
@@ -118,8 +127,12 @@ def scratch_decoder(cfg: CLMConfig) -> tuple[Any, Any]:
     config.use_cache = False
     with quiet_transformers():
         model = AutoModelForCausalLM.from_config(config)
-    log.info("initialised a %s causal LM from scratch (%s, the vocabulary of %s)", config.model_type, arch or "default size",
-             cfg.tokenizer or cfg.model)
+    log.info(
+        "initialised a %s causal LM from scratch (%s, the vocabulary of %s)",
+        config.model_type,
+        arch or "default size",
+        cfg.tokenizer or cfg.model,
+    )
     return model, tok
 
 
@@ -159,16 +172,28 @@ class CLM(MNTP):
 
     def batch(self, store: Any, units: list[int], step: int) -> MNTPBatch:
         packed = super().batch(store, units, step)
-        return MNTPBatch(packed.num_units, {"clm": packed.counts["mntp"]}, packed.tokens, packed.ids, packed.labels,
-                         packed.pad_id, packed.padded, packed.mask)
+        return MNTPBatch(
+            packed.num_units,
+            {"clm": packed.counts["mntp"]},
+            packed.tokens,
+            packed.ids,
+            packed.labels,
+            packed.pad_id,
+            packed.padded,
+            packed.mask,
+        )
 
     def module(self) -> TrainModule:
         return MNTPModule(self.mlm_model, loss_name="clm")
 
     def card(self, steps: int, store: Any) -> str:
         c = self.cfg
-        start = (f"built from scratch ({c.family or c.model} architecture{f', {c.arch()}' if c.arch() else ''}, the "
-                 f"vocabulary of `{c.tokenizer or c.model}`)" if c.from_scratch else f"continued from `{c.model}`")
+        start = (
+            f"built from scratch ({c.family or c.model} architecture{f', {c.arch()}' if c.arch() else ''}, the "
+            f"vocabulary of `{c.tokenizer or c.model}`)"
+            if c.from_scratch
+            else f"continued from `{c.model}`"
+        )
         params = sum(int(np.prod(p.shape)) for p in self.mlm_model.parameters())
         return (
             f"Causal-language-model training (next-token prediction) of a decoder {start}, {params:,} parameters, for "

@@ -55,7 +55,12 @@ class DeclutrConfig(TrainConfig):
     mlm: bool = True
     mlm_probability: float = 0.15
 
-    POSITIVE_INTS: ClassVar[tuple[str, ...]] = (*TrainConfig.POSITIVE_INTS, "num_anchors", "num_positives", "min_span_len")
+    POSITIVE_INTS: ClassVar[tuple[str, ...]] = (
+        *TrainConfig.POSITIVE_INTS,
+        "num_anchors",
+        "num_positives",
+        "min_span_len",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -122,7 +127,9 @@ class DeclutrModule(TrainModule):
 
         def run(chunk: list[int]) -> torch.Tensor:
             nonlocal mlm_sum
-            ids, mask, lab = pad_with_labels([seqs[i] for i in chunk], [labels[i] for i in chunk], self.pad_id, mlm_sum.device)
+            ids, mask, lab = pad_with_labels(
+                [seqs[i] for i in chunk], [labels[i] for i in chunk], self.pad_id, mlm_sum.device
+            )
             emb, s, _ = self.model(ids, mask if len({len(seqs[i]) for i in chunk}) > 1 else None, lab)
             mlm_sum = mlm_sum + s
             return emb.float()
@@ -133,7 +140,7 @@ class DeclutrModule(TrainModule):
         return StepOut(views, {"mlm": mlm_sum} if self.mlm else {})
 
 
-# ----------------------------------------------------------------------------- is the base strong enough for these spans?
+# --------------------------------------------------------------------------- is the base strong enough for these spans?
 WEAK_MLM_LOSS = 4.0  # nats: the plain study's base ended at 5.9 (perplexity ~380); trained BERTs are near 2
 ANISOTROPIC = 0.6  # mean cosine of random pairs: the plain base 0.70, where the paper's spans hurt
 
@@ -145,8 +152,17 @@ def _main_process() -> bool:
 
 
 @torch.no_grad()
-def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], suffix: list[int], *,
-                max_len: int = 512, samples: int = 128, seed: int = 0) -> dict[str, float]:
+def base_report(
+    mlm_model: Any,
+    tokenizer: Any,
+    store: Any,
+    prefix: list[int],
+    suffix: list[int],
+    *,
+    max_len: int = 512,
+    samples: int = 128,
+    seed: int = 0,
+) -> dict[str, float]:
     """What a start-up check needs to know of the base on this corpus, from `samples` random windows of
     sentence length: the corpus's mean sentence length in tokens (tokens between sentence-final marks),
     the anisotropy of the base's mean-pooled vectors (mean cosine of all pairs of different windows) and
@@ -156,7 +172,9 @@ def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], s
     from sentkit.objectives.mlm import IGNORE_INDEX, mask_tokens
 
     rng = np.random.default_rng(seed)
-    marks = [i for i in tokenizer.convert_tokens_to_ids([".", "!", "?"]) if i is not None and i != tokenizer.unk_token_id]
+    marks = [
+        i for i in tokenizer.convert_tokens_to_ids([".", "!", "?"]) if i is not None and i != tokenizer.unk_token_id
+    ]
     docs = rng.choice(len(store), size=4 * samples, replace=len(store) < 4 * samples)
     ends = total = 0
     for d in docs[:64]:
@@ -188,10 +206,15 @@ def base_report(mlm_model: Any, tokenizer: Any, store: Any, prefix: list[int], s
         if model.head is not None and tokenizer.mask_token_id is not None:
             maskable = torch.ones_like(ids, dtype=torch.bool)
             maskable[:, : len(prefix)] = False
-            maskable[:, ids.shape[1] - len(suffix):] = False
+            maskable[:, ids.shape[1] - len(suffix) :] = False
             gen = torch.Generator().manual_seed(seed)
-            masked, labels = mask_tokens(ids.cpu(), maskable.cpu(), mask_token_id=int(tokenizer.mask_token_id),
-                                         vocab_size=int(mlm_model.config.vocab_size), generator=gen)
+            masked, labels = mask_tokens(
+                ids.cpu(),
+                maskable.cpu(),
+                mask_token_id=int(tokenizer.mask_token_id),
+                vocab_size=int(mlm_model.config.vocab_size),
+                generator=gen,
+            )
             total_loss, count = model.mlm_sum(model.hidden(masked.to(ids.device), None), labels.to(ids.device))
             loss = float(total_loss) / max(count, 1) if int((labels != IGNORE_INDEX).sum()) else float("nan")
     finally:
@@ -210,9 +233,16 @@ def warn_weak_base(report: dict[str, float], spans: SpanSettings) -> bool:
     base without a mapped MLM head, mean-pooled vectors more anisotropic than ANISOTROPIC. (Anisotropy
     alone does not tell a weak base: well-trained masked LMs are anisotropic too.)"""
     sent, anchor = report["sentence_tokens"], mean_anchor_tokens(spans)
-    log.info("base on this corpus: masked-LM loss %.2f, anisotropy %.2f (mean cosine of random windows); sentences "
-             "of %.0f tokens, anchors of %.0f on average (spans %d-%d)", report["mlm_loss"], report["anisotropy"],
-             sent, anchor, spans.min_span_len, spans.max_span_len)
+    log.info(
+        "base on this corpus: masked-LM loss %.2f, anisotropy %.2f (mean cosine of random windows); sentences "
+        "of %.0f tokens, anchors of %.0f on average (spans %d-%d)",
+        report["mlm_loss"],
+        report["anisotropy"],
+        sent,
+        anchor,
+        spans.min_span_len,
+        spans.max_span_len,
+    )
     loss = report["mlm_loss"]
     if loss == loss:  # the base has an MLM head: its loss says how well it knows this text
         weak = f"masked-LM loss {loss:.1f} > {WEAK_MLM_LOSS:g}" if loss > WEAK_MLM_LOSS else ""
@@ -224,7 +254,13 @@ def warn_weak_base(report: dict[str, float], spans: SpanSettings) -> bool:
             "corpus's sentences (%.0f; STS sentences average about 12). In sentkit's plain study such a base lost 2 "
             "points of unsupervised STS with the paper's spans and gained 7 with sentence-length ones. Consider --set "
             "min_span_len=4 --set max_span_len=32, or the raw-text recipe (sentkit train --method raw-text; "
-            "docs/methods.md)", spans.min_span_len, spans.max_span_len, weak, anchor, sent)
+            "docs/methods.md)",
+            spans.min_span_len,
+            spans.max_span_len,
+            weak,
+            anchor,
+            sent,
+        )
         return True
     return False
 
@@ -240,7 +276,9 @@ class Declutr(Recipe):
         self.cfg: DeclutrConfig = cfg
         self.span_settings = cfg.spans(max_len - len(self.prefix) - len(self.suffix))
         if self.span_settings.max_span_len < cfg.max_span_len:
-            log.info("max_span_len lowered to %d to fit the model's %d positions", self.span_settings.max_span_len, max_len)
+            log.info(
+                "max_span_len lowered to %d to fit the model's %d positions", self.span_settings.max_span_len, max_len
+            )
         if cfg.mlm and tokenizer.mask_token_id is None:
             raise ConfigError(f"model {cfg.model!r} has no mask token; use --set mlm=false")
         self.special = sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
@@ -289,20 +327,36 @@ class Declutr(Recipe):
                 body = toks[a.start : a.end]
                 ids = self.prefix + body.tolist() + self.suffix
                 if cfg.mlm:
-                    maskable = [False] * len(self.prefix) + (~np.isin(body, special)).tolist() + [False] * len(self.suffix)
+                    maskable = (
+                        [False] * len(self.prefix) + (~np.isin(body, special)).tolist() + [False] * len(self.suffix)
+                    )
                     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-                    ids, lab = mask_sequence(ids, maskable, mask_token_id=int(self.tokenizer.mask_token_id),
-                                             vocab_size=int(self.mlm_model.config.vocab_size), generator=gen,
-                                             probability=cfg.mlm_probability)
+                    ids, lab = mask_sequence(
+                        ids,
+                        maskable,
+                        mask_token_id=int(self.tokenizer.mask_token_id),
+                        vocab_size=int(self.mlm_model.config.vocab_size),
+                        generator=gen,
+                        probability=cfg.mlm_probability,
+                    )
                     labels.append(lab)
                 else:
                     labels.append(None)
                 anchors.append(ids)
                 positives.extend(self.prefix + toks[p.start : p.end].tolist() + self.suffix for p in ps)
         seqs = anchors + positives
-        counts = {"mlm": float(sum(sum(1 for t in lb if t != -100) for lb in labels if lb is not None))} if cfg.mlm else {}
-        return SpanBatch(len(units), counts, sum(len(x) for x in seqs), seqs, labels + [None] * len(positives),
-                         spans.num_anchors, spans.num_positives)
+        counts = (
+            {"mlm": float(sum(sum(1 for t in lb if t != -100) for lb in labels if lb is not None))} if cfg.mlm else {}
+        )
+        return SpanBatch(
+            len(units),
+            counts,
+            sum(len(x) for x in seqs),
+            seqs,
+            labels + [None] * len(positives),
+            spans.num_anchors,
+            spans.num_positives,
+        )
 
     def module(self) -> TrainModule:
         return DeclutrModule(self.mlm_model, self.cfg.pooling, self.cfg.mlm, self.pad_id, self.cfg.contrastive)

@@ -74,8 +74,10 @@ class MLMConfig(TrainConfig):
         if self.init_embeddings is not None and self.train_tokenizer:
             raise ConfigError("init_embeddings needs the vectors' own tokenizer: drop train_tokenizer")
         if self.tokenizer is not None and (self.train_tokenizer or not self.from_scratch):
-            raise ConfigError("tokenizer (a folder to build the model with) applies to a model built from scratch "
-                              "without train_tokenizer: add --set from_scratch=true, drop train_tokenizer")
+            raise ConfigError(
+                "tokenizer (a folder to build the model with) applies to a model built from scratch "
+                "without train_tokenizer: add --set from_scratch=true, drop train_tokenizer"
+            )
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be positive, got {self.init_std}")
 
@@ -114,13 +116,16 @@ def train_wordpiece(texts: Any, vocab_size: int, *, lowercase: bool = True) -> A
     alphabet = sorted(c for c in chars if not c.isspace())
     fixed = [*special, *alphabet, *(f"##{c}" for c in alphabet)]
     if len(fixed) >= vocab_size:
-        raise ConfigError(f"vocab_size {vocab_size} leaves no room for merges: the corpus has {len(alphabet)} characters "
-                          f"(a vocabulary needs {len(fixed)} entries for them and their ## forms); raise vocab_size")
+        raise ConfigError(
+            f"vocab_size {vocab_size} leaves no room for merges: the corpus has {len(alphabet)} characters "
+            f"(a vocabulary needs {len(fixed)} entries for them and their ## forms); raise vocab_size"
+        )
     trainer_tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     trainer_tok.normalizer = normalizer
     trainer_tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer_tok.train_from_iterator(docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=fixed,
-                                                                    show_progress=False))
+    trainer_tok.train_from_iterator(
+        docs, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=fixed, show_progress=False)
+    )
     vocab = trainer_tok.get_vocab(with_added_tokens=True)
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
@@ -129,10 +134,19 @@ def train_wordpiece(texts: Any, vocab_size: int, *, lowercase: bool = True) -> A
     tok.add_special_tokens(special)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", do_lower_case=lowercase)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        do_lower_case=lowercase,
+    )
 
 
 # ----------------------------------------------------------------------------- data and model
@@ -183,9 +197,11 @@ class MLM(Recipe):
             raise ConfigError(f"model {cfg.model!r} has no mask token: it cannot be trained as a masked LM")
         family = getattr(mlm_model.config, "model_type", "?")
         if family not in MLM_HEADS:  # MLMModule applies the head to the masked positions alone
-            raise ConfigError(f"--method mlm: model {cfg.model!r} is a {family!r} model, and sentkit knows where the "
-                              f"MLM head is only for {', '.join(MLM_HEADS.names())}; choose a model of one of these "
-                              "families (--method declutr takes any masked LM)")
+            raise ConfigError(
+                f"--method mlm: model {cfg.model!r} is a {family!r} model, and sentkit knows where the "
+                f"MLM head is only for {', '.join(MLM_HEADS.names())}; choose a model of one of these "
+                "families (--method declutr takes any masked LM)"
+            )
         self.seq_len = min(cfg.seq_len, max_len)
         if self.seq_len < cfg.seq_len:
             log.info("seq_len lowered to %d to fit the model's positions", self.seq_len)
@@ -199,7 +215,10 @@ class MLM(Recipe):
         """With train_tokenizer: a WordPiece vocabulary trained on the corpus, saved in
         <out>/tokenizer (once: a resumed run and every process of a run load it from there)."""
         if cfg.train_tokenizer and not (out / TOKENIZER_DIR / "tokenizer.json").is_file():
-            save_tokenizer(train_on_corpus(cfg.corpus, cfg.vocab_size, field=cfg.text_field, lowercase=cfg.lowercase), out / TOKENIZER_DIR)
+            save_tokenizer(
+                train_on_corpus(cfg.corpus, cfg.vocab_size, field=cfg.text_field, lowercase=cfg.lowercase),
+                out / TOKENIZER_DIR,
+            )
 
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
@@ -210,8 +229,10 @@ class MLM(Recipe):
         if cfg.train_tokenizer:
             saved = out / TOKENIZER_DIR
             if not (saved / "tokenizer.json").is_file():  # prepare() made it in rank 0 before this process got here
-                raise ConfigError(f"no tokenizer in {saved}, where rank 0 saved the one it trained: --out must be on a "
-                                  "file system that every process sees")
+                raise ConfigError(
+                    f"no tokenizer in {saved}, where rank 0 saved the one it trained: --out must be on a "
+                    "file system that every process sees"
+                )
             tokenizer = load_tokenizer(str(saved))
         arch = cfg.arch()
         if tokenizer is None and not arch:
@@ -244,8 +265,15 @@ class MLM(Recipe):
             for r, s in enumerate(seqs):
                 ids[r, : len(s)] = torch.from_numpy(s)
         ids, labels = self.mask(ids, lengths, [self.mask_seed(step, u) for u in units])
-        return PackedBatch(len(units), {"mlm": float((labels != IGNORE_INDEX).sum())}, sum(lengths), ids, labels,
-                           self.pad_id, min(lengths) < width)
+        return PackedBatch(
+            len(units),
+            {"mlm": float((labels != IGNORE_INDEX).sum())},
+            sum(lengths),
+            ids,
+            labels,
+            self.pad_id,
+            min(lengths) < width,
+        )
 
     def mask_seed(self, step: int, unit: int) -> int:
         """The seed of sequence `unit`'s mask at `step`."""
@@ -277,14 +305,23 @@ class MLM(Recipe):
 
     def card(self, steps: int, store: Any) -> str:
         c = self.cfg
-        start = f"built from scratch on the architecture of `{c.model}`" + (f" ({c.arch()})" if c.arch() else "") \
-            if c.from_scratch else f"continued from `{c.model}`"
-        vocab = (f"a WordPiece vocabulary of {c.vocab_size} trained on the corpus" if c.train_tokenizer
-                 else f"the tokenizer of {c.tokenizer}" if c.tokenizer else "the model's tokenizer")
+        start = (
+            f"built from scratch on the architecture of `{c.model}`" + (f" ({c.arch()})" if c.arch() else "")
+            if c.from_scratch
+            else f"continued from `{c.model}`"
+        )
+        vocab = (
+            f"a WordPiece vocabulary of {c.vocab_size} trained on the corpus"
+            if c.train_tokenizer
+            else f"the tokenizer of {c.tokenizer}"
+            if c.tokenizer
+            else "the model's tokenizer"
+        )
         return (
             f"Masked-language-model training, {start}, with {vocab}, for {steps} steps on `{c.corpus}` "
             f"({store.meta.get('num_tokens', 0):,} tokens packed into sequences of {self.seq_len}).\n\n"
-            f"- masking {c.mlm_probability:.0%} of tokens (80 % [MASK], 10 % random, 10 % kept), a new mask every step\n"
+            f"- masking {c.mlm_probability:.0%} of tokens (80 % [MASK], 10 % random, 10 % kept), "
+            "a new mask every step\n"
             f"- batch {c.batch_size} sequences, lr {c.lr} ({c.schedule}); the encoder mean-pools\n"
         )
 
@@ -300,12 +337,16 @@ def word_vectors(source: str, tokenizer: Any) -> tuple[np.ndarray, np.ndarray]:
     if p.is_dir():
         state_file, vec_file = p / "state.json", p / "vectors.npy"
         if not vec_file.is_file() or not state_file.is_file():
-            raise ConfigError(f"init_embeddings={source}: not a folder saved by `sentkit train --method wordpiece-skipgram` "
-                              "(no vectors.npy / state.json)")
+            raise ConfigError(
+                f"init_embeddings={source}: not a folder saved by `sentkit train --method wordpiece-skipgram` "
+                "(no vectors.npy / state.json)"
+            )
         state = json.loads(state_file.read_text())
         if state.get("tokenizer_fingerprint") != tokenizer_fingerprint(tokenizer):
-            raise ConfigError(f"init_embeddings={source}: its vectors are of another tokenizer's wordpieces than this "
-                              "model's; train them with --set tokenizer=<this --model>")
+            raise ConfigError(
+                f"init_embeddings={source}: its vectors are of another tokenizer's wordpieces than this "
+                "model's; train them with --set tokenizer=<this --model>"
+            )
         vectors = np.load(vec_file)
         seen = np.load(p / "seen.npy") if (p / "seen.npy").is_file() else np.abs(vectors).sum(1) > 0
         return vectors, seen
@@ -323,8 +364,10 @@ def init_embeddings(model: Any, tokenizer: Any, source: str, std: float) -> None
     emb = model.get_input_embeddings()
     vocab, dim = emb.weight.shape
     if vectors.shape != (vocab, dim):
-        raise ConfigError(f"init_embeddings={source}: vectors of shape {tuple(vectors.shape)}, but the model's embeddings "
-                          f"are [{vocab}, {dim}]; train the vectors with --set dim={dim}")
+        raise ConfigError(
+            f"init_embeddings={source}: vectors of shape {tuple(vectors.shape)}, but the model's embeddings "
+            f"are [{vocab}, {dim}]; train the vectors with --set dim={dim}"
+        )
     rows = np.flatnonzero(seen)
     v = vectors[rows].astype(np.float64)
     v -= v.mean(axis=0)
@@ -360,6 +403,8 @@ def train_on_corpus(corpus: str, vocab_size: int, *, field: str = "text", lowerc
     stats = CorpusStats()
     texts = [d.text for d in iter_documents(corpus, field=field, stats=stats)]
     if not texts:  # before anything is trained or written: a vocabulary of nothing is no vocabulary
-        raise CorpusError(f"corpus {corpus}: no usable document to train a WordPiece vocabulary on "
-                          f"(skipped {stats.skipped_text()}); bring documents of plain UTF-8 text")
+        raise CorpusError(
+            f"corpus {corpus}: no usable document to train a WordPiece vocabulary on "
+            f"(skipped {stats.skipped_text()}); bring documents of plain UTF-8 text"
+        )
     return train_wordpiece(texts, vocab_size, lowercase=lowercase)

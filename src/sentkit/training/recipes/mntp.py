@@ -51,8 +51,10 @@ class MNTPConfig(TrainConfig):
         if self.mask_token not in MASK_TOKENS:
             from sentkit.registry import suggest
 
-            raise ConfigError(f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {self.mask_token!r}."
-                              f"{suggest(self.mask_token, list(MASK_TOKENS))}")
+            raise ConfigError(
+                f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {self.mask_token!r}."
+                f"{suggest(self.mask_token, list(MASK_TOKENS))}"
+            )
 
 
 @dataclass
@@ -78,12 +80,16 @@ class MNTPModule(TrainModule):
         rows = torch.as_tensor(list(group))
         ids, labels = batch.ids[rows].to(device), batch.labels[rows].to(device)
         mask = batch.mask[rows].to(device) if batch.mask is not None else None
-        parts = self.run_chunks([ids.shape[1]] * len(group), seeds,
-                                lambda chunk: self.chunk_loss(ids, labels, mask, torch.as_tensor(chunk, device=device)))
+        parts = self.run_chunks(
+            [ids.shape[1]] * len(group),
+            seeds,
+            lambda chunk: self.chunk_loss(ids, labels, mask, torch.as_tensor(chunk, device=device)),
+        )
         return StepOut(None, {self.loss_name: torch.stack([loss for _, loss in parts]).sum()})
 
-    def chunk_loss(self, ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None,
-                   rows: torch.Tensor) -> torch.Tensor:
+    def chunk_loss(
+        self, ids: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor
+    ) -> torch.Tensor:
         kw = {} if mask is None else {"attention_mask": mask[rows]}
         hidden = self.base(input_ids=ids[rows], use_cache=False, **kw).last_hidden_state  # [c, L, d]
         return mntp_sum(hidden, labels[rows], self.head)[0]
@@ -130,8 +136,16 @@ class MNTP(MLM):
             extra = len(self.prefix) + len(self.suffix)
             lengths = torch.tensor([len(self.packing.sequence(u, store.tokens)) + extra for u in units])
             mask = (torch.arange(packed.ids.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)).long()
-        return MNTPBatch(packed.num_units, {"mntp": float((labels != IGNORE_INDEX).sum())}, packed.tokens, packed.ids,
-                         labels, packed.pad_id, packed.padded, mask)
+        return MNTPBatch(
+            packed.num_units,
+            {"mntp": float((labels != IGNORE_INDEX).sum())},
+            packed.tokens,
+            packed.ids,
+            labels,
+            packed.pad_id,
+            packed.padded,
+            mask,
+        )
 
     def module(self) -> TrainModule:
         return MNTPModule(self.mlm_model)
@@ -150,4 +164,3 @@ class MNTP(MLM):
             f"- attention: {attention}; batch {c.batch_size} sequences, lr {c.lr} ({c.schedule}); "
             f"the encoder pools {c.pooling}\n"
         )
-

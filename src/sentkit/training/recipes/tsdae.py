@@ -112,8 +112,9 @@ class TSDAEModule(TrainModule):
             valid = torch.zeros_like(lab, dtype=torch.bool)
             for r, i in enumerate(chunk):
                 valid[r, : lengths[i]] = True
-            hidden = self.decoder_base(input_ids=inp, encoder_hidden_states=memory[chunk].unsqueeze(1),
-                                       use_cache=False).last_hidden_state  # causal: padding after a text never reaches it
+            hidden = self.decoder_base(
+                input_ids=inp, encoder_hidden_states=memory[chunk].unsqueeze(1), use_cache=False
+            ).last_hidden_state  # causal: padding after a text never reaches it
             assert self.model.head is not None
             logits = self.model.head(hidden[valid])  # [m, V]
             return F.cross_entropy(logits.float(), lab[valid], reduction="sum")
@@ -126,7 +127,9 @@ class TSDAEModule(TrainModule):
         assert isinstance(batch, DenoisingBatch) and batch.noisy is not None and batch.original is not None
         noisy = [batch.noisy[i] for i in group]
         device = next(self.parameters()).device
-        parts = self.run_chunks([len(s) for s in noisy], seeds, lambda chunk: self._encode([noisy[i] for i in chunk], device))
+        parts = self.run_chunks(
+            [len(s) for s in noisy], seeds, lambda chunk: self._encode([noisy[i] for i in chunk], device)
+        )
         order = [i for idx, _ in parts for i in idx]
         memory = torch.cat([t for _, t in parts])[torch.argsort(torch.tensor(order)).to(device)]  # [k, d]
         return StepOut(None, {"reconstruction": self.reconstruction(memory, [batch.original[i] for i in group], seeds)})
@@ -156,8 +159,13 @@ class TSDAE(TextRecipe):
             noisy.append(self.prefix + kept.tolist() + self.suffix)
             original.append(self.prefix + ids.tolist() + self.suffix)
         targets = float(sum(len(o) - 1 for o in original))
-        return DenoisingBatch(len(units), {"reconstruction": targets},
-                              sum(len(s) for s in noisy) + sum(len(s) - 1 for s in original), noisy, original)
+        return DenoisingBatch(
+            len(units),
+            {"reconstruction": targets},
+            sum(len(s) for s in noisy) + sum(len(s) - 1 for s in original),
+            noisy,
+            original,
+        )
 
     def module(self) -> TrainModule:
         return TSDAEModule(self.mlm_model, self.cfg.pooling, self.pad_id)
