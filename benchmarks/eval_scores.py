@@ -155,8 +155,9 @@ def main() -> None:
     if not args.table_only:
         from sentkit.evaluation import evaluate
         from sentkit.evaluation.cli import set_threads
+        from sentkit.identity import fingerprint
         from sentkit.io import atomic_write_text
-        from sentkit.loading import fingerprint, load
+        from sentkit.loading import load
 
         set_threads(args.threads)
         for name in args.models.split(","):

@@ -73,7 +73,8 @@ def main() -> None:
     from sentkit.evaluation.tasks import expand_tasks, load_task
 
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="sentkit-speed-")
-    from sentkit.loading import fingerprint, load
+    from sentkit.identity import fingerprint
+    from sentkit.loading import load
 
     encoder = load(args.model)
     fp = fingerprint(encoder, args.model)

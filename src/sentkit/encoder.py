@@ -10,7 +10,6 @@ encoder prompts (what ``sentkit.load(name, prompts=...)`` wraps non-transformers
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -18,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sentkit.config import ConfigError
+from sentkit.identity import digest
 
 
 @runtime_checkable
@@ -94,9 +94,7 @@ def derived_fingerprint(kind: str, base: Any, *arrays: np.ndarray) -> str | None
     base_fp = fp() if callable(fp) else fp
     if base_fp is None:
         return None
-    h = hashlib.sha256(f"{kind}|{base_fp}".encode())
-    h.update(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))
-    return h.hexdigest()[:20]
+    return digest(f"{kind}|{base_fp}".encode() + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays), 20)
 
 
 def takes_encoder_arguments(fn: Callable[..., Any]) -> bool:
@@ -329,7 +327,7 @@ def prompted_fingerprint(
     if fingerprint is None or not prompt_text:
         return fingerprint
     key = f"{fingerprint}|prompt={prompt_text}|include_prompt={include_prompt}"
-    return f"{fingerprint}-p{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return f"{fingerprint}-p{digest(key, 12)}"
 
 
 class PromptedEncoder:

@@ -17,7 +17,6 @@ Below :data:`EXACT_BELOW` vectors search stays exact (one matrix product): :func
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.config import ConfigError, from_dict, to_dict
+from sentkit.identity import hasher
 from sentkit.neighbours import normalise_rows, top_k
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def build(
     train = np.concatenate([normalise_rows(x[sample[i : i + s.chunk]]) for i in range(0, m, s.chunk)])
     index.train(train)
     del train
-    h = hashlib.sha256()
+    h = hasher()
     with open(src, "rb") as f:
         h.update(f.read(int(x.offset)))  # type: ignore[attr-defined]  # the .npy header
     before = _file_facts(src)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from sentkit.errors import SentkitError
+from sentkit.identity import digest, file_digest
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class PathError(SentkitError, OSError):
 
 def host_tag() -> str:
     """A short hash of this host's name, part of every temporary name."""
-    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+    return digest(socket.gethostname().encode("utf-8", "replace"), 6, algorithm="sha1")
 
 
 # Room for ".", ".<host>-<pid>." and "<random>.tmp" within the usual 255-byte limit of a file name.
@@ -348,12 +348,8 @@ def file_lock(path: str | Path) -> Iterator[None]:
 
 
 def sha256_file(path: str | Path) -> str:
-    """The sha256 (hex) of a file's bytes, read 1 MiB at a time."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The sha256 (hex) of a file's bytes, read 1 MiB at a time (`sentkit.identity.file_digest`)."""
+    return file_digest(path)
 
 
 def cache_writable(d: Path, what: str = "cache", logger: logging.Logger = log) -> bool:

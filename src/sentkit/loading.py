@@ -16,18 +16,16 @@ trains one. An unknown name close to a known one gets the closest names, and the
 mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
-its models here; `fingerprint` is the stable id their caches key on, and `content_id` says what a
-name loads by content (the files of a folder, a registry name and its package's version), which
-sharded `sentkit embed` runs compare before they join their parts.
+its models here; `sentkit.identity.fingerprint` is the stable id their caches key on, and
+`content_id` says what a name loads by content (the files of a folder, a registry name and its
+package's version), which sharded `sentkit embed` runs compare before they join their parts.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import importlib.util
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -36,6 +34,8 @@ from typing import Any
 
 from sentkit.config import ConfigError
 from sentkit.encoder import Encoder, as_encoder
+from sentkit.identity import content_id as folder_content_id
+from sentkit.identity import file_digest
 from sentkit.methods import MARKER_FILE, get_method, method_names, read_marker
 from sentkit.registry import Registry
 
@@ -291,59 +291,11 @@ def import_attr(spec: str) -> Any:
     return obj() if isinstance(obj, type) else obj
 
 
-# ----------------------------------------------------------------------------- fingerprints
-NEIGHBOURS_DIR = "neighbours"  # the neighbour-index cache inside a model folder (sentkit.neighbours)
-
-
-def folder_signature(path: Path) -> str:
-    """Names, sizes and mtimes of the files in a model folder (cheap; changes on retrain). The
-    neighbour-index cache kept inside it is not part of the model and is left out."""
-    items = []
-    for f in sorted(path.rglob("*")):
-        if f.is_file() and f.relative_to(path).parts[0] != NEIGHBOURS_DIR:
-            st = f.stat()
-            items.append(f"{f.relative_to(path)}:{st.st_size}:{int(st.st_mtime)}")
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
-
-
-# entries of a model folder that are not the model: caches, and a training run's bookkeeping (and
-# its logs, *.log)
-NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "train.log", "metrics.csv", "run.json")
-
-
-def is_model_file(rel: Path) -> bool:
-    """Whether `rel`, a path inside a model folder, is part of the model: not a cache, a checkpoint, a
-    run's bookkeeping or log (`NOT_MODEL_FILES`, ``*.log``), nor hidden (a lock, a temporary)."""
-    return not (
-        rel.parts[0] in NOT_MODEL_FILES or rel.parts[0].endswith(".log") or any(p.startswith(".") for p in rel.parts)
-    )
-
-
-def folder_digest(path: Path) -> str:
-    """A hash of the names and contents of the model's files in `path` (`is_model_file`: caches,
-    checkpoints and hidden files left out): equal for the same files wherever the folder is and
-    however it is named, different after a retrain. Reads every file once."""
-    h = hashlib.sha256()
-    for f in sorted(path.rglob("*")):
-        rel = f.relative_to(path)
-        if not is_model_file(rel) or not f.is_file():
-            continue
-        h.update(f"{rel.as_posix()}\0{f.stat().st_size}\0".encode())
-        _hash_file(h, f)
-    return h.hexdigest()
-
-
-def _hash_file(h: Any, path: Path) -> Any:
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h
-
-
+# ----------------------------------------------------------------------------- content ids
 def content_id(spec: str | Path) -> str:
     """What `spec` loads, by content, without loading it: ``folder sha256:...`` (the model's files,
-    `folder_digest`), ``registry NAME PACKAGE==VERSION``, ``word vectors NAME (sentkit VERSION)``,
-    ``hub ID sha256:...`` (its files in the local cache; the id alone when it is not cached), or
+    `sentkit.identity.content_id`), ``registry NAME PACKAGE==VERSION``, ``word vectors NAME (sentkit
+    VERSION)``, ``hub ID sha256:...`` (its files in the local cache; the id alone when it is not cached), or
     ``code sha256:...:ATTR`` (the Python file's contents). Two names of the same model (``../m`` and
     ``/abs/m``, an alias) give the same id; retrained weights at the same path do not."""
     from importlib import metadata
@@ -351,7 +303,7 @@ def content_id(spec: str | Path) -> str:
     text = str(spec).strip()
     kind = describe(text)
     if kind == "folder":
-        return f"folder sha256:{folder_digest(Path(text).expanduser().resolve())}"
+        return f"folder sha256:{folder_content_id(Path(text).expanduser().resolve())}"
     if kind == "registry":
         from sentkit.models.hub import NAMED_MODELS, model_aliases
 
@@ -373,7 +325,7 @@ def content_id(spec: str | Path) -> str:
             local = Path(snapshot_download(text, local_files_only=True))
         except Exception:  # not in the local cache (or no hub client): the id is all there is
             return f"hub {text}"
-        return f"hub {text} sha256:{folder_digest(local)}"
+        return f"hub {text} sha256:{folder_content_id(local)}"
     mod_name, attr = text.rsplit(":", 1)
     source: Path | None = Path(mod_name) if mod_name.endswith(".py") else None
     if source is None:
@@ -384,33 +336,4 @@ def content_id(spec: str | Path) -> str:
         source = Path(found.origin) if found is not None and found.origin and Path(found.origin).is_file() else None
     if source is None or not source.is_file():
         return f"code {text}"
-    return f"code sha256:{_hash_file(hashlib.sha256(), source).hexdigest()}:{attr}"
-
-
-def fingerprint(encoder: Any, name: str) -> str | None:
-    """A stable id of what `name` loaded as `encoder`, for caches of its embeddings: the encoder's
-    own `fingerprint` when it has one; for a transformer, a hash of its weights folder and pooling
-    settings; for another model folder, a hash of the folder; None for opaque code."""
-    fp = getattr(encoder, "fingerprint", None)
-    if callable(fp):
-        fp = fp()
-    if isinstance(fp, str):
-        return fp
-    model = getattr(encoder, "model", None)
-    path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
-    if path is not None:
-        settings = {k: getattr(encoder, k, None) for k in ("pooling", "max_length", "normalize")}
-        settings["class"] = type(encoder).__name__
-        if getattr(encoder, "attention", None) is not None:  # a decoder's attention switched at load time
-            settings["attention"] = encoder.attention
-        p = Path(str(path))
-        sig = folder_signature(p) if p.is_dir() else str(path)
-        return hashlib.sha256(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}".encode()).hexdigest()[
-            :20
-        ]
-    if Path(name).is_dir():
-        pooled = f"|pooling={encoder.pooling}" if getattr(encoder, "pooling", None) else ""  # a bag pooled another way
-        return hashlib.sha256(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}".encode()).hexdigest()[
-            :20
-        ]
-    return None
+    return f"code sha256:{file_digest(source)}:{attr}"

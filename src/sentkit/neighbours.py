@@ -12,7 +12,6 @@ sentence-transformers' ``encode_document`` / ``encode_query`` do.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.data.sentences import ReadReport, iter_document_sentences
+from sentkit.identity import NEIGHBOURS_DIR, config_id, digest, folder_signature
 from sentkit.io import cache_writable
 
 log = logging.getLogger(__name__)
@@ -56,21 +56,16 @@ def corpus_fingerprint(corpus: str | Path) -> dict[str, Any]:
     """Path, sizes and mtimes of a corpus's files (changes when a file changes)."""
     p = Path(corpus).resolve()
     files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    h = hashlib.sha256()
-    for f in files:
-        st = f.stat()
-        h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-    return {"path": str(p), "files": len(files), "digest": h.hexdigest()[:16]}
+    lines = "".join(f"{f}|{st.st_size}|{st.st_mtime_ns}\n" for f, st in ((f, f.stat()) for f in files))
+    return {"path": str(p), "files": len(files), "digest": digest(lines, 16)}
 
 
 def model_fingerprint(model: str | Path) -> str:
     """The index cache's key for a model name, computed without loading it: a folder's path and
-    files (`sentkit.loading.folder_signature`), else the name."""
-    from sentkit.loading import folder_signature
-
+    files (`sentkit.identity.folder_signature`), else the name."""
     p = Path(model)
     key = f"{p.resolve()}|{folder_signature(p)}" if p.is_dir() else str(model)
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+    return digest(key, 16)
 
 
 def default_cache_dir(model: str | Path) -> Path:
@@ -78,8 +73,6 @@ def default_cache_dir(model: str | Path) -> Path:
     ``~/.cache/sentkit/neighbours``."""
     p = Path(model)
     if p.is_dir() and os.access(p, os.W_OK):
-        from sentkit.loading import NEIGHBOURS_DIR
-
         return p / NEIGHBOURS_DIR
     base = os.environ.get("SENTKIT_CACHE") or str(Path.home() / ".cache" / "sentkit")
     return Path(base) / "neighbours"
@@ -279,9 +272,8 @@ def get_index(
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
-    d = d / digest
+    d = d / config_id(key, 20)
     cached = None if rebuild else _load_cached(d)
     if cached is not None:
         return cached, False, d

@@ -20,7 +20,6 @@ run again, does nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -64,6 +63,7 @@ from sentkit.embed_shards import (
     read_manifest,
     remove_parts,
 )
+from sentkit.identity import config_id, digest
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,15 @@ def shard_files(corpus: Path) -> list[Path]:
 
 def _fingerprint(corpus: Path, files: list[Path]) -> str:
     """The corpus's files by name, size and modification time (cheap at any size)."""
-    h = hashlib.sha256()
+    lines = []
     for f in files or [corpus]:
         try:
             st = f.stat()
             entry = [str(f.relative_to(corpus)) if files else f.name, st.st_size, st.st_mtime_ns]
         except OSError:
             entry = [str(f), None, None]
-        h.update(json.dumps(entry).encode("utf-8", "surrogateescape") + b"\n")
-    return h.hexdigest()
+        lines.append(json.dumps(entry).encode("utf-8", "surrogateescape") + b"\n")
+    return digest(b"".join(lines))
 
 
 def prepare_shard(
@@ -126,7 +126,7 @@ def prepare_shard(
         "window": window,
         **{k: getattr(settings, k) for k in settings.__dataclass_fields__},
     }
-    run_id = hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    run_id = config_id(run)
     manifest = {**run, "parts": [{"file": plan.name(k, ""), "files": list(plan.span(k))} for k in range(plan.count)]}
     folder = store_parts_folder(out_p)
     with output_lock(out_p):

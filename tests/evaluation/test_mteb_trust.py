@@ -294,9 +294,9 @@ def test_the_same_minilm_weights_have_one_identity_mtebs_own(tmp_path: Path) -> 
 
 
 def _digest(folder: Path) -> str:
-    from sentkit.loading import folder_digest
+    from sentkit.identity import content_id
 
-    return folder_digest(folder)[:40]
+    return content_id(folder)[:40]
 
 
 def test_a_folder_is_its_content_hash_wherever_it_is(tiny_model_dir: Path, tmp_path: Path) -> None:

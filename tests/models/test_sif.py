@@ -119,7 +119,7 @@ def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: P
 
     import sentkit
     from sentkit.cli.main import main
-    from sentkit.loading import folder_digest
+    from sentkit.identity import content_id
 
     base = tmp_path / "cbow"
     assert (
@@ -168,7 +168,7 @@ def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: P
     kept = out / "base"
     left = {".lock", "run.json", "train.log", "neighbours"}
     assert left <= {p.name for p in base.iterdir()} and not left & {p.name for p in kept.iterdir()}
-    assert folder_digest(kept) == folder_digest(base)
+    assert content_id(kept) == content_id(base)
     texts = ["The river runs past the stone.", "winter bread and summer music"]
     before = sentkit.load(str(out)).encode(texts)
     shutil.rmtree(base)

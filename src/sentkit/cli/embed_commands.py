@@ -76,7 +76,7 @@ def _strip_eol(line: str) -> str:
 
 
 class _Hashing(io.RawIOBase):
-    """A binary file that feeds every byte read from it to `digest` (hashlib's update)."""
+    """A binary file that feeds every byte read from it to `digest` (a hash object's update)."""
 
     def __init__(self, raw: Any, digest: Any) -> None:
         self.raw, self.digest = raw, digest
@@ -95,8 +95,8 @@ def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line of a text file, split on ``\n`` only (never on a lone ``\r``,
     form feed or Unicode line separator inside a line). UTF-8, with or without a byte-order mark;
     UTF-16/32 with a byte-order mark. Binary, NUL bytes or invalid UTF-8 raise ConfigError naming
-    the file and line. `digest` (a hashlib object), when given, is fed every byte of the file as it
-    is read: once the lines are exhausted it is the hash of the whole file."""
+    the file and line. `digest` (a hash object, `sentkit.identity.hasher`), when given, is fed every
+    byte of the file as it is read: once the lines are exhausted it is the hash of the whole file."""
     from sentkit.data.corpus import bom_encoding
 
     with path.open("rb") as probe:
@@ -244,21 +244,20 @@ def _dim_of(enc: Any) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    import hashlib
-
     from tqdm.auto import tqdm
 
     import sentkit
     from sentkit.cli.data_commands import check_positive
     from sentkit.embed_shards import Shard, finished, record_path
     from sentkit.encoder import check_embeddings
+    from sentkit.identity import hasher
     from sentkit.io import atomic_path, remove_stale_temps
 
     src, dst = Path(args.input), Path(args.output)
     check_positive(args, "batch_size", "block")
     shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
     _check_embed_paths(src, dst, sharded=shard is not None)
-    digest = hashlib.sha256()
+    digest = hasher()
     # reads and checks every line before loading the model; hashes the whole input on the way
     n = sum(1 for _ in _read_texts(src, args.text_field, digest))
     quiet = bool(getattr(args, "quiet", False))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ from sentkit.data.corpus import (
     corpus_size,
     iter_document_streams,
 )
+from sentkit.identity import digest
 from sentkit.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         blob = copy.to_str()
     else:
         blob = json.dumps(sorted(tokenizer.get_vocab().items()))
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+    return digest(blob, 16, algorithm="sha1")
 
 
 def read_store_meta(path: str | Path) -> dict[str, Any] | None:

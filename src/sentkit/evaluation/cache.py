@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from sentkit.errors import SentkitError
+from sentkit.identity import digest
 from sentkit.io import atomic_open, cache_writable
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def folder_name(fingerprint: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in fingerprint)
     if safe == fingerprint and 0 < len(safe) <= 120 and not safe.startswith("."):
         return safe
-    return f"{safe.lstrip('.')[:100]}-{hashlib.sha256(fingerprint.encode('utf-8')).hexdigest()[:16]}"
+    return f"{safe.lstrip('.')[:100]}-{digest(fingerprint, 16)}"
 
 
 class ShardError(SentkitError, ValueError):

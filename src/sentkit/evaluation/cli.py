@@ -255,7 +255,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
-    from sentkit.loading import fingerprint, load
+    from sentkit.identity import fingerprint
+    from sentkit.loading import load
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)

@@ -33,7 +33,6 @@ extra to install.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import logging
 import re
@@ -48,6 +47,7 @@ import numpy as np
 
 from sentkit.config import ConfigError
 from sentkit.errors import SentkitError
+from sentkit.identity import content_id, digest, files_id, is_model_file
 from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def _safe_revision(fingerprint: str | None) -> str:
     if not fingerprint:
         return "no_revision_available"
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fingerprint).strip("._")
-    return safe if safe == fingerprint and len(safe) <= 64 else hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
+    return safe if safe == fingerprint and len(safe) <= 64 else digest(fingerprint, 20)
 
 
 REVISION_CHARS = 40  # a content hash as long as a git commit id, the form mteb's registry gives revisions in
@@ -129,15 +129,12 @@ def _weights_folder(text: str, kind: str) -> Path | None:
 
 
 def _model_bytes(folder: Path) -> int:
-    from sentkit.loading import is_model_file
-
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and is_model_file(f.relative_to(folder)))
 
 
 def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
     """(hub id, revision) of the published model whose weights the folder holds: a registry entry
     that declares one (`sentkit.models.hub.NamedModel.published`) and whose files have `digest`."""
-    from sentkit.loading import folder_digest
     from sentkit.models.hub import NAMED_MODELS
 
     size = None
@@ -150,7 +147,7 @@ def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
         except ModuleNotFoundError:
             continue
         size = _model_bytes(folder) if size is None else size
-        if theirs.resolve() == folder.resolve() or (size == _model_bytes(theirs) and folder_digest(theirs) == digest):
+        if theirs.resolve() == folder.resolve() or (size == _model_bytes(theirs) and content_id(theirs) == digest):
             return nm.published
     return None
 
@@ -158,25 +155,26 @@ def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
 def model_identity(spec: str, *, variant: str = "") -> tuple[str, str]:
     """(name, revision) mteb files the results of the model `spec` under: one per set of weights.
 
-    The revision is the weights' content hash (`sentkit.loading.folder_digest` of the folder the name
+    The revision is the weights' content hash (`sentkit.identity.content_id` of the folder the name
     loads, its first 40 hex digits; for word vectors and code, a hash of `sentkit.loading.content_id`),
     so a folder, its copy elsewhere and the registry name of the same files share it. Weights that are
     a published model's (a registry entry's `published`, recognised by content) are filed under that
     model's own name and revision, as mteb's registry has them. `variant` (e.g. a pooling other than
     the model's own) makes another model of the same weights: its revision hashes both, and it is never
     the published model."""
-    from sentkit.loading import content_id, describe, folder_digest
+    from sentkit.loading import content_id as spec_content_id
+    from sentkit.loading import describe
 
     text = str(spec).strip()
     kind = describe(text)
     folder = _weights_folder(text, kind)
-    content = folder_digest(folder) if folder is not None else content_id(text)
+    content = content_id(folder) if folder is not None else spec_content_id(text)
     if folder is not None and not variant:
         published = published_model(folder, content)
         if published is not None:
             return published
     if variant or folder is None:
-        content = hashlib.sha256(f"{content}|{variant}".encode()).hexdigest()
+        content = digest(f"{content}|{variant}")
     name = meta_name(text)
     if kind == "registry":
         from sentkit.models.hub import model_aliases
@@ -710,13 +708,7 @@ LOCAL_TASKS.add(
 
 def _files_revision(paths: list[Path]) -> str:
     """A cheap id of the files' state (names, sizes, mtimes): the "revision" mteb records."""
-    items = []
-    for p in paths:
-        for f in sorted([p] if p.is_file() else p.rglob("*")):
-            if f.is_file():
-                st = f.stat()
-                items.append(f"{f}:{st.st_size}:{int(st.st_mtime)}")
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:20]
+    return files_id([f for p in paths for f in sorted([p] if p.is_file() else p.rglob("*")) if f.is_file()], length=20)
 
 
 def local_task(task: Any) -> Any:

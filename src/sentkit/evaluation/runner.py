@@ -37,6 +37,7 @@ from sentkit.evaluation.tasks import (
     load_task,
     resolve_data_dir,
 )
+from sentkit.identity import fingerprint as own_fingerprint
 from sentkit.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -338,15 +339,6 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def encoder_fingerprint(encoder: Any) -> str | None:
-    """`encoder.fingerprint()` / `.fingerprint` when the encoder has one; else None. (The cache
-    is keyed by sentence text too, so options that change the text, like `raw`, need no key.)"""
-    fp = getattr(encoder, "fingerprint", None)
-    if callable(fp):
-        fp = fp()
-    return None if fp is None else str(fp)
-
-
 def evaluate(
     encoder: Any,
     tasks: str | list[str] | None = "all",
@@ -377,7 +369,7 @@ def evaluate(
             f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir"
         )
     enc = as_encoder(encoder)
-    fp = fingerprint or encoder_fingerprint(enc)
+    fp = fingerprint or own_fingerprint(enc)  # the encoder's own, as text; None without one
     if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))

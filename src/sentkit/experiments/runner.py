@@ -153,15 +153,13 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
     """Embedding-cache key of a run: readable (experiment/cell/seed) and tied to the model itself
     (its content digest when it has one, else a digest of the cell's settings), so a retrained
     or re-configured cell never reads the embeddings of an earlier model."""
-    import hashlib
-
-    from sentkit.loading import fingerprint
+    from sentkit.identity import config_id, fingerprint
 
     # a transformer's fingerprint covers its weight files (size, mtime): a cell retrained with the
     # same settings gets a new key (the cache's spot check caught the old key's stale shards)
     fp = fingerprint(encoder, run.cell.name)
     if fp is None:
-        fp = hashlib.sha256(json.dumps(run.cell.settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        fp = config_id(run.cell.settings)
     return f"{spec.name}/{run.cell.name}/seed-{run.seed}/{fp}"
 
 

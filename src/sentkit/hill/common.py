@@ -324,15 +324,13 @@ class HillModel(Generic[C]):
 def directory_digest(d: Path) -> str:
     """sha256 (16 hex digits) of the method and the contents of every file of a model folder
     (sub-folders such as the neighbour-index cache are left out)."""
-    import hashlib
+    from sentkit.identity import hasher, update_file
 
-    h = hashlib.sha256()
+    h = hasher()
     for f in sorted(p for p in d.iterdir() if p.is_file()):
         h.update(f.name.encode() + b"\0")
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:16]
+        update_file(h, f)
+    return str(h.hexdigest())[:16]
 
 
 def save_array(path: Path, arr: np.ndarray) -> None:

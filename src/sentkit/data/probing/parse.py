@@ -20,7 +20,6 @@ corpus is refused instead of mixing two corpora.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import logging
 import time
@@ -33,6 +32,7 @@ from typing import Any
 from sentkit.data.corpus import CorpusError, CorpusStats, corpus_files, iter_documents
 from sentkit.data.sentences import split_sentences
 from sentkit.errors import SentkitError
+from sentkit.identity import digest, hasher
 from sentkit.io import atomic_open, atomic_write_text, remove_stale_temps
 
 log = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ def parse_corpus(
     # documents already in the cache: hash them again to check they are the same corpus
     pending: list[tuple[int, str]] = []
     shard_i = 0
-    h = hashlib.sha256()
+    h = hasher()
     docs = iter_documents(corpus, field=text_field, txt_mode=txt_mode, stats=report.corpus)
     for i, doc in enumerate(docs):
         report.documents += 1
@@ -229,7 +229,7 @@ def parse_corpus(
             if i + 1 == shards[shard_i]["docs"][1]:
                 _check_shard(cache_dir, shards[shard_i], h.hexdigest())
                 _add_cached(report, shards[shard_i])
-                h = hashlib.sha256()
+                h = hasher()
             bar.update(1)
             continue
         pending.append((i, doc.text))
@@ -281,10 +281,7 @@ def _rate(report: ParseReport) -> str:
 
 
 def corpus_fingerprint(shards: list[dict[str, Any]]) -> str:
-    h = hashlib.sha256()
-    for s in shards:
-        h.update(s["docs_sha256"].encode())
-    return h.hexdigest()
+    return digest("".join(s["docs_sha256"] for s in shards))
 
 
 def _check_shard(cache: Path, shard: dict[str, Any], digest: str) -> None:
@@ -321,7 +318,7 @@ def _parse_shard(
     max_tokens: int,
 ) -> dict[str, Any]:
     """Tokenize, count, parse and write the documents `docs`; then add the shard to the index."""
-    h = hashlib.sha256()
+    h = hasher()
     counts: Counter[str] = Counter()
     todo = []
     entry: dict[str, Any] = {
