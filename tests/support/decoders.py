@@ -94,3 +94,27 @@ def tiny_decoder(family: str, out: Path, *, seed: int = 0) -> Path:
         AutoModelForCausalLM.from_config(tiny_config(family, tok)).save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def decoder_recipe_config(config_cls: Any, corpus: Path, out: Path, model: Path, **kw: object) -> Any:
+    """A decoder recipe's config (CLM, MNTP) for a tiny run: 4 sequences of 32 tokens, logs every step."""
+    base: dict[str, object] = {
+        "corpus": str(corpus),
+        "out": str(out),
+        "model": str(model),
+        "progress": False,
+        "log_every": 1,
+        "batch_size": 4,
+        "checkpoint_every": 1000,
+        "seq_len": 32,
+    }
+    return config_cls(**{**base, **kw})
+
+
+def decoder_recipe(recipe_cls: Any, cfg: Any) -> Any:
+    """The recipe `recipe_cls` on `cfg`'s model, its random parts seeded (torch seed 0), 64 buffer rows."""
+    import torch
+
+    torch.manual_seed(0)
+    lm, tok = recipe_cls.load_model(cfg, Path(cfg.out))
+    return recipe_cls(cfg, lm, tok, 64)

@@ -18,27 +18,15 @@ from sentkit.training.loop import train
 from sentkit.training.recipe import Seeds
 from sentkit.training.recipes.clm import CLM, CLMConfig
 from sentkit.training.recipes.mntp import MNTPBatch
-from support.decoders import tiny_decoder
+from support.decoders import decoder_recipe, decoder_recipe_config, tiny_decoder
 
 
 def config(corpus: Path, out: Path, model: Path, **kw: object) -> CLMConfig:
-    base: dict[str, object] = {
-        "corpus": str(corpus),
-        "out": str(out),
-        "model": str(model),
-        "progress": False,
-        "log_every": 1,
-        "batch_size": 4,
-        "checkpoint_every": 1000,
-        "seq_len": 32,
-    }
-    return CLMConfig(**{**base, **kw})  # type: ignore[arg-type]
+    return decoder_recipe_config(CLMConfig, corpus, out, model, **kw)
 
 
 def recipe_of(cfg: CLMConfig) -> CLM:
-    torch.manual_seed(0)
-    lm, tok = CLM.load_model(cfg, Path(cfg.out))
-    return CLM(cfg, lm, tok, 64)
+    return decoder_recipe(CLM, cfg)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

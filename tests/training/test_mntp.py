@@ -15,7 +15,7 @@ import torch
 from sentkit.training.loop import train
 from sentkit.training.recipe import Seeds
 from sentkit.training.recipes.mntp import MNTP, MNTPBatch, MNTPConfig
-from support.decoders import tiny_decoder
+from support.decoders import decoder_recipe, decoder_recipe_config, tiny_decoder
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]
 
@@ -26,23 +26,11 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def config(corpus: Path, out: Path, model: Path, **kw: object) -> MNTPConfig:
-    base: dict[str, object] = {
-        "corpus": str(corpus),
-        "out": str(out),
-        "model": str(model),
-        "progress": False,
-        "log_every": 1,
-        "batch_size": 4,
-        "checkpoint_every": 1000,
-        "seq_len": 32,
-    }
-    return MNTPConfig(**{**base, **kw})  # type: ignore[arg-type]
+    return decoder_recipe_config(MNTPConfig, corpus, out, model, **kw)
 
 
 def recipe_of(cfg: MNTPConfig) -> MNTP:
-    torch.manual_seed(0)
-    lm, tok = MNTP.load_model(cfg, Path(cfg.out))
-    return MNTP(cfg, lm, tok, 64)
+    return decoder_recipe(MNTP, cfg)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
