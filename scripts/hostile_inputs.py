@@ -222,7 +222,18 @@ def _numbers(obj: object, key: str = "") -> list[tuple[str, float]]:
 
 
 # ----------------------------------------------------------------------------- the matrix
-COMMANDS = ("prepare", "train", "embed", "spans", "similarity", "neighbours", "evaluate", "report", "experiment")
+COMMANDS = (
+    "prepare",
+    "train",
+    "embed",
+    "spans",
+    "similarity",
+    "neighbours",
+    "index",
+    "evaluate",
+    "report",
+    "experiment",
+)
 OWNERS = {
     "prepare": "data/CLI",
     "embed": "data/CLI",
@@ -230,6 +241,7 @@ OWNERS = {
     "similarity": "data/CLI",
     "train": "training (lead engineer)",
     "neighbours": "baselines",
+    "index": "data/CLI",
     "evaluate": "evaluation",
     "report": "evaluation",
     "experiment": "experiments",
@@ -241,6 +253,8 @@ def _suffix(command: str, name: str) -> str:
         return ".json"
     if command == "experiment":
         return ".toml"
+    if command == "index":
+        return ".npy"  # named as `embed --output` names its vectors: none of these bytes is one
     return ".jsonl" if name == "malformed-jsonl" else ".txt"
 
 
@@ -376,6 +390,10 @@ def _case(command: str, name: str, inp: Path, d: Path, model: str, raw: bytes) -
             "either" if name in ("latin-1", "utf-16", "malformed-jsonl", "giant-line") else "error",
             _check_results(results),
             owner,
+        )
+    if command == "index":
+        return Case(
+            command, name, ["index", "--input", str(inp), "--output", str(d / "vectors.index")], "error", None, owner
         )
     if command == "report":
         return Case(command, name, ["report", str(inp)], "error", None, owner)

@@ -233,13 +233,33 @@ def test_not_an_embed_output_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
     np.save(tmp_path / "ints.npy", np.arange(12).reshape(3, 4))
     np.save(tmp_path / "flat.npy", np.zeros(5, np.float32))
     (tmp_path / "fake.npy").write_bytes(b"not numpy at all")
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object))  # never unpickled
     out = str(tmp_path / "ix")
     assert "not a .npy" in _err(["index", "--input", str(tmp_path / "t.txt"), "--output", out], capsys)
     for name in ("ints.npy", "flat.npy"):
         assert "sentkit embed --output" in _err(["index", "--input", str(tmp_path / name), "--output", out], capsys)
-    assert "not a .npy array" in _err(["index", "--input", str(tmp_path / "fake.npy"), "--output", out], capsys)
+    for name in ("fake.npy", "pickled.npy"):
+        assert "not a .npy array" in _err(["index", "--input", str(tmp_path / name), "--output", out], capsys)
     assert "no such file" in _err(["index", "--input", str(tmp_path / "none.npy"), "--output", out], capsys)
     assert not (tmp_path / "ix").exists()
+
+
+@pytest.mark.parametrize(("sampled", "bad"), [(True, np.nan), (False, np.inf)])
+def test_a_non_finite_row_is_named_in_one_line(
+    sampled: bool, bad: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NaN in the k-means training sample, or an infinity only in the added rows (outside the sample of 64), is
+    the row's number in one line, not faiss's assertion, and no index is written."""
+    sample = np.random.default_rng(vindex.IndexSettings().seed).choice(200, size=64, replace=False)
+    row = int(sample[0]) if sampled else int(np.setdiff1d(np.arange(200), sample)[0])
+    x = clustered(200)
+    x[row, 5] = bad
+    np.save(tmp_path / "v.npy", x)
+    out = tmp_path / "ix"
+    args = ["index", "--input", str(tmp_path / "v.npy"), "--output", str(out), "--nlist", "4", "--train-size", "64"]
+    err = _err(args, capsys)
+    assert f"row {row} holds a NaN or an infinity" in err and "internal error" not in err, err
+    assert not out.exists()
 
 
 def test_a_foreign_output_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -139,9 +139,21 @@ def _file_facts(p: Path) -> dict[str, Any]:
     return {"path": str(p.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _chunks(x: np.ndarray, chunk: int) -> Any:
+def _finite(rows: np.ndarray, first: np.ndarray | int, src: Path) -> np.ndarray:
+    """``rows`` (whose row numbers in the file are ``first``: an array, or the first of a range), refused with the
+    first row that holds a NaN or an infinity: faiss would stop with an assertion, or index garbage."""
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    if bad.size:
+        row = int(first[bad[0]]) if isinstance(first, np.ndarray) else first + int(bad[0])
+        raise VectorIndexError(
+            f"--input {src}: row {row} holds a NaN or an infinity; embed again (or drop those rows) and index that"
+        )
+    return rows
+
+
+def _chunks(x: np.ndarray, chunk: int, src: Path) -> Any:
     for s in range(0, x.shape[0], chunk):
-        yield s, normalise_rows(x[s : s + chunk])
+        yield s, normalise_rows(_finite(np.asarray(x[s : s + chunk]), s, src))
 
 
 # ----------------------------------------------------------------------------- building
@@ -175,7 +187,12 @@ def build(
     index.cp.seed = s.seed
     index.cp.min_points_per_centroid = 1  # a small file: no warning for few rows per list
     log.info("index: training %d lists on %d of %d rows", nlist, m, n)
-    train = np.concatenate([normalise_rows(x[sample[i : i + s.chunk]]) for i in range(0, m, s.chunk)])
+    train = np.concatenate(
+        [
+            normalise_rows(_finite(np.asarray(x[sample[i : i + s.chunk]]), sample[i : i + s.chunk], src))
+            for i in range(0, m, s.chunk)
+        ]
+    )
     index.train(train)
     del train
     h = hasher()
@@ -183,7 +200,7 @@ def build(
         h.update(f.read(int(x.offset)))  # type: ignore[attr-defined]  # the .npy header
     before = _file_facts(src)
     with tqdm(total=n, desc="index", unit=" vectors", disable=not progress) as bar:
-        for start, rows in _chunks(x, s.chunk):
+        for start, rows in _chunks(x, s.chunk, src):
             h.update(np.ascontiguousarray(x[start : start + len(rows)]).tobytes())
             index.add(rows)
             bar.update(len(rows))
