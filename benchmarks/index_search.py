@@ -4,8 +4,9 @@
         [--queries 200] [--compare-at 100000] [--work /tmp/sentkit-index-bench]
         [--out benchmarks/results/index_search.json]
 
-Vectors: real sentence embeddings at 1M-10M are too slow to make on 2 cores, so the set is drawn
-around real ones. `--base` Gutenberg sentences (benchmarks/_common.py) are embedded once with
+Vectors: all-minilm-l6-v2 embeddings at 1M-10M are too slow to make on 2 cores, so the set is drawn
+around real ones (`--encoder glove-average` makes 1M real ones in minutes: 50-d, `--real-at 1000000`).
+`--base` Gutenberg sentences (benchmarks/_common.py) are embedded once with
 all-minilm-l6-v2 (384-d, cached in --work); each synthetic vector is (1-w) e_i + w e_j + noise,
 normalised, with e_i, e_j two random real embeddings, w ~ U(0, 0.4) and Gaussian noise of norm
 about 0.25: clusters of paraphrase-like points around each real sentence, joined by mixtures.
@@ -37,21 +38,41 @@ from typing import Any
 
 import numpy as np
 
-from _common import REPO, gutenberg_sentences, machine
+from _common import REPO, data_dir, gutenberg_sentences, machine
 
 NPROBES = (16, 32, 64, 128, 256)
 
 
-def base_embeddings(work: Path, n: int) -> np.ndarray:
-    f = work / f"base_minilm_{n}.npy"
+def gutenberg_passages(n: int, seed: int = 0, words: int = 16) -> list[str]:
+    """`n` passages of `words` consecutive words of the Gutenberg books (seeded sample of every such window):
+    the books hold about 0.72M sentences of 3-60 words, too few for 1M real vectors; 16-word windows, 1.4M."""
+    books = sorted((data_dir() / "corpus" / "gutenberg").glob("*.txt"))
+    out: list[str] = []
+    for b in books:
+        w = b.read_text(encoding="utf-8", errors="ignore").split()
+        out.extend(" ".join(w[i : i + words]) for i in range(0, len(w) - words + 1, words))
+    if len(out) < n:
+        raise SystemExit(f"the corpus gives {len(out)} passages, fewer than --base {n}: lower --base")
+    idx = np.random.default_rng(seed).permutation(len(out))[:n]
+    return [out[i] for i in idx]
+
+
+def base_embeddings(work: Path, n: int, encoder: str = "all-minilm-l6-v2", texts: str = "sentences") -> np.ndarray:
+    f = work / f"base_{encoder}_{texts}_{n}.npy"
     if not f.is_file():
         import sentkit
 
-        enc = sentkit.load("all-minilm-l6-v2")
-        s = gutenberg_sentences(n, seed=0)
+        enc = sentkit.load(encoder)
+        s = gutenberg_sentences(n, seed=0) if texts == "sentences" else gutenberg_passages(n, seed=0)
+        if len(s) < n:
+            raise SystemExit(f"the corpus gives {len(s)} sentences, fewer than --base {n}: --texts passages")
         np.save(f, np.concatenate([np.asarray(enc.encode(s[i : i + 512]), np.float32) for i in range(0, len(s), 512)]))
     b = np.load(f).astype(np.float32)
-    return b / np.linalg.norm(b, axis=1, keepdims=True)
+    norm = np.linalg.norm(b, axis=1, keepdims=True)
+    keep = norm[:, 0] > 0  # a text with no word the encoder knows (glove-average) has no direction: dropped
+    if not keep.all():
+        print(f"{int((~keep).sum())} of {len(b)} {encoder} vectors are zero (no known word): dropped", flush=True)
+    return b[keep] / norm[keep]
 
 
 def synth(base: np.ndarray, n: int, rng: np.random.Generator, sigma: float = 0.25) -> np.ndarray:
@@ -74,16 +95,34 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(a) & set(b)) / truth.shape[1] for a, b in zip(found.tolist(), truth.tolist())]))
 
 
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(ln.split()[1]) for ln in f if ln.startswith(field + ":")), 0)
+    except OSError:  # the child has just ended
+        return 0
+
+
 def build_in_child(npy: Path, out: Path) -> dict[str, Any]:
+    """Build in a child process; its peak RSS counts the pages of the memory-mapped input the build touched (the
+    kernel can drop them), its RssAnon (its own allocations, read from outside every 10 ms, so a faiss call that
+    holds the GIL is sampled too) is the memory the build itself needs."""
     code = (
-        "import json, resource, time, sys; from sentkit.index import build; t = time.perf_counter(); "
+        "import json, resource, time; from sentkit.index import build; t = time.perf_counter(); "
         f"m = build({str(npy)!r}, {str(out)!r}, progress=False); "
         "print(json.dumps({'seconds': time.perf_counter() - t, 'nlist': m['nlist'], "
         "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) as child:
+        anon = 0
+        while child.poll() is None:
+            anon = max(anon, _status_kb(child.pid, "RssAnon"))
+            time.sleep(0.01)
+        stdout = child.stdout.read() if child.stdout else ""
+    if child.returncode:
+        raise SystemExit(f"the index build failed (exit {child.returncode})")
+    return {**json.loads(stdout.strip().splitlines()[-1]), "peak_anon_mb": anon / 1024}
 
 
 def latency(fn: Any, q: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -144,6 +183,7 @@ def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray, *, real:
         "generate_s": round(gen_s, 1),
         "build_s": round(b["seconds"], 1),
         "build_peak_rss_mb": round(b["peak_rss_mb"]),
+        "build_peak_anon_mb": round(b["peak_anon_mb"]),
         "nlist": b["nlist"],
         "index_mb": round((folder / "index.faiss").stat().st_size / 1e6),
         "exact_ms_per_query_batched": round(exact_ms, 2),
@@ -210,19 +250,26 @@ def main() -> None:
     ap.add_argument("--real-at", default="", help="sizes of real embeddings alone (each <= --base - --queries)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--base", type=int, default=20_000)
+    ap.add_argument("--encoder", default="all-minilm-l6-v2", help="the encoder of the --base texts")
+    ap.add_argument(
+        "--texts",
+        choices=("sentences", "passages"),
+        default="sentences",
+        help="--base texts: Gutenberg sentences (0.72M at most) or 16-word passages (1.4M)",
+    )
     ap.add_argument("--compare-at", type=int, default=100_000, help="0: skip the faiss / usearch comparison")
     ap.add_argument("--work", default="/tmp/sentkit-index-bench")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "index_search.json"))
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    every = base_embeddings(work, args.base)
+    every = base_embeddings(work, args.base, args.encoder, args.texts)
     base, held_out = every[: -args.queries], every[-args.queries :]  # the held-out rows query the real sets
     queries = synth(base, args.queries, np.random.default_rng(12345))
     result: dict[str, Any] = {
         "machine": machine(),
         "command": "nice -n 10 python benchmarks/index_search.py " + " ".join(sys.argv[1:]),
-        "vectors": f"synthetic: {len(base)} all-minilm-l6-v2 Gutenberg "
+        "vectors": f"synthetic: {len(base)} {args.encoder} Gutenberg {args.texts} "
         "embeddings, mixtures (1-w) e_i + w e_j + noise (w ~ U(0, 0.4), noise norm ~0.25), "
         f"normalised; real: the first N of those embeddings, queried by the {args.queries} "
         "held-out ones",
