@@ -4,7 +4,9 @@ presets, next to SentEval's own reference scores for averaged GloVe-50d.
     python benchmarks/eval_scores.py --out-dir /tmp/eval_scores --threads 1
     python benchmarks/eval_scores.py --table-only --out-dir /tmp/eval_scores   # just the table
 
-Writes `<out-dir>/<model>_<preset>.json` and prints a Markdown table.
+Writes `<out-dir>/<model>_<preset>.json` (the evaluation results), `<out-dir>/senteval_reference.json`
+(SentEval's own scores, below), `<out-dir>/table.json` (every figure of the table, as printed) and prints the
+table, which docs/benchmarks.md shows; the committed copy is benchmarks/results/eval_scores/.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from sentkit.io import atomic_write_text
 
 # SentEval's scores for averaged GloVe-50d (issue 3): accuracy, or correlation x 100
 REFERENCE = {
@@ -104,6 +108,7 @@ def table(out_dir: Path) -> str:
             f"sentkit MiniLM ({preset[:5]}.)",
         ]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    rows: dict[str, dict[str, list[float] | float | None]] = {}
     worst = 0.0
     for t in tasks:
         row = [t]
@@ -113,18 +118,24 @@ def table(out_dir: Path) -> str:
             g = runs.get(("glove", preset), {}).get("results", {}).get(t)
             m = runs.get(("minilm", preset), {}).get("results", {}).get(t)
             row.append(" / ".join(f"{v:.2f}" for v in ref_t) if ref_t else "—")
+            figs = rows.setdefault(t, {})
+            figs[f"senteval_glove_{preset}"] = list(ref_t) if ref_t else None
             if g is not None:
                 txt, vals = _cell(t, g)
                 row.append(txt)
+                figs[f"sentkit_glove_{preset}"] = [round(v, 2) for v in vals]
                 if ref_t:
                     d = max(abs(a - b) for a, b in zip(vals, ref_t))
                     worst = max(worst, d)
                     row.append(f"{d:.2f}")
+                    figs[f"diff_{preset}"] = round(d, 2)
                 else:
                     row.append("—")
             else:
                 row += ["—", "—"]
             row.append(_cell(t, m)[0] if m is not None else "—")
+            if m is not None:
+                figs[f"sentkit_minilm_{preset}"] = [round(v, 2) for v in _cell(t, m)[1]]
         lines.append("| " + " | ".join(row) + " |")
     avg_row = ["DeCLUTR avg (downstream)"]
     for preset in ("prototyping", "literature"):
@@ -136,7 +147,15 @@ def table(out_dir: Path) -> str:
             f"{m['declutr_average']['downstream']:.2f}" if m else "—",
         ]
     lines.append("| " + " | ".join(avg_row) + " |")
+    for preset in ("prototyping", "literature"):
+        for short, key in (("glove", "sentkit_glove"), ("minilm", "sentkit_minilm")):
+            if (short, preset) in runs:
+                rows.setdefault("DeCLUTR avg (downstream)", {})[f"{key}_{preset}"] = round(
+                    runs[short, preset]["declutr_average"]["downstream"], 2
+                )
     lines.append(f"\nLargest |sentkit - SentEval| for GloVe: {worst:.2f} points.")
+    rows["largest diff, GloVe"] = {"points": round(worst, 2)}
+    atomic_write_text(out_dir / "table.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
     return "\n".join(lines) + "\n"
 
 
@@ -152,11 +171,12 @@ def main() -> None:
     args = ap.parse_args()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    reference = {p: {t: list(v) if isinstance(v, tuple) else v for t, v in r.items()} for p, r in REFERENCE.items()}
+    atomic_write_text(out_dir / "senteval_reference.json", json.dumps(reference, indent=1) + "\n")
     if not args.table_only:
         from sentkit.evaluation import evaluate
         from sentkit.evaluation.cli import set_threads
         from sentkit.identity import fingerprint
-        from sentkit.io import atomic_write_text
         from sentkit.loading import load
 
         set_threads(args.threads)
