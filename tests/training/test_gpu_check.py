@@ -309,6 +309,7 @@ def test_the_throughput_checks_fail_below_their_floors(
     ok, low = gpu_check.throughput_verdict({"encode": 0.01, "train": float("nan")}, {"encode": 0.02, "train": 0.005})
     assert not ok and len(low) == 2
     monkeypatch.setattr(gpu_check, "matmul_rate", lambda dtype, device, size, **kw: 1e18)  # a far faster "GPU"
+    monkeypatch.setattr(workspace.sizes, "cpu", False)  # the GPU's fixed floors (the CPU's follow a reference run)
     res = gpu_check.check_encode(workspace)
     assert res["ok"] is False and res["share of the float32 matmul rate"] < workspace.sizes.floors["encode"]
     assert "encode reached" in res["below the floor"]
@@ -343,6 +344,11 @@ def test_each_floor_fails_a_step_slowed_10_times(
         assert f"[FAIL] {gpu_check.NAMES[k]}" in printed and line in printed
     for k in set(gpu_check.THROUGHPUT) - set(slowed):
         assert "below the floor" not in checks[k] and "slowed by" not in checks[k]
+    for k, r in checks.items():  # on a CPU each floor is a quarter of the share its unslowed reference run reached
+        share = r["share of the float32 matmul rate" if k == "encode" else "share of the bf16 matmul rate"]
+        ref = r["reference run's share (unslowed)"]
+        assert r["floor"] == pytest.approx(0.25 * ref, abs=1e-4), k
+        assert (share < 0.25 * ref) == (k in slowed), (k, share, ref)
     n = 1 + len(gpu_check.THROUGHPUT)  # the matmul rate and each throughput check
     assert f"{n - len(slowed)} of {n} checks passed" in printed
 
