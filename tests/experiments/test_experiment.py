@@ -315,6 +315,15 @@ def test_similar_increasing_and_top_claims() -> None:
     assert judge(sim, s).verdict == "held"
     sim.baseline = ["c"]
     assert judge(sim, s).verdict == "did not hold"
+    # as good as: a far better cell is not "similar" but is "not worse"; 2 s.e. = hypot(0.2, 0.2) / sqrt(3) * 2 = 0.33
+    nw = ClaimSpec(paper="p", claim="c", kind="not_worse", cells=["a"], baseline=["c"], metric="avg:downstream")
+    assert judge(nw, s).verdict == "held"
+    nw.cells, nw.baseline = ["c"], ["a"]  # -5.0 < -1.0 - 0.33
+    assert judge(nw, s).verdict == "did not hold"
+    nw.cells, nw.baseline = ["b"], ["a"]  # -0.5 - 0.33 = -0.83 >= -1.0
+    assert judge(nw, s).verdict == "held"
+    nw.tolerance = 0.6  # -0.5 - 0.33 < -0.6 < -0.5 + 0.33: inside the noise
+    assert judge(nw, s).verdict == "unclear"
     inc = ClaimSpec(paper="p", claim="c", kind="increasing", cells=["c", "b", "a"], metric="avg:downstream")
     assert judge(inc, s).verdict == "held"
     inc.cells = ["a", "b", "c"]

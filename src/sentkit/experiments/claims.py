@@ -3,7 +3,7 @@
     [[claim]]
     paper = "DeCLUTR"
     claim = "continued pretraining beats the base model"
-    kind = "better"                # better | similar | increasing | top
+    kind = "better"                # better | similar | not_worse | increasing | top
     cells = ["declutr-tiny"]       # the side the claim favours (a group: mean of the cells' means)
     baseline = ["tiny-base-mean"]  # the other side
     metric = "avg:downstream"      # the score the verdict uses; `also` adds context rows
@@ -15,6 +15,9 @@ both ``margin`` points and twice its standard error over seeds (cells with one s
 A ``margin`` written in the claim is a bar ("leads by >= 4"): a `better` claim whose difference is
 below the bar by more than twice its standard error did not hold, even when it is positive; without
 one, the margin (0.5) only keeps noise from counting, and a claim fails when the baseline is ahead.
+`similar` holds when the difference is within ``tolerance`` either way; `not_worse` ("as good as",
+a non-inferiority claim) holds when the cells are ahead, or behind by at most ``tolerance`` even at
+two standard errors down, and did not hold when they trail by more than that beyond the noise.
 
 Where the paper's own figures for the claim's cells are known (a second summary, ``paper``), each
 row also shows the paper's side and the same rule is applied to the paper's figures.
@@ -30,7 +33,7 @@ from typing import Literal
 from sentkit.config import ConfigError
 
 Summary = dict[str, dict[str, tuple[float, float, int]]]  # {cell: {score: (mean, std, n seeds)}}
-KINDS = ("better", "similar", "increasing", "top")
+KINDS = ("better", "similar", "not_worse", "increasing", "top")
 
 
 @dataclass
@@ -39,12 +42,12 @@ class ClaimSpec:
     claim: str
     cells: list[str]
     metric: str
-    kind: Literal["better", "similar", "increasing", "top"] = "better"
+    kind: Literal["better", "similar", "not_worse", "increasing", "top"] = "better"
     baseline: list[str] = field(default_factory=list)
     each: bool = False  # better: the cells must beat every baseline cell, not the baseline group's mean
     also: list[str] = field(default_factory=list)  # more scores shown (not judged)
     margin: float | None = None  # points a difference must exceed (better, increasing); written: a bar (see above)
-    tolerance: float = 1.0  # points within which two sides count as equal (similar)
+    tolerance: float = 1.0  # points within which two sides count as equal (similar) or the cells may trail (not_worse)
     k: int = 3  # top: the cells must rank within the first k of `cells + baseline`
     note: str = ""
     rows: bool = False  # `cells` and `baseline` name [[row]]s: each side is that row's best version on `metric`
@@ -54,7 +57,7 @@ class ClaimSpec:
             raise ConfigError(f"claim {self.claim!r}: kind must be one of {KINDS}, got {self.kind!r}")
         if not self.cells:
             raise ConfigError(f"claim {self.claim!r}: `cells` is empty")
-        if self.kind in ("better", "similar", "top") and not self.baseline:
+        if self.kind in ("better", "similar", "not_worse", "top") and not self.baseline:
             raise ConfigError(f"claim {self.claim!r}: kind {self.kind!r} needs `baseline` cells")
         if self.kind == "increasing" and len(self.cells) < 2:
             raise ConfigError(f"claim {self.claim!r}: kind 'increasing' needs at least two cells in order")
@@ -180,6 +183,17 @@ def _judge(spec: ClaimSpec, summary: Summary) -> Verdict:
                 rows,
             )
         return Verdict("unclear", f"difference {worst[0]:+.2f} is near the tolerance given the seed noise", rows)
+    if spec.kind == "not_worse":  # "as good as": ahead by any amount, or behind by at most the tolerance
+        d, se = min(diffs, key=lambda x: x[0] - 2 * x[1])
+        if d - 2 * se >= -spec.tolerance:
+            return Verdict("held", f"difference {d:+.2f} (2 s.e. {2 * se:.2f}) is above -{spec.tolerance} points", rows)
+        if d + 2 * se < -spec.tolerance:
+            return Verdict(
+                "did not hold",
+                f"difference {d:+.2f} is below -{spec.tolerance} points by more than 2 s.e. ({2 * se:.2f})",
+                rows,
+            )
+        return Verdict("unclear", f"difference {d:+.2f} is near -{spec.tolerance} points given the seed noise", rows)
     signs = [_sign(d, se, spec.bar) for d, se in diffs]
     text = ", ".join(f"{d:+.2f} (2 s.e. {2 * se:.2f})" for d, se in diffs)
     if all(s > 0 for s in signs):
