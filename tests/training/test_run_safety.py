@@ -98,6 +98,21 @@ def test_resume_refuses_changed_settings_and_names_them(store: Path, tiny_model_
     assert torch.load(out2 / CHECKPOINT, weights_only=False)["step"] == 5
 
 
+def test_a_key_added_since_the_run_started_is_no_change_at_its_default(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A run saved before a method gained a key (DeCLUTR's mask_token) resumes; the key set otherwise is a change,
+    and a key the saved run had that the method lost is one too."""
+    import dataclasses
+
+    from sentkit.training.config import config_diff
+
+    cfg = _cfg(tmp_path, tmp_path / "o", tiny_model_dir, max_steps=4)
+    saved = dataclasses.asdict(cfg)
+    del saved["mask_token"]
+    assert config_diff(saved, cfg) == []
+    assert config_diff(saved, dataclasses.replace(cfg, mask_token="eos")) == ["mask_token: '(absent)' -> 'eos'"]
+    assert config_diff({**saved, "gone": 1}, cfg) == ["gone: 1 -> '(absent)'"]
+
+
 @pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
 def test_torn_checkpoint_falls_back_to_the_previous_one(
     store: Path, tiny_model_dir: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture

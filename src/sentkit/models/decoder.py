@@ -52,6 +52,24 @@ def is_decoder_config(config: Any) -> bool:
     )
 
 
+def is_decoder_folder(path: str) -> bool:
+    """Whether the model folder (or resolved hub snapshot) at `path` holds a decoder language model (False when
+    it has no readable config.json: the loader then says what is wrong with it)."""
+    from pathlib import Path
+
+    from transformers import AutoConfig
+
+    from sentkit.logs import quiet_transformers
+
+    if not (Path(path) / "config.json").is_file():
+        return False
+    try:
+        with quiet_transformers():
+            return is_decoder_config(AutoConfig.from_pretrained(path))
+    except (OSError, ValueError):
+        return False
+
+
 def check_decoder(path: str, name_or_path: str) -> None:
     """The model at `path` must be a decoder language model; else one error naming its family."""
     from transformers import AutoConfig
@@ -193,18 +211,36 @@ def set_dropout(model: Any, p: float) -> None:
                 setattr(cfg, key, p)
 
 
+def dropout_of(model: Any) -> float:
+    """The largest dropout probability in a model: of its ``nn.Dropout`` modules and its attention layers'
+    ``attention_dropout`` (0.0: the model drops nothing, so two forwards of a text are equal)."""
+    ps = [0.0]
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            ps.append(float(m.p))
+        elif isinstance(getattr(m, "attention_dropout", None), float):
+            ps.append(float(m.attention_dropout))
+    return max(ps)
+
+
 # ----------------------------------------------------------------------------- masked next-token prediction
 MASK_TOKENS = ("blank", "eos", "new")  # LLM2Vec's mask_token_type: "_", the EOS, or a new "<mask>" token
+
+
+def check_mask_token(kind: str) -> str:
+    """`kind` if it is one of `MASK_TOKENS`, else the error a config key ``mask_token`` gives."""
+    if kind not in MASK_TOKENS:
+        raise ConfigError(
+            f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}.{suggest(kind, list(MASK_TOKENS))}"
+        )
+    return kind
 
 
 def set_mask_token(model: Any, tokenizer: Any, kind: str) -> None:
     """Give a decoder's tokenizer the mask token MNTP replaces chosen tokens with, as LLM2Vec does when it has none:
     ``blank`` the token "_" (LLM2Vec's choice for Llama and Mistral), ``eos`` its end-of-sequence token, ``new`` a new
     token "<mask>" (the embeddings grow by one row). A tokenizer with a mask token keeps it."""
-    if kind not in MASK_TOKENS:
-        raise ConfigError(
-            f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {kind!r}.{suggest(kind, list(MASK_TOKENS))}"
-        )
+    check_mask_token(kind)
     if tokenizer.mask_token is not None:
         return
     if kind == "new":

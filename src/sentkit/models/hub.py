@@ -210,7 +210,11 @@ def check_masked_lm_family(path: str, name_or_path: str) -> None:
             f"model {name_or_path} is a {family!r} model, which has no masked-LM head: sentkit's transformer methods "
             f"train masked LMs; choose a model of one of these families: {', '.join(MLM_HEADS.names())} "
             "(--method declutr also takes other masked LMs, e.g. albert)"
-            + ("; a decoder language model is adapted by --method mntp" if is_decoder_config(config) else "")
+            + (
+                "; a decoder language model trains with --method clm, mntp, llm2vec, declutr, simcse or tsdae"
+                if is_decoder_config(config)
+                else ""
+            )
         )
 
 

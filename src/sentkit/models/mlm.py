@@ -2,7 +2,9 @@
 
 The head of each architecture is looked up in `MLM_HEADS` and applied only to the hidden states of
 masked positions, so the vocabulary projection of every other token is never computed. An
-architecture that is not listed falls back to the model's full logits (slower, same loss).
+architecture that is not listed falls back to the model's full logits (slower, same loss). A decoder
+language model's causal LM uses its LM head, and its masked-LM term is masked next-token prediction
+(LLM2Vec's MNTP): what DeCLUTR's MLM term becomes on a decoder base.
 
 Likewise, when only the first token's state is used (CLS pooling, no MLM loss), the last layer of
 a BERT-style encoder runs for the first position alone: its query attends to every position's key
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentkit.models.decoder import is_decoder_config, mntp_sum
 from sentkit.models.pooling import POOLINGS
 from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.registry import Registry
@@ -171,7 +174,14 @@ class MaskedLM(nn.Module):
         # CLS pooling uses the first position alone: the last layer need not compute the others
         self.first_layer = first_token_layer(self.encoder) if pooling == "cls" else None
         mtype = getattr(mlm_model.config, "model_type", "")
-        self.head: Head | None = MLM_HEADS.get(mtype)(mlm_model) if mtype in MLM_HEADS else None
+        # a decoder's causal LM: its LM head, and the masked-LM term is masked next-token prediction (a token masked
+        # at position i is predicted from the output at i-1, `sentkit.models.decoder.mntp_sum`)
+        self.next_token = is_decoder_config(mlm_model.config)
+        self.head: Head | None
+        if self.next_token:
+            self.head = mlm_model.get_output_embeddings()
+        else:
+            self.head = MLM_HEADS.get(mtype)(mlm_model) if mtype in MLM_HEADS else None
         if self.head is None:
             log.info("no MLM head mapping for %r: computing full logits for the MLM loss", mtype)
 
@@ -192,12 +202,15 @@ class MaskedLM(nn.Module):
         return states[-1], self.pool.states(states)
 
     def mlm_sum(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """Summed cross-entropy at positions whose label is not ignored, and their number.
+        """Summed cross-entropy at positions whose label is not ignored, and their number (a decoder: of each
+        such token predicted from the output before it; position 0 is never counted).
 
         The head runs even when nothing is masked (on zero rows), so its parameters always take
         part in the backward pass (DDP expects a gradient for each of them every step)."""
-        sel = labels != IGNORE_INDEX  # [n, L]
         assert self.head is not None
+        if self.next_token:
+            return mntp_sum(hidden, labels, self.head)
+        sel = labels != IGNORE_INDEX  # [n, L]
         logits = self.head(hidden[sel])  # [m, V]
         return F.cross_entropy(logits.float(), labels[sel], reduction="sum"), int(sel.sum())
 

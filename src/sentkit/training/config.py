@@ -131,9 +131,18 @@ class TrainConfig:
 
 def config_diff(saved: dict[str, Any], current: Any) -> list[str]:
     """Keys whose values differ between a run's saved config and `current` (a config dataclass),
-    ignoring the bookkeeping keys a resume may change; each entry reads `key: saved -> current`."""
+    ignoring the bookkeeping keys a resume may change; each entry reads `key: saved -> current`. A key
+    the saved config lacks (added to the method since the run started) that `current` holds at its
+    default is not a change: the run trained as that default says."""
     now = dataclasses.asdict(current)
+    defaults = {
+        f.name: f.default
+        for f in dataclasses.fields(current)
+        if f.default is not dataclasses.MISSING  # keys with a default factory are compared as given
+    }
     keys = sorted((set(saved) | set(now)) - set(getattr(current, "RESUME_SAFE", TrainConfig.RESUME_SAFE)))
     return [
-        f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}" for k in keys if saved.get(k) != now.get(k)
+        f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}"
+        for k in keys
+        if saved.get(k) != now.get(k) and not (k not in saved and k in defaults and now.get(k) == defaults[k])
     ]

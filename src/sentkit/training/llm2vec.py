@@ -126,26 +126,17 @@ class LLM2VecConfig:
 # ----------------------------------------------------------------------------- phase 2
 @dataclass
 class DecoderSimCSEConfig(SimCSEConfig):
-    """SimCSE of a decoder: `dropout` on its attention weights (LLM2Vec's simcse_dropout)."""
+    """SimCSE of a decoder: mean pooling, no MLP, `dropout` in every layer (LLM2Vec's simcse_dropout)."""
 
     pooling: str = "mean"  # type: ignore[assignment]
     mlp: bool = False
-    dropout: float = 0.3
+    dropout: float | None = 0.3
 
 
 class DecoderSimCSE(SimCSE):
-    """`SimCSE` of a decoder's causal LM (the loop saves it with its head), with LLM2Vec's dropout."""
+    """`SimCSE` (which takes a decoder base: its causal LM, saved with its head) with LLM2Vec's defaults."""
 
     config_cls = DecoderSimCSEConfig
-
-    @classmethod
-    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
-        from sentkit.models.decoder import set_dropout
-        from sentkit.models.hub import load_mlm
-
-        model, tokenizer = load_mlm(cfg.model, causal=True)
-        set_dropout(model, cfg.dropout)
-        return model, tokenizer
 
 
 # ----------------------------------------------------------------------------- the run

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sentkit.config import ConfigError
 from sentkit.data.corpus import Fix
 from sentkit.methods import Method
 from sentkit.training.batching import length_chunks
@@ -147,6 +148,15 @@ class Recipe:
             decoder.prepare(mlm_model, tokenizer, getattr(cfg, "pooling", "mean"))
         if getattr(cfg, "attention", None) is not None:  # --set attention=bidirectional
             decoder.set_attention(mlm_model, cfg.attention)
+        if (
+            getattr(cfg, "pooling", None) == "cls"
+            and decoder.is_decoder_config(mlm_model.config)
+            and decoder.attention_of(mlm_model.config) == "causal"
+        ):
+            raise ConfigError(
+                f"pooling=cls reads the first token, which a causal decoder ({mlm_model.config.model_type!r}) "
+                "computes from itself alone: use --set pooling=mean (LLM2Vec's), last-token or weighted-mean"
+            )
         rank = getattr(cfg, "lora_r", None)
         if rank is None or rank > 0:  # --set lora_r=16 (unset: a large decoder's default); merged when saved
             from sentkit.models import lora
@@ -180,11 +190,14 @@ class Recipe:
 
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
-        """(masked-LM model, or causal LM for a decoder base, and tokenizer) to train; torch's generator is seeded
-        by the loop."""
-        from sentkit.models.hub import load_mlm
+        """(masked-LM model, or the causal LM of a decoder base, and tokenizer) to train; torch's generator is
+        seeded by the loop. A decoder keeps its LM head: a method's masked-LM term becomes masked next-token
+        prediction (`sentkit.models.mlm.MaskedLM`)."""
+        from sentkit.models.decoder import is_decoder_folder
+        from sentkit.models.hub import load_mlm, resolve
 
-        return load_mlm(cfg.model, from_scratch=cfg.from_scratch)
+        causal = bool(cfg.model) and is_decoder_folder(resolve(cfg.model))
+        return load_mlm(cfg.model, from_scratch=cfg.from_scratch, causal=causal)
 
     @property
     def has_contrastive(self) -> bool:

@@ -1,12 +1,17 @@
 """DeCLUTR (Giorgi et al., ACL 2021): spans of the same document are positives, every other span
 of the batch a negative (the other anchors of a document are its hard negatives); NT-Xent summed
-with MLM on the anchors; mean pooling."""
+with MLM on the anchors; mean pooling.
+
+On a decoder language model (GPT-2, Llama, Qwen2, ...; its paper: the objective extends "any transformer-based
+language model"), the MLM term is masked next-token prediction through the LM head (LLM2Vec's MNTP), with the mask
+token that `mask_token` picks when the tokenizer has none."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -14,6 +19,7 @@ import torch
 
 from sentkit.config import ConfigError
 from sentkit.data.corpus import Fix
+from sentkit.models.decoder import check_mask_token, is_decoder_config
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.mlm import mask_sequence
@@ -54,6 +60,7 @@ class DeclutrConfig(TrainConfig):
     contrastive: bool = True
     mlm: bool = True
     mlm_probability: float = 0.15
+    mask_token: str = "blank"  # a decoder base without one: blank ("_"), eos or new ("<mask>"), as --method mntp
 
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = (
         *TrainConfig.POSITIVE_INTS,
@@ -74,6 +81,7 @@ class DeclutrConfig(TrainConfig):
             raise ConfigError("temperature must be positive")
         if not 0 < self.mlm_probability < 1:
             raise ConfigError("mlm_probability must be in (0, 1)")
+        check_mask_token(self.mask_token)
         if isinstance(self.max_doc_tokens, int) and self.max_doc_tokens < 1:
             raise ConfigError(f"max_doc_tokens must be at least 1 (or auto / none), got {self.max_doc_tokens}")
 
@@ -282,7 +290,18 @@ class Declutr(Recipe):
         if cfg.mlm and tokenizer.mask_token_id is None:
             raise ConfigError(f"model {cfg.model!r} has no mask token; use --set mlm=false")
         self.special = sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
+        self.next_token = is_decoder_config(mlm_model.config)  # a decoder: token 0 has no output before it
         self.loss_names = (("contrastive",) if cfg.contrastive else ()) + (("mlm",) if cfg.mlm else ())
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
+        """The base (`Recipe.load_model`); a decoder's tokenizer is given a mask token for the MLM term."""
+        from sentkit.models.decoder import set_mask_token
+
+        model, tokenizer = super().load_model(cfg, out)
+        if cfg.mlm and is_decoder_config(model.config):
+            set_mask_token(model, tokenizer, cfg.mask_token)
+        return model, tokenizer
 
     @property
     def has_contrastive(self) -> bool:
@@ -330,6 +349,8 @@ class Declutr(Recipe):
                     maskable = (
                         [False] * len(self.prefix) + (~np.isin(body, special)).tolist() + [False] * len(self.suffix)
                     )
+                    if self.next_token:  # nothing predicts a decoder's first token
+                        maskable[0] = False
                     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
                     ids, lab = mask_sequence(
                         ids,

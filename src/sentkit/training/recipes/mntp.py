@@ -20,7 +20,7 @@ from typing import Any, Literal
 import torch
 
 from sentkit.config import ConfigError
-from sentkit.models.decoder import MASK_TOKENS, mntp_sum
+from sentkit.models.decoder import check_mask_token, mntp_sum
 from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.training.config import TrainConfig
 from sentkit.training.recipe import Batch, Recipe, Seeds, StepOut, TrainModule
@@ -48,13 +48,7 @@ class MNTPConfig(TrainConfig):
             raise ConfigError(f"seq_len must be at least 3, got {self.seq_len}")
         if not 0 < self.mlm_probability < 1:
             raise ConfigError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}")
-        if self.mask_token not in MASK_TOKENS:
-            from sentkit.registry import suggest
-
-            raise ConfigError(
-                f"mask_token must be one of {', '.join(MASK_TOKENS)}, got {self.mask_token!r}."
-                f"{suggest(self.mask_token, list(MASK_TOKENS))}"
-            )
+        check_mask_token(self.mask_token)
 
 
 @dataclass

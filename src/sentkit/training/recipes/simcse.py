@@ -2,13 +2,18 @@
 augmentation, the other texts of the batch are the negatives; InfoNCE with temperature 0.05.
 
 Pooling as in the paper: the [CLS] state with an MLP on top during training, the [CLS] state
-without it afterwards (their unsupervised setting, "cls_before_pooler"); or mean pooling (no MLP)."""
+without it afterwards (their unsupervised setting, "cls_before_pooler"); or mean pooling (no MLP).
+
+A decoder language model (GPT-2, Llama, Qwen2, ...) trains as LLM2Vec's third step does: mean pooling, and
+`dropout` (LLM2Vec: 0.3) set in every dropout of the model, since decoders such as Llama have none by default and
+then give two equal views."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -45,11 +50,14 @@ class SimCSEConfig(TextConfig):
     weight_decay: float = 0.0
     schedule: Literal["slanted_triangular", "linear", "constant"] = "linear"
     cut_frac: float = 0.0
+    dropout: float | None = None  # a decoder base: the dropout of all its layers (None: its own)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.temperature > 0:
             raise ConfigError("temperature must be positive")
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
 # ----------------------------------------------------------------------------- data and model
@@ -106,6 +114,28 @@ class SimCSE(TextRecipe):
         super().__init__(cfg, mlm_model, tokenizer, max_len)
         self.cfg: SimCSEConfig = cfg
         self.loss_names = ("contrastive",)
+
+    @classmethod
+    def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
+        """The base (`Recipe.load_model`); a decoder's dropout set to `dropout` (see the module docstring)."""
+        from sentkit.models.decoder import dropout_of, is_decoder_config, set_dropout
+
+        model, tokenizer = super().load_model(cfg, out)
+        if not is_decoder_config(model.config):
+            if cfg.dropout is not None:
+                raise ConfigError(
+                    f"dropout={cfg.dropout} applies to a decoder base; this {model.config.model_type!r} masked LM "
+                    "trains with the dropout of its config: leave dropout unset"
+                )
+        elif cfg.dropout is not None:
+            set_dropout(model, cfg.dropout)
+        elif dropout_of(model) == 0:
+            log.warning(
+                "this %r decoder has no dropout, so SimCSE's two views of a text are equal and it learns nothing: "
+                "set --set dropout=0.3 (LLM2Vec's)",
+                model.config.model_type,
+            )
+        return model, tokenizer
 
     @property
     def has_contrastive(self) -> bool:

@@ -2,7 +2,11 @@
 what is left into one pooled vector, and make a decoder reconstruct the whole sentence from that
 vector alone (its only memory, through cross-attention). The decoder is built from the encoder's
 architecture and shares all its weights except the cross-attention, as in their setup; its
-output layer is the masked LM's head."""
+output layer is the masked LM's head.
+
+A decoder language model as the base: its own causal LM with cross-attention added is the decoder (causal even when
+the encoder attends bidirectionally), its LM head the output layer; transformers gives cross-attention to some
+decoder families (GPT-2) and not to others (Llama, Qwen2, Mistral), which are refused with that reason."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from sentkit.config import ConfigError
+from sentkit.models.decoder import is_decoder_config
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.batching import pad_with_labels
@@ -58,6 +63,8 @@ def tied_decoder(mlm_model: Any) -> Any:
     cfg = copy.deepcopy(mlm_model.config)
     cfg.is_decoder = True
     cfg.add_cross_attention = True
+    if is_decoder_config(cfg):
+        cfg.is_causal = True  # the reconstruction reads left to right, whatever the encoder's attention
     try:
         with quiet_transformers():
             decoder = AutoModelForCausalLM.from_config(cfg)
@@ -66,6 +73,13 @@ def tied_decoder(mlm_model: Any) -> Any:
             f"TSDAE needs a decoder with cross-attention of the model's architecture; transformers has none for "
             f"{cfg.model_type!r} (it has one for bert, roberta, electra, xlm-roberta, camembert, ...)"
         ) from None
+    if is_decoder_config(cfg) and not any(
+        "crossattention" in n or "cross_attn" in n for n, _ in decoder.named_modules()
+    ):
+        raise ConfigError(
+            f"TSDAE's decoder reads the sentence vector through cross-attention, and transformers' {cfg.model_type!r} "
+            "has none (GPT-2 has it): train this decoder with --method declutr, simcse, mntp or llm2vec"
+        )
     modules = dict(decoder.named_modules())
     tied = 0
     for name, param in mlm_model.named_parameters(remove_duplicate=False):
