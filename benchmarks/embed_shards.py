@@ -3,6 +3,7 @@ single-process figure against sentence-transformers' multi-process pool, same in
 
     python benchmarks/embed_shards.py [--n 10000] [--procs 2] [--model all-minilm-l6-v2] [--torchrun]
     python benchmarks/embed_shards.py --memory 2000000      # peak memory of the sharded path alone
+    (either with --json FILE: the figures, as docs/benchmarks.md quotes them, also written there)
 
 Every sentkit figure is the wall time of whole `sentkit embed` commands (start-up, model load,
 reading and checking the input, writing and joining the .npy), the processes of a sharded run
@@ -27,6 +28,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts, here and in every child
 
 import argparse
+import json
 import resource
 import shutil
 import subprocess
@@ -119,8 +121,9 @@ def st_runs(texts: list[str], model_dir: str, workers: int) -> dict[str, tuple[f
     return out
 
 
-def memory_child(n: int, dim: int = 384) -> None:
-    """Embed n texts in 2 shards and join them, with constant vectors; print the peak RSS."""
+def memory_child(n: int, json_path: str = "", dim: int = 384) -> None:
+    """Embed n texts in 2 shards and join them, with constant vectors; print the peak RSS (and write the figures to
+    `json_path`, if given)."""
     from sentkit.cli.embed_commands import _read_texts, _write_npy
     from sentkit.embed_shards import Shard, embed_shard
 
@@ -152,16 +155,27 @@ def memory_child(n: int, dim: int = 384) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     size = (tmp / "v.npy").stat().st_size
     print(f"{msg}; {time.perf_counter() - t:.0f} s")
+    seconds = time.perf_counter() - t
     print(
         f"{n:,} texts x {dim} float32: output {size / 2**20:,.0f} MiB; peak RSS {peak / 1024:,.0f} MiB "
         f"({base / 1024:,.0f} MiB before embedding)"
     )
     shutil.rmtree(tmp)
+    if json_path:
+        figures = {
+            "texts": n,
+            "dim": dim,
+            "output_mib": round(size / 2**20),
+            "peak_rss_mib": round(peak / 1024),
+            "rss_before_mib": round(base / 1024),
+            "seconds": round(seconds, 1),
+        }
+        Path(json_path).write_text(json.dumps({"machine": machine(), "memory": figures}, indent=1) + "\n")
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--memory-child"]:
-        memory_child(int(sys.argv[2]))
+        memory_child(int(sys.argv[2]), *sys.argv[3:4])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10000)
@@ -170,9 +184,11 @@ def main() -> None:
     ap.add_argument("--st-workers", type=int, default=2)
     ap.add_argument("--torchrun", action="store_true", help="also time the largest count under torchrun")
     ap.add_argument("--memory", type=int, default=0, help="only the memory check, with this many texts")
+    ap.add_argument("--json", default="", help="also write the figures here")
     args = ap.parse_args()
     if args.memory:
-        subprocess.run([sys.executable, __file__, "--memory-child", str(args.memory)], check=True)
+        child = [sys.executable, __file__, "--memory-child", str(args.memory), *([args.json] if args.json else [])]
+        subprocess.run(child, check=True)
         return
     from sentkit.models.hub import resolve
 
@@ -218,6 +234,26 @@ def main() -> None:
         per_cpu = f"{len(texts) / cpu:,.0f}" if cpu == cpu else "—"
         print(f"| {name} | {seconds:.1f} | {len(texts) / seconds:,.0f} | {cpu:.1f} | {per_cpu} | {load:.1f} |")
     shutil.rmtree(tmp)
+    if args.json:
+        out = {
+            "machine": machine(),
+            "sentences": len(texts),
+            "model": args.model,
+            "sharded_byte_identical": all(same),
+            "max_abs_diff_sentence_transformers": max(diffs),
+            "runs": [
+                {
+                    "run": name,
+                    "wall_s": round(seconds, 1),
+                    "sentences_per_s": round(len(texts) / seconds),
+                    "cpu_s": round(cpu, 1) if cpu == cpu else None,
+                    "sentences_per_cpu_s": round(len(texts) / cpu) if cpu == cpu else None,
+                    "load_after": round(load, 1),
+                }
+                for name, seconds, cpu, load in rows
+            ],
+        }
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
