@@ -86,16 +86,24 @@ def test_declutr_trains_a_decoder_end_to_end(gpt2_dir: Path, tiny_corpus: Path, 
     assert [r["step"] for r in rows] == [1, 2, 3] and all(np.isfinite(r["mlm"]) and r["mlm"] > 0 for r in rows)
     loads_equal_in_sentence_transformers(out, gpt2_dir)
     # the decoder was given LLM2Vec's blank mask token; nothing masks a decoder's first token (nothing predicts it)
+    # (90 % masked, so that a first token left unmasked by chance cannot pass for the rule)
     cfg = DeclutrConfig(corpus=str(tiny_corpus), out=str(tmp_path / "x"), model=str(gpt2_dir), min_span_len=4,
-                        max_span_len=16, progress=False)  # fmt: skip
+                        max_span_len=16, mlm_probability=0.9, progress=False)  # fmt: skip
     recipe = decoder_recipe(Declutr, cfg)
     assert recipe.tokenizer.mask_token == "_"
     store = TokenStore(out / "prepared")
     batch = recipe.batch(store, list(range(len(store)))[:4], 0)
-    assert batch.labels is not None
-    masked = [lab for lab in batch.labels if lab is not None]
-    assert masked and all(lab[0] == -100 for lab in masked) and any(t != -100 for lab in masked for t in lab)
-    assert batch.counts["mlm"] == sum(t != -100 for lab in masked for t in lab)
+    assert batch.labels is not None and batch.seqs is not None
+    rows = [i for i, lab in enumerate(batch.labels) if lab is not None]
+    assert len(rows) >= 8 and all(batch.labels[i][0] == -100 for i in rows)  # type: ignore[index]
+    # the count the loop divides by is the count the loss sums over
+    from sentkit.training.batching import pad_with_labels
+
+    ids, _, labels = pad_with_labels([batch.seqs[i] for i in rows], [batch.labels[i] for i in rows], 0, "cpu")
+    module = recipe.module()
+    with torch.no_grad():
+        _, count = module.model.mlm_sum(module.model.hidden(ids, None), labels)
+    assert count > 0 and batch.counts["mlm"] == count
 
 
 # ----------------------------------------------------------------------------- SimCSE
@@ -165,6 +173,18 @@ def test_tsdae_trains_a_gpt2_through_a_causal_copy_with_cross_attention(
         b = decoder.transformer(input_ids=torch.tensor([[5, 6, 7, 9]]), encoder_hidden_states=memory).last_hidden_state
     torch.testing.assert_close(a[:, :3], b[:, :3])
     assert (a[:, 3] - b[:, 3]).abs().max() > 1e-4
+
+
+def test_tsdae_refuses_lora_whose_wrapped_layers_it_could_not_tie(
+    gpt2_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("peft")
+    from sentkit.cli.main import main
+
+    capsys.readouterr()
+    assert main(train_args("tsdae", gpt2_dir, tiny_corpus, tmp_path / "run", "pooling=mean", "lora_r=4")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--set lora_r=0" in err[0], err
 
 
 def test_tsdae_refuses_a_decoder_family_without_cross_attention(llama_dir: Path) -> None:

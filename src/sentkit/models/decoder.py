@@ -52,17 +52,13 @@ def is_decoder_config(config: Any) -> bool:
     )
 
 
-def is_decoder_folder(path: str) -> bool:
-    """Whether the model folder (or resolved hub snapshot) at `path` holds a decoder language model (False when
-    it has no readable config.json: the loader then says what is wrong with it)."""
-    from pathlib import Path
-
+def is_decoder_model(path: str) -> bool:
+    """Whether the model at `path` (a folder, or a Hugging Face id as the loader would fetch it) is a decoder
+    language model (False when its config cannot be read: the loader then says what is wrong with it)."""
     from transformers import AutoConfig
 
     from sentkit.logs import quiet_transformers
 
-    if not (Path(path) / "config.json").is_file():
-        return False
     try:
         with quiet_transformers():
             return is_decoder_config(AutoConfig.from_pretrained(path))

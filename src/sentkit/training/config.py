@@ -136,9 +136,9 @@ def config_diff(saved: dict[str, Any], current: Any) -> list[str]:
     default is not a change: the run trained as that default says."""
     now = dataclasses.asdict(current)
     defaults = {
-        f.name: f.default
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
         for f in dataclasses.fields(current)
-        if f.default is not dataclasses.MISSING  # keys with a default factory are compared as given
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     }
     keys = sorted((set(saved) | set(now)) - set(getattr(current, "RESUME_SAFE", TrainConfig.RESUME_SAFE)))
     return [

@@ -193,10 +193,10 @@ class Recipe:
         """(masked-LM model, or the causal LM of a decoder base, and tokenizer) to train; torch's generator is
         seeded by the loop. A decoder keeps its LM head: a method's masked-LM term becomes masked next-token
         prediction (`sentkit.models.mlm.MaskedLM`)."""
-        from sentkit.models.decoder import is_decoder_folder
+        from sentkit.models.decoder import is_decoder_model
         from sentkit.models.hub import load_mlm, resolve
 
-        causal = bool(cfg.model) and is_decoder_folder(resolve(cfg.model))
+        causal = bool(cfg.model) and is_decoder_model(resolve(cfg.model))
         return load_mlm(cfg.model, from_scratch=cfg.from_scratch, causal=causal)
 
     @property

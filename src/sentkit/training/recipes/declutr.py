@@ -312,7 +312,8 @@ class Declutr(Recipe):
         return StoreSpec("document", s.min_doc_tokens, self.cfg.doc_tokens(s))
 
     def units(self, store: Any) -> int:
-        if not getattr(self, "_checked", False) and _main_process():
+        # the check's thresholds are a masked LM's (its MLM loss, its anisotropy): a decoder's say nothing of them
+        if not getattr(self, "_checked", False) and _main_process() and not self.next_token:
             self._checked = True
             report = base_report(self.mlm_model, self.tokenizer, store, self.prefix, self.suffix, max_len=self.max_len)
             warn_weak_base(report, self.span_settings)

@@ -160,6 +160,11 @@ class TSDAE(TextRecipe):
 
     def __init__(self, cfg: TSDAEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
         super().__init__(cfg, mlm_model, tokenizer, max_len)
+        if any("lora_" in n for n, _ in mlm_model.named_parameters()):  # added by Recipe.__init__
+            raise ConfigError(
+                "TSDAE's decoder shares the encoder's weights by name, which LoRA's wrapped layers do not keep: "
+                "train TSDAE without LoRA (--set lora_r=0)"
+            )
         self.cfg: TSDAEConfig = cfg
         self.continues = continuation_ids(tokenizer)
         self.loss_names = ("reconstruction",)
