@@ -227,6 +227,13 @@ def test_parts_plan() -> None:
     assert PartsPlan(0, 10).count == 1 and PartsPlan(0, 10).span(0) == (0, 0)
     assert PartsPlan(10**8, 10).name(3, ".npy") == "part-0000003.npy"  # wide enough for ten million parts
     assert Shard.from_env() is None or os.environ.get("WORLD_SIZE", "1") != "1"
+    # no shard is left without work: parts shrink to a shard's share when the block is larger
+    from sentkit.embed_shards import part_rows
+
+    assert [part_rows(10_000, 10_000, k) for k in (1, 2, 3)] == [10_000, 5_000, 3_334]
+    assert part_rows(53, 10, 2) == 10 and part_rows(1, 10, 4) == 1 and part_rows(0, 10, 2) == 1
+    plan = PartsPlan(10_000, part_rows(10_000, 10_000, 2))
+    assert [len(plan.for_shard(Shard(i, 2))) for i in range(2)] == [1, 1]
 
 
 @pytest.mark.slow

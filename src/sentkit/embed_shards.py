@@ -1,8 +1,8 @@
 """Sharded embedding: one input spread over N processes (torchrun, or `sentkit embed --shard i/N`
 in separate jobs), joined into one output in input order.
 
-The input's rows are cut into parts of `block` rows; shard i of N embeds parts
-[i*K//N, (i+1)*K//N) of the K parts. Each part is its own file, written atomically, in a folder
+The input's rows are cut into parts of `block` rows (fewer when that would leave a shard without a
+part: `part_rows`); shard i of N embeds parts [i*K//N, (i+1)*K//N) of the K parts. Each part is its own file, written atomically, in a folder
 with `_manifest.json` (the run's settings and every part's rows):
 
 - `.npy` output: the folder `<output>.parts/`; when the last part is written, the process that
@@ -104,6 +104,13 @@ class PartsPlan:
 
     def name(self, k: int, suffix: str) -> str:
         return f"part-{k:0{max(6, len(str(self.count - 1)))}d}{suffix}"
+
+
+def part_rows(n: int, block: int, shards: int) -> int:
+    """Rows of a part: `block`, or fewer when `n` texts in parts of `block` would leave a shard without one (10,000
+    texts at the default block of 10,000 over 2 shards: parts of 5,000, so that both work). A function of the run's
+    size and shard count alone, so that every shard computes the same plan."""
+    return max(1, min(block, -(-n // shards)))
 
 
 def parts_folder(dst: Path) -> Path:
@@ -211,6 +218,7 @@ def embed_shard(
 
     from sentkit.io import atomic_path, remove_stale_temps
 
+    block = part_rows(n, block, shard.count)
     plan = PartsPlan(n, block)
     folder = parts_folder(dst)
     suffix = dst.suffix.lower()
