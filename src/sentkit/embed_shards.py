@@ -2,8 +2,8 @@
 in separate jobs), joined into one output in input order.
 
 The input's rows are cut into parts of `block` rows (fewer when that would leave a shard without a
-part: `part_rows`); shard i of N embeds parts [i*K//N, (i+1)*K//N) of the K parts. Each part is its own file, written atomically, in a folder
-with `_manifest.json` (the run's settings and every part's rows):
+part: `part_rows`); shard i of N embeds parts [i*K//N, (i+1)*K//N) of the K parts. Each part is
+its own file, written atomically, in a folder with `_manifest.json` (the run's settings and every part's rows):
 
 - `.npy` output: the folder `<output>.parts/`; when the last part is written, the process that
   wrote it joins the parts into `<output>` (atomically, streamed), records the run's settings in
