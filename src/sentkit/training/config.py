@@ -135,11 +135,12 @@ def config_diff(saved: dict[str, Any], current: Any) -> list[str]:
     the saved config lacks (added to the method since the run started) that `current` holds at its
     default is not a change: the run trained as that default says."""
     now = dataclasses.asdict(current)
-    defaults = {
-        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        for f in dataclasses.fields(current)
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-    }
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(current):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif callable(f.default_factory):
+            defaults[f.name] = f.default_factory()
     keys = sorted((set(saved) | set(now)) - set(getattr(current, "RESUME_SAFE", TrainConfig.RESUME_SAFE)))
     return [
         f"{k}: {saved.get(k, '(absent)')!r} -> {now.get(k, '(absent)')!r}"
