@@ -160,7 +160,9 @@ class TSDAE(TextRecipe):
 
     def __init__(self, cfg: TSDAEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
         super().__init__(cfg, mlm_model, tokenizer, max_len)
-        if any("lora_" in n for n, _ in mlm_model.named_parameters()):  # added by Recipe.__init__
+        from sentkit.models.lora import has_lora
+
+        if has_lora(mlm_model):  # added by Recipe.__init__
             raise ConfigError(
                 "TSDAE's decoder shares the encoder's weights by name, which LoRA's wrapped layers do not keep: "
                 "train TSDAE without LoRA (--set lora_r=0)"
