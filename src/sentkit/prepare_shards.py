@@ -42,6 +42,7 @@ from sentkit.data.corpus import (
 )
 from sentkit.data.store import (
     LengthRule,
+    MinTokensRule,
     PrepareReport,
     PrepareSettings,
     Tokenized,
@@ -105,7 +106,7 @@ def prepare_shard(
     settings: PrepareSettings,
     *,
     window: int | None,
-    rule: LengthRule | None = None,
+    rule: LengthRule | MinTokensRule | None = None,
     what: str = "--out",
     show_progress: bool = True,
     block: int | None = None,
@@ -261,7 +262,7 @@ def _finish(
     settings: PrepareSettings,
     run_id: str,
     *,
-    rule: LengthRule | None,
+    rule: LengthRule | MinTokensRule | None,
     what: str,
 ) -> str:
     """Join the parts into the store when all are there (the caller holds the lock)."""

@@ -114,6 +114,22 @@ def test_train_errors_are_clear(tmp_path: Path, tiny_corpus: Path, capsys: pytes
     assert "num_anchors * max_span_len * 2" in err and "max_span_len=" in err
 
 
+@pytest.mark.parametrize("method", ["simcse", "tsdae"])
+def test_sentence_methods_word_their_own_minimum(
+    method: str, tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SimCSE and TSDAE keep sentences of at least min_tokens: the error names that setting and the value
+    # that keeps the longest sentence, not DeCLUTR's span rule
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Hi there.\n\nGo now.\n", encoding="utf-8")
+    argv = ["train", "--method", method, "--model", str(tiny_model_dir), "--corpus", str(corpus)]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "no usable sentence" in err and "at least 4 tokens (min_tokens)" in err, err
+    assert "--set min_tokens=3" in err and "max_span_len" not in err, err
+
+
 def test_embed_bad_input(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "b.jsonl"
     bad.write_text('{"text": "ok"}\n{oops\n')

@@ -156,6 +156,14 @@ class LengthRule:
     min_span_len: int | None = 32
 
 
+@dataclass(frozen=True)
+class MinTokensRule:
+    """A method whose minimum length is one plain setting (SimCSE, TSDAE: ``min_tokens``), so the fix
+    when nothing passes is to lower that setting, not a span length; `key` None: a fixed minimum (MLM)."""
+
+    key: str | None = "min_tokens"
+
+
 SPAN_CANDIDATES = (384, 256, 192, 128, 96, 64, 48, 32, 24, 16, 12, 8)
 
 
@@ -521,7 +529,7 @@ def write_store(
     stats: CorpusStats,
     *,
     seconds: float,
-    rule: LengthRule | None,
+    rule: LengthRule | MinTokensRule | None,
     what: str,
     extra: dict[str, Any] | None = None,
 ) -> PrepareReport:
@@ -535,12 +543,20 @@ def write_store(
         lengths = done.short  # every piece was too short
         longest = int(lengths.max()) if len(lengths) else 0
         need = settings.min_doc_tokens
+        unit = settings.unit
+        if isinstance(rule, MinTokensRule):
+            why = f" ({rule.key})" if rule.key else ""
+            keep = rule.key and 0 < longest < need
+            fixes = [Fix({rule.key: longest}, f"keeps the longest {unit}s")] if keep and rule.key else []
+        else:
+            why = " (num_anchors * max_span_len * 2)"
+            fixes = relax_fixes(lengths, rule or LengthRule(), min_doc_tokens=need)
         raise CorpusError(
-            f"corpus {corpus}: no usable document. A document needs at least {need} tokens "
-            f"(num_anchors * max_span_len * 2); read {rep.documents_read} (the longest has {longest} tokens), "
+            f"corpus {corpus}: no usable {unit}. A {unit} needs at least {need} tokens{why}; "
+            f"read {rep.documents_read} documents (the longest {unit} has {longest} tokens), "
             f"{rep.too_short} too short, {stats.skipped} unreadable"
             + (f" ({stats.skipped_text()})" if stats.skipped else ""),
-            fixes=relax_fixes(lengths, rule or LengthRule(), min_doc_tokens=need),
+            fixes=fixes,
         )
     np.save(tmp / "offsets.npy", done.offsets)
     meta = {
@@ -578,7 +594,7 @@ def prepare_store(
     txt_mode: str = "file",
     tokenizer_name: str = "",
     show_progress: bool = True,
-    rule: LengthRule | None = None,
+    rule: LengthRule | MinTokensRule | None = None,
     what: str = "store folder",
     unit: str = "document",
     window: int | None = WINDOW_CHARS,
@@ -591,8 +607,9 @@ def prepare_store(
 
     `out` must be missing, an empty folder or a store that sentkit wrote (see
     :func:`check_store_target`; `what` names it in errors); it is checked before any work. Leftover
-    temporaries of a killed earlier write are removed. `rule` (default: DeCLUTR's defaults) words
-    the suggested settings when no document is usable.
+    temporaries of a killed earlier write are removed. `rule` words the minimum and the suggested
+    settings when no document is usable: a `LengthRule` (DeCLUTR's spans; None: DeCLUTR's defaults)
+    or a `MinTokensRule` (one setting, or a fixed minimum).
 
     ``unit="sentence"`` splits every document into sentences first (`split_sentences`), each kept
     as an entry of the store (methods that train on sentences: SimCSE, TSDAE).

@@ -204,8 +204,11 @@ class Recipe:
         return False
 
     def length_rule(self) -> Any:
-        """How the store's error messages word smaller-span fixes (None: no span settings)."""
-        return None
+        """How the store's error messages word the minimum length and its fix: a fixed minimum here;
+        DeCLUTR's is its span rule, SimCSE's and TSDAE's their `min_tokens`."""
+        from sentkit.data.store import MinTokensRule
+
+        return MinTokensRule(None)
 
     def more_units_fix(self, store: Any, want: int) -> Fix | None:
         """A setting that gives at least `want` units when the corpus has fewer than a batch."""

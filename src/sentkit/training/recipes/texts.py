@@ -41,6 +41,11 @@ class TextRecipe(Recipe):
         self.text_cfg = cfg
         self.body = min(cfg.max_len, max_len) - len(self.prefix) - len(self.suffix)
 
+    def length_rule(self) -> Any:
+        from sentkit.data.store import MinTokensRule
+
+        return MinTokensRule("min_tokens")
+
     def store_spec(self) -> StoreSpec:
         if self.text_cfg.text_unit == "sentence":
             return StoreSpec("sentence", self.text_cfg.min_tokens, None)
