@@ -4,7 +4,10 @@
 2. a few hundred DeCLUTR steps on Gutenberg (contrastive loss must go down);
 3. STS-B dev Spearman of the trained model, and the same vectors through sentence-transformers.
 
-    python benchmarks/declutr_before_after.py [--steps 300] [--seed 0] [--out runs/bench_declutr]
+    python benchmarks/declutr_before_after.py [--steps 300] [--seed 0] [--out runs/bench_declutr] \
+        [--json benchmarks/results/declutr_before_after/<row>.json]
+
+docs/benchmarks.md's before/after table is written from the committed JSON of each row.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None, help="also write the result here (besides <out>)")
     ap.add_argument("--store", default=None, help="prepared store to reuse (default: <out>.store)")
     ap.add_argument(
         "--set",
@@ -99,7 +103,7 @@ def main() -> None:
     with (out / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
     c = [float(r["contrastive"]) for r in rows]
-    m = [float(r["mlm"]) for r in rows]
+    m = [float(r["mlm"]) for r in rows if r.get("mlm")]  # empty with --set mlm=false
     after = spearman(sentkit.load(str(out)), a, b, gold)
     from sentence_transformers import SentenceTransformer
 
@@ -118,14 +122,17 @@ def main() -> None:
         "overrides": args.overrides,
         "contrastive_first_logged": float(np.mean(c[:2])),
         "contrastive_last_logged": float(np.mean(c[-2:])),
-        "mlm_first": m[0],
-        "mlm_last": m[-1],
+        "mlm_first": m[0] if m else None,
+        "mlm_last": m[-1] if m else None,
         "stsb_dev_spearman_before": round(before, 2),
         "stsb_dev_spearman_after": round(after, 2),
         "st_vs_sentkit_max_abs_diff": diff,
     }
     print(json.dumps(result, indent=2))
     (out / "before_after.json").write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
