@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 ALLOWLIST = Path(__file__).with_name("hand_typed_figures.txt")
-CEILING = 15  # the allowlist's total when the test was written: lower it as figures are fixed, never raise it
+CEILING = 5  # the allowlist's total when the test was written: lower it as figures are fixed, never raise it
 
 FIGURE = re.compile(r"(?<![\w./])\d+\.\d+(?![\w.]*\d)(?!\w)")
 VERSION = re.compile(r"\b(?:Python|python|torch|numpy|transformers|version|CUDA|ROCm|gensim|mteb)\s+$")
