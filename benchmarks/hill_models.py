@@ -116,6 +116,8 @@ def run_method(
         "train_words": int(stats.get("words", 0)),
         "train_words_per_s": round(float(stats.get("words_per_s", 0.0))),
         "steps": int(stats.get("steps", 0)),
+        **({"first_loss": stats["first_loss"], "last_loss_smoothed": stats["loss"]} if "first_loss" in stats else {}),
+        "encode_seconds": round(enc_s, 1),
         "encode_sentences": len(enc_texts),
         "encode_sentences_per_s": round(len(enc_texts) / max(enc_s, 1e-9)),
         "settings": {k: v for k, v in kw.items() if k != "progress"},

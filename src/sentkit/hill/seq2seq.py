@@ -179,13 +179,14 @@ def train_loop(
     total: int | None = None,
 ) -> dict[str, float]:
     """Adam over ``batches(epoch)``, which yields (words in batch, closure -> loss).
-    Stops after ``max_steps`` optimiser steps; returns words, seconds, words/s, last loss."""
+    Stops after ``max_steps`` optimiser steps; returns words, seconds, words/s, the first step's loss and the last
+    smoothed loss (an exponential moving average, 0.95)."""
     from tqdm.auto import tqdm
 
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     rate = RateLogger(f"{what} training")
-    step, loss_ema = 0, float("nan")
+    step, loss_ema, first_loss = 0, float("nan"), float("nan")
     net.train()
     with tqdm(
         total=total if max_steps is None else min(max_steps, total or max_steps),
@@ -202,7 +203,10 @@ def train_loop(
                 nn.utils.clip_grad_norm_(params, clip)
                 opt.step()
                 value = float(loss.detach())
-                loss_ema = value if np.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * value
+                if np.isnan(loss_ema):
+                    first_loss = loss_ema = value
+                else:
+                    loss_ema = 0.95 * loss_ema + 0.05 * value
                 rate.update(words)
                 step += 1
                 bar.update(1)
@@ -214,7 +218,7 @@ def train_loop(
                 break
     net.eval()
     stats = rate.close()
-    stats.update(steps=float(step), loss=loss_ema)
+    stats.update(steps=float(step), loss=loss_ema, first_loss=first_loss)
     return stats
 
 
