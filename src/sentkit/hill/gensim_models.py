@@ -62,6 +62,23 @@ def _gensim() -> Any:
     return gensim
 
 
+def gensim_options(cfg: Any) -> dict[str, Any]:
+    """The keyword arguments every gensim model here shares (Word2Vec, Doc2Vec): sizes, negative sampling or,
+    with ``negative = 0``, hierarchical softmax, subsampling, threads, and the seed with a hash stable across
+    processes (so that a run is reproducible)."""
+    return {
+        "vector_size": cfg.dim,
+        "window": cfg.window,
+        "min_count": cfg.min_count,
+        "negative": cfg.negative,
+        "hs": 0 if cfg.negative > 0 else 1,
+        "sample": cfg.sample,
+        "workers": cfg.workers,
+        "seed": cfg.seed,
+        "hashfxn": stable_hash,
+    }
+
+
 class _Sentences:
     """Restartable iterable of token lists (at most ``limit`` sentences)."""
 
@@ -101,18 +118,7 @@ class Word2VecSum(HillModel[Word2VecConfig]):
         sents = _Sentences(data, cfg.max_steps)
         n_words = int(data.offsets[len(sents)])
         rate = RateLogger(f"{self.method} training")
-        model = gensim.models.Word2Vec(
-            vector_size=cfg.dim,
-            window=cfg.window,
-            min_count=cfg.min_count,
-            sg=self.sg,
-            negative=cfg.negative,
-            hs=0 if cfg.negative > 0 else 1,
-            sample=cfg.sample,
-            workers=cfg.workers,
-            seed=cfg.seed,
-            hashfxn=stable_hash,
-        )
+        model = gensim.models.Word2Vec(sg=self.sg, **gensim_options(cfg))
         model.build_vocab(sents)
         model.train(sents, total_examples=len(sents), epochs=cfg.epochs)
         rate.update(n_words * cfg.epochs)
@@ -182,19 +188,7 @@ class ParagraphVector(HillModel[ParagraphVectorConfig]):
 
         n_words = int(data.offsets[len(sents)])
         rate = RateLogger(f"{self.method} training")
-        model = gensim.models.Doc2Vec(
-            vector_size=cfg.dim,
-            window=cfg.window,
-            min_count=cfg.min_count,
-            dm=self.dm,
-            negative=cfg.negative,
-            hs=0 if cfg.negative > 0 else 1,
-            sample=cfg.sample,
-            workers=cfg.workers,
-            seed=cfg.seed,
-            hashfxn=stable_hash,
-            epochs=cfg.epochs,
-        )
+        model = gensim.models.Doc2Vec(dm=self.dm, epochs=cfg.epochs, **gensim_options(cfg))
         tagged = _Tagged()
         model.build_vocab(tagged)
         model.train(tagged, total_examples=len(sents), epochs=cfg.epochs)

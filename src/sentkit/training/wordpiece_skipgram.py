@@ -20,7 +20,7 @@ from sentkit.data.sentences import CorpusSource
 from sentkit.encoder import sum_rows
 from sentkit.hill.common import HillModel, RateLogger
 from sentkit.hill.configs import HillConfig, _positive
-from sentkit.hill.gensim_models import _gensim, stable_hash
+from sentkit.hill.gensim_models import _gensim, gensim_options
 
 log = logging.getLogger(__name__)
 
@@ -119,18 +119,7 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
         docs = wordpiece_documents(corpus, self.tokenizer_, cfg)
         chunks = _Chunks(docs, cfg.chunk)
         rate = RateLogger(f"{self.method} training")
-        model = gensim.models.Word2Vec(
-            vector_size=cfg.dim,
-            window=cfg.window,
-            min_count=cfg.min_count,
-            sg=1,
-            negative=cfg.negative,
-            hs=0 if cfg.negative > 0 else 1,
-            sample=cfg.sample,
-            workers=cfg.workers,
-            seed=cfg.seed,
-            hashfxn=stable_hash,
-        )
+        model = gensim.models.Word2Vec(sg=1, **gensim_options(cfg))
         model.build_vocab(chunks)
         model.train(chunks, total_examples=len(chunks), epochs=cfg.epochs)
         rate.update(int(sum(len(d) for d in docs)) * cfg.epochs)
