@@ -1,7 +1,9 @@
 """`--method mntp` (sentkit.training.recipes.mntp) on tiny random-initialised decoders: its loss equals transformers'
 own shifted causal-LM loss and a hand-written reference on a fixed batch, its batches follow the masking rules, a
 run resumed after a stop equals an uninterrupted one, and `sentkit train --method mntp` runs end to end on a tiny
-Llama into a folder that sentkit and sentence-transformers load with equal (bidirectional) vectors."""
+Llama into a folder that sentkit and sentence-transformers load with equal (bidirectional) vectors; so does
+`--method llm2vec` (MNTP then SimCSE), which, killed with SIGKILL in its second phase and rerun with `--resume`,
+ends with the vectors of a run that was never stopped."""
 
 from __future__ import annotations
 
@@ -230,30 +232,57 @@ def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(
     assert np.abs(got - mntp_only).max() > 1e-5  # SimCSE trained on top of MNTP
 
 
-def test_llm2vec_resumed_after_a_kill_equals_an_uninterrupted_run(
-    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+# `sentkit train` in a process of its own that kill -9s itself right after phase 2 (SimCSE) saved its step-2 checkpoint:
+# no finally block, atexit hook or flush runs, as when a user or the OOM killer ends a run
+KILLED_IN_SIMCSE = """
+import os, signal, sys
+from pathlib import Path
+import sentkit.training.loop as loop
+from sentkit.cli.main import main
+real = loop.save_checkpoint
+def save(out, state):
+    path = real(out, state)
+    if Path(out).name == "2-simcse" and int(state["step"]) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+loop.save_checkpoint = save
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_llm2vec_resumed_after_kill_9_equals_an_uninterrupted_run(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    import logging
+    import os
+    import signal
+    import subprocess
+    import sys
+
     import sentkit
-    import sentkit.training.loop as loop
     from sentkit.cli.main import main
+    from sentkit.training.checkpoint import CHECKPOINT
 
     assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "straight")) == 0
-    real = loop.train
-
-    def killed_in_simcse(cfg: object, recipe_cls: type, **kw: object) -> Path:
-        if recipe_cls.name != "simcse":
-            return real(cfg, recipe_cls, **kw)  # type: ignore[arg-type]
-        real(cfg, recipe_cls, stop_at=2)  # type: ignore[arg-type]  # its checkpoint at step 2 is written
-        raise SystemExit(137)  # as a kill -9 would end the process there
-
-    monkeypatch.setattr(loop, "train", killed_in_simcse)
-    with pytest.raises(SystemExit):
-        main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut"))
-    assert not (tmp_path / "cut" / "sentkit.json").exists() and (tmp_path / "cut" / "1-mntp" / "sentkit.json").exists()
-    monkeypatch.setattr(loop, "train", real)
-    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "cut", "--resume")) == 0
+    cut = tmp_path / "cut"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_SIMCSE, *llm2vec_args(llama_dir, tiny_corpus, cut)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stderr[-3000:]
+    assert (cut / "1-mntp" / "sentkit.json").exists() and not (cut / "sentkit.json").exists()
+    assert torch.load(cut / "2-simcse" / CHECKPOINT, weights_only=False)["step"] == 2  # killed mid-phase 2
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sentkit"):
+        assert main(llm2vec_args(llama_dir, tiny_corpus, cut, "--resume")) == 0
+    said = caplog.text
+    assert "phase 1-mntp already done" in said and "at step 2 of 3" in said, said  # resumed, not rerun
     a = sentkit.load(str(tmp_path / "straight")).encode(TEXTS)
-    b = sentkit.load(str(tmp_path / "cut")).encode(TEXTS)
+    b = sentkit.load(str(cut)).encode(TEXTS)
     np.testing.assert_array_equal(a, b)
 
 
