@@ -24,12 +24,14 @@ from sentkit.config import from_dict
 from sentkit.methods import get_method
 
 
-def kill_after_checkpoint(step: int) -> None:
+def kill_after_checkpoint(step: int, folder: str | None = None) -> None:
+    """SIGKILL this process right after the checkpoint of `step` is saved (in a run folder named `folder`, if given:
+    a phase of a multi-phase run such as llm2vec's ``2-simcse``)."""
     real = loop.save_checkpoint
 
     def save(out: str | Path, state: dict[str, Any]) -> Path:
         path = real(out, state)
-        if int(state["step"]) == step:
+        if int(state["step"]) == step and folder in (None, Path(out).name):
             os.kill(os.getpid(), signal.SIGKILL)
         return path
 

@@ -232,20 +232,15 @@ def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(
     assert np.abs(got - mntp_only).max() > 1e-5  # SimCSE trained on top of MNTP
 
 
-# `sentkit train` in a process of its own that kill -9s itself right after phase 2 (SimCSE) saved its step-2 checkpoint:
-# no finally block, atexit hook or flush runs, as when a user or the OOM killer ends a run
-KILLED_IN_SIMCSE = """
-import os, signal, sys
-from pathlib import Path
-import sentkit.training.loop as loop
+# `sentkit train` in a process of its own that kill -9s itself right after phase 2 (SimCSE) saved its step-2 checkpoint
+# (scripts/train_worker.py's hook): no finally block, atexit hook or flush runs, as when a user or the OOM killer
+# ends a run
+KILLED_IN_SIMCSE = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parents[2] / "scripts")!r})
+from train_worker import kill_after_checkpoint
 from sentkit.cli.main import main
-real = loop.save_checkpoint
-def save(out, state):
-    path = real(out, state)
-    if Path(out).name == "2-simcse" and int(state["step"]) == 2:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return path
-loop.save_checkpoint = save
+kill_after_checkpoint(2, folder="2-simcse")
 sys.exit(main(sys.argv[1:]))
 """
 
