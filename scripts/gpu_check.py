@@ -5,7 +5,8 @@ on one GPU, one more check with two or more).
    step's loss (same weights, same batch) and the mean loss of the last quarter of the steps,
    compared at equal numbers of applied optimizer steps (a step that fp16's loss scaler skips
    applies nothing, so the fp16 run lags fp32 by the steps it skipped); the skipped steps and the
-   scaler's final scale are reported;
+   scaler's final scale are reported; and the same for MNTP steps of the GPT-2 decoder (bidirectional
+   attention, LM head) in fp32 and bf16, with bf16's tolerances (``precision_decoder``);
 2. resume: 2k steps straight, the same again, and k steps + --resume + k steps, dropout on, the
    default precision, deterministic kernels: the final weights bit for bit;
 3. gradient caching with dropout on CUDA generators: the cached step against one graph over the
@@ -111,6 +112,7 @@ PASSED, FAILED, USAGE, NO_GPU, NO_ENV, MISSING, CPU_TORCH = 0, 1, 2, 3, 4, 5, 6
 CUDA_SETUP = "SENTKIT_TORCH_INDEX=https://download.pytorch.org/whl/cu128 bash scripts/setup.sh"
 NAMES = {
     "precision": "precision: bf16 and fp16 losses against fp32",
+    "precision_decoder": "precision: a decoder's MNTP losses in bf16 against fp32",
     "resume": "resume bit for bit (dropout on)",
     "grad_cache": "gradient caching with dropout replay",
     "matmul": "throughput: the matmul rate against the datasheet",
@@ -728,6 +730,34 @@ def check_precision(ws: Workspace) -> dict[str, Any]:
     return {"ok": ok, **detail}
 
 
+def check_precision_decoder(ws: Workspace) -> dict[str, Any]:
+    """The same MNTP steps of the GPT-2 decoder (bidirectional, dropout off, same start) in fp32 and bf16: bf16's
+    losses within the DeCLUTR check's bf16 tolerances of fp32's (a decoder's attention mask and LM head in bf16)."""
+    import dataclasses
+
+    from sentkit.training.loop import train
+    from sentkit.training.metrics import read_metrics
+    from sentkit.training.recipes.mntp import MNTP
+
+    rows = {}
+    for prec in ("fp32", "bf16"):
+        out = ws.root / f"precision-decoder-{prec}"
+        cfg = ws.train_config("mntp", out, ws.decoder)
+        train(dataclasses.replace(cfg, precision=prec, max_steps=ws.sizes.steps, checkpoint_every=ws.sizes.steps), MNTP)
+        rows[prec] = read_metrics(out / "metrics.csv")
+    first_tol, last_tol = 0.02, 0.10
+    cmp = compare_at_applied(rows["fp32"], rows["bf16"])
+    cmp.pop("applied")
+    ok = all(math.isfinite(float(r["loss"])) for rs in rows.values() for r in rs)
+    ok = ok and cmp["first step rel. diff"] <= first_tol and cmp["last steps rel. diff"] <= last_tol
+    return {
+        "ok": ok,
+        "fp32 losses": [round(float(r["loss"]), 4) for r in rows["fp32"]],
+        "bf16": {"losses": [round(float(r["loss"]), 4) for r in rows["bf16"]], **cmp},
+        "tolerances (first, last steps)": [first_tol, last_tol],
+    }
+
+
 def check_resume(ws: Workspace) -> dict[str, Any]:
     from sentkit.training.loop import train
     from sentkit.training.recipes.declutr import Declutr
@@ -1000,6 +1030,7 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
 
 CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     "precision": check_precision,
+    "precision_decoder": check_precision_decoder,
     "resume": check_resume,
     "grad_cache": check_grad_cache,
     "matmul": check_matmul,

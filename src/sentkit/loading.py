@@ -16,9 +16,11 @@ trains one. An unknown name close to a known one gets the closest names, and the
 mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
-its models here; `sentkit.identity.fingerprint` is the stable id their caches key on, and
-`content_id` says what a name loads by content (the files of a folder, a registry name and its
-package's version), which sharded `sentkit embed` runs compare before they join their parts.
+its models here; those that encode one model the user names take the same two settings of it
+(`add_model_settings`: ``--pooling``, ``--attention``). `sentkit.identity.fingerprint` is the
+stable id their caches key on, and `content_id` says what a name loads by content (the files of a
+folder, a registry name and its package's version), which sharded `sentkit embed` runs compare
+before they join their parts.
 """
 
 from __future__ import annotations
@@ -116,6 +118,31 @@ def _near(text: str) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+# ----------------------------------------------------------------------------- settings from the command line
+def add_model_settings(p: Any) -> None:
+    """``--pooling`` and ``--attention``: the same options, passed to `load`, on every command that encodes a model
+    it is given (`model_settings` reads them back)."""
+    p.add_argument(
+        "--pooling",
+        default=None,
+        help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
+        "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: "
+        "the model's own)",
+    )
+    p.add_argument(
+        "--attention",
+        default=None,
+        metavar="causal|bidirectional",
+        help="a decoder language model's attention (GPT-2, Llama, Qwen2, ...): bidirectional reads it as LLM2Vec's "
+        "first step does, with no training (default: the model's own, as its config.json says)",
+    )
+
+
+def model_settings(args: Any) -> dict[str, Any]:
+    """The `load` keyword arguments that `add_model_settings`' options give (those the user set)."""
+    return {k: getattr(args, k) for k in ("pooling", "attention") if getattr(args, k, None) is not None}
+
+
 # ----------------------------------------------------------------------------- load
 def load(
     spec: str | Path,
@@ -211,8 +238,8 @@ def _bag_settings(text: str, kwargs: dict[str, Any]) -> None:
     """A model that is not a transformer takes `pooling` alone (applied when it averages word vectors)."""
     if set(kwargs) - {"pooling"}:
         raise ConfigError(
-            f"model {text!r} takes no {', '.join(sorted(set(kwargs) - {'pooling'}))}; max_length and "
-            "device apply to transformer models (pooling also to models that average word vectors)"
+            f"model {text!r} takes no {', '.join(sorted(set(kwargs) - {'pooling'}))}; max_length, device and "
+            "attention apply to transformer models (pooling also to models that average word vectors)"
         )
 
 

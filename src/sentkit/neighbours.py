@@ -253,16 +253,18 @@ def get_index(
     progress: bool = True,
     prompt_name: str | None = None,
     prompt: str | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[NeighbourIndex, bool, Path]:
     """Load the cached index of (model, corpus) or build and cache it, the corpus embedded with
     `prompt_name` / `prompt` (neither: the encoder's document prompt). Returns (index, built_now,
-    index folder). ``encoder`` defaults to ``sentkit.load(model)``."""
+    index folder). ``encoder`` defaults to ``sentkit.load(model, **settings)``; `settings` (the
+    `sentkit.load` settings it was loaded with: pooling, attention) are part of the key."""
     from sentkit.encoder import prompt_used
 
     if encoder is None:  # its prompts are part of the key
         from sentkit.loading import load
 
-        encoder = load(str(model))
+        encoder = load(str(model), **(settings or {}))
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
     key: dict[str, Any] = {
         "model": model_fingerprint(model),
@@ -272,6 +274,8 @@ def get_index(
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
+    if settings:  # so has a model loaded with another pooling or attention
+        key["settings"] = dict(sorted(settings.items()))
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
     d = d / config_id(key, 20)
     cached = None if rebuild else _load_cached(d)

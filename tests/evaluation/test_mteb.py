@@ -146,6 +146,17 @@ def hill_model(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(out)
 
 
+@pytest.fixture(scope="module")
+def decoder_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random GPT-2 saved by sentkit with last-token pooling (its tokenizer appends the EOS it reads)."""
+    from support.decoders import tiny_decoder
+
+    root = tmp_path_factory.mktemp("decoder")
+    out = root / "st"
+    sentkit.load(str(tiny_decoder("gpt2", root / "gpt2")), pooling="last-token").save(out)  # type: ignore[attr-defined]
+    return str(out)
+
+
 FORMS = {  # README's model names: form -> (fixture or None, the name itself, a sentence-transformers folder?)
     "file.py:attr": ("code_model", None, False),
     "glove-average": (None, "glove-average", False),
@@ -153,6 +164,7 @@ FORMS = {  # README's model names: form -> (fixture or None, the name itself, a 
     "transformers folder": ("tiny_model_dir", None, True),
     "whitened folder": ("whitened_model", None, True),
     "Hill et al. folder": ("hill_model", None, False),
+    "decoder folder": ("decoder_model", None, True),
 }
 
 

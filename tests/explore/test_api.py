@@ -523,3 +523,41 @@ def test_experiment_toml_reads_its_committed_results(tmp_path: Path, experiment_
     assert [c["verdict"] for c in src["claims"]] == ["held", "did not hold"]
     folder = open_results(committed)  # the committed folder finds its TOML: claims too
     assert [c["verdict"] for c in folder["claims"]] == ["held", "did not hold"]
+
+
+def test_decoders_side_by_side_and_an_llm2vec_run_added_from_the_page(explore_corpus: Path, tmp_path: Path) -> None:
+    """A causal GPT-2 folder as it is and an `--method llm2vec` run of it: both index the corpus and answer a query
+    with what `sentkit.load` encodes; the page may add the llm2vec run (its last phase's files are what is checked),
+    not one whose last phase holds a pickle."""
+    import sentkit
+    from sentkit.cli.main import main
+    from sentkit.explore.trust import page_refusal
+    from support.decoders import tiny_decoder
+
+    gpt2 = str(tiny_decoder("gpt2", tmp_path / "gpt2"))
+    run = tmp_path / "llm2vec"
+    sets = ["mntp_steps=1", "simcse_steps=1", "mntp_batch_size=2", "simcse_batch_size=4", "seq_len=16"]
+    args = ["train", "--method", "llm2vec", "--model", gpt2, "--corpus", str(explore_corpus), "--out", str(run)]
+    assert main([*args, *(a for s in [*sets, "max_len=32", "progress=false"] for a in ("--set", s))]) == 0
+    assert page_refusal(str(run)) is None
+    ex = Explorer([gpt2], explore_corpus, cache_dir=tmp_path / "idx")
+    try:
+        c = client(ex)
+        assert c.post("/api/models", json={"name": str(run)}).status_code == 200
+        assert ex.wait(120), ex.status()
+        r = c.post("/api/neighbours", json={"query": SENTENCE_OF_SEA, "k": 3})
+        assert r.status_code == 200, r.text
+        corpus = [s for sents in DOCS.values() for s in sents]
+        for model in (gpt2, str(run)):
+            col = column(r.json(), model)
+            assert col["status"] == "ready" and col["sentences"] == len(corpus), col
+            enc = sentkit.load(model)
+            q, docs = enc.encode([SENTENCE_OF_SEA])[0], enc.encode(corpus)
+            cos = docs @ q / (np.linalg.norm(docs, axis=1) * np.linalg.norm(q))
+            top = "".join(seg for seg, _ in col["neighbours"][0]["segments"])
+            assert top == corpus[int(np.argmax(cos))]
+            assert col["neighbours"][0]["score"] == pytest.approx(cos.max(), 1e-4)
+    finally:
+        ex.close()
+    (run / "2-simcse" / "pytorch_model.bin").write_bytes(b"not checked: a pickle")
+    assert "pytorch_model.bin" in (page_refusal(str(run)) or "")

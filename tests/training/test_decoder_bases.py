@@ -175,16 +175,42 @@ def test_tsdae_trains_a_gpt2_through_a_causal_copy_with_cross_attention(
     assert (a[:, 3] - b[:, 3]).abs().max() > 1e-4
 
 
-def test_tsdae_refuses_lora_whose_wrapped_layers_it_could_not_tie(
-    gpt2_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("base", ["gpt2", "bert"])
+def test_tsdae_with_lora_shares_the_adapted_layers_with_its_decoder(
+    base: str, gpt2_dir: Path, tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path
 ) -> None:
+    """Under LoRA the decoder computes with the encoder's own adapted layers (frozen weight and adapters, one object),
+    so a step moves the adapters through both; the export is merged, and only adapted layers changed."""
     pytest.importorskip("peft")
-    from sentkit.cli.main import main
+    from safetensors.torch import load_file
 
-    capsys.readouterr()
-    assert main(train_args("tsdae", gpt2_dir, tiny_corpus, tmp_path / "run", "pooling=mean", "lora_r=4")) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--set lora_r=0" in err[0], err
+    from sentkit.cli.main import main
+    from sentkit.models.hub import load_mlm
+    from sentkit.models.lora import add_lora, is_lora_layer
+    from sentkit.training.recipes.tsdae import tied_decoder
+
+    model = gpt2_dir if base == "gpt2" else tiny_model_dir
+    lm, _ = load_mlm(str(model), causal=base == "gpt2")
+    add_lora(lm, 4)
+    decoder = tied_decoder(lm)
+    adapted = {n: m for n, m in lm.named_modules() if is_lora_layer(m)}
+    assert adapted
+    for name, layer in adapted.items():
+        assert decoder.get_submodule(name) is layer, name  # the same layer object, adapters included
+    cross = [n for n, p in decoder.named_parameters() if "crossattention" in n]
+    assert cross and all(decoder.get_parameter(n).requires_grad for n in cross)  # only the decoder has it: trains
+
+    out = tmp_path / "run"
+    assert main(train_args("tsdae", model, tiny_corpus, out, "pooling=mean", "max_len=32", "lora_r=4")) == 0
+    saved = load_file(str(out / "model.safetensors"))
+    assert not any("lora" in k for k in saved)  # merged on export
+    before = load_file(str(model / "model.safetensors"))
+    common = [k for k in saved if k in before]
+    moved = [k for k in common if not torch.equal(before[k], saved[k])]
+    assert moved, "the adapters did not train"
+    linear = {n.removeprefix("bert.").removeprefix("transformer.") for n in adapted}
+    assert all(k.rsplit(".", 1)[0].removeprefix("bert.").removeprefix("transformer.") in linear for k in moved), moved
+    loads_equal_in_sentence_transformers(out, model)
 
 
 def test_tsdae_refuses_a_decoder_family_without_cross_attention(llama_dir: Path) -> None:

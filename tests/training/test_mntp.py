@@ -291,6 +291,71 @@ def test_llm2vec_without_a_model_is_one_clear_error() -> None:
         LLM2VecConfig(corpus="c", out="o", model="m", simcse_dropout=1.0)
 
 
+def test_llm2vec_trains_lora_in_both_phases_and_lora_r_0_turns_the_large_default_off(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--set lora_r=4` reaches both phases (each checkpoint holds adapters; each export is merged, and only the
+    adapted projections moved from the model the phase started from); with every decoder counted as large (the
+    default would add rank 16), `lora_r=0` trains every weight."""
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    from sentkit.cli.main import main
+    from sentkit.models import lora
+    from sentkit.training.checkpoint import CHECKPOINT
+
+    out = tmp_path / "lora"
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out, "--set", "lora_r=4", "--set", "lora_alpha=8")) == 0
+    start = {"1-mntp": llama_dir, "2-simcse": out / "1-mntp"}
+    for phase, before_dir in start.items():
+        state = torch.load(out / phase / CHECKPOINT, weights_only=False)["model"]
+        assert any("lora_B" in k for k in state), phase
+        saved = load_file(str(out / phase / "model.safetensors"))
+        before = load_file(str(before_dir / "model.safetensors"))
+        assert not any("lora" in k for k in saved), phase
+        moved = [k for k in before if k in saved and not torch.equal(before[k], saved[k])]
+        assert moved and all(k.endswith("proj.weight") for k in moved), (phase, moved)
+    settings = json.loads((out / "recipe.json").read_text())["phases"]
+    assert all(settings[p]["settings"]["lora_r"] == 4 and settings[p]["settings"]["lora_alpha"] == 8 for p in start)
+
+    monkeypatch.setattr(lora, "LARGE_DECODER", 1000)  # as if the decoder were large: LoRA rank 16 unless told
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "default", "--set", "mntp_steps=1")) == 0
+    state = torch.load(tmp_path / "default" / "1-mntp" / CHECKPOINT, weights_only=False)["model"]
+    assert any("lora_B" in k for k in state)
+    full = tmp_path / "full"
+    assert main(llm2vec_args(llama_dir, tiny_corpus, full, "--set", "mntp_steps=1", "--set", "lora_r=0")) == 0
+    state = torch.load(full / "1-mntp" / CHECKPOINT, weights_only=False)["model"]
+    assert not any("lora" in k for k in state)
+    saved = load_file(str(full / "1-mntp" / "model.safetensors"))
+    before = load_file(str(llama_dir / "model.safetensors"))
+    assert any(not torch.equal(before[k], saved[k]) for k in before if "norm" in k)  # every weight trained
+
+
+def test_llm2vec_settings_are_checked_before_anything_runs(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A phase's setting given wrong (a misspelled pooling, a negative rank) is one line before any phase starts,
+    with the closest name; a phase that fails while it runs leaves run.json saying which and why."""
+    from sentkit.cli.main import main
+
+    for bad, said in (("pooling=lasttoken", "Did you mean 'last-token'?"), ("lora_r=-1", "lora_r must be 0")):
+        capsys.readouterr()
+        assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "bad", "--set", bad)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (bad, err)
+        assert not (tmp_path / "bad").exists()
+    out = tmp_path / "few"
+    capsys.readouterr()
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out, "--set", "mntp_batch_size=100000")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "rerun with `--set mntp_batch_size=" in err[-1], err  # the phase's fix in the recipe's own key
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and run["phase"] == "1-mntp" and "fewer than batch_size" in run["error"], run
+    out = tmp_path / "ok"
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out)) == 0
+    assert json.loads((out / "run.json").read_text())["status"] == "done"
+
+
 @pytest.mark.slow
 def test_two_gloo_processes_end_where_one_does(llama_dir: Path, tiny_corpus: Path, tmp_path: Path) -> None:
     """`--method mntp` in 2 gloo processes (torchrun, the worker test_multiprocess.py runs) ends with the weights of

@@ -55,8 +55,10 @@ def register(sub: Any) -> None:
         "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)",
     )
     from sentkit.encoder import add_prompt_flags
+    from sentkit.loading import add_model_settings
 
     add_prompt_flags(e)
+    add_model_settings(e)
     e.set_defaults(func=cmd_embed)
 
     register_similarity(sub)
@@ -269,8 +271,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
             return 0
     _use_local_gpu()
     from sentkit.encoder import encode_with_prompt, prompt_used
+    from sentkit.loading import model_settings
 
-    enc = sentkit.load(args.model)
+    enc = sentkit.load(args.model, **model_settings(args))
     prompt = {"prompt_name": args.prompt_name, "prompt": args.prompt}
     prompt_used(enc, **prompt)  # an unknown prompt name fails here, before any text is encoded
     kw: dict[str, Any] = {"batch_size": args.batch_size, **prompt}
@@ -332,7 +335,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     """What a sharded run records and compares before it joins parts (sentkit.embed_shards): the
     input by the hash of all its bytes, the model by its content (`sentkit.loading.content_id`),
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
-    from sentkit.loading import content_id
+    from sentkit.loading import content_id, model_settings
 
     return {
         "rows": n,
@@ -342,6 +345,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
         "model": content_id(args.model),
         "model_name": args.model,
         "chunk_long": bool(args.chunk_long),
+        **({"settings": model_settings(args)} if model_settings(args) else {}),
         **(
             {"prompt": {"name": args.prompt_name, "text": args.prompt}}
             if args.prompt_name or args.prompt is not None
@@ -422,8 +426,10 @@ def cmd_similarity(args: argparse.Namespace) -> int:
     if len(args.texts) < 2:
         raise ConfigError("give at least two texts to compare")
     from sentkit.encoder import encode_with_prompt
+    from sentkit.loading import model_settings
 
-    v = encode_with_prompt(sentkit.load(args.model), list(args.texts), prompt_name=args.prompt_name, prompt=args.prompt)
+    enc = sentkit.load(args.model, **model_settings(args))
+    v = encode_with_prompt(enc, list(args.texts), prompt_name=args.prompt_name, prompt=args.prompt)
     v = v / np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
     sim = v @ v.T
     for i, t in enumerate(args.texts):
@@ -449,6 +455,8 @@ def register_similarity(sub: Any) -> None:
     )
     s.add_argument("texts", nargs="+", help="texts to compare")
     from sentkit.encoder import add_prompt_flags
+    from sentkit.loading import add_model_settings
 
     add_prompt_flags(s)
+    add_model_settings(s)
     s.set_defaults(func=cmd_similarity)

@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         what="every query",
         default="its prompt named query, if any (the corpus always gets its document prompt: document, else passage)",
     )
+    from sentkit.loading import add_model_settings
+
+    add_model_settings(p)
     p.set_defaults(func=_neighbours)
 
 
@@ -60,7 +63,9 @@ def _neighbours(args: argparse.Namespace) -> int:
     import sentkit
 
     t0 = time.perf_counter()
-    encoder = sentkit.load(args.model)
+    from sentkit.loading import model_settings
+
+    encoder = sentkit.load(args.model, **model_settings(args))
     query_side = side_prompt(encoder, "query", prompt_name=args.prompt_name, prompt=args.prompt)
     prompt_used(encoder, **query_side)  # an unknown prompt name fails before the corpus is indexed
     index, built, where = get_index(
@@ -70,6 +75,7 @@ def _neighbours(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         max_sentences=args.max_sentences,
         rebuild=args.rebuild,
+        settings=model_settings(args),
     )
     from sentkit.index import attach
 

@@ -28,13 +28,9 @@ def register(subparsers: Any) -> None:
         "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
         "module:attr or file.py:attr",
     )
-    p.add_argument(
-        "--pooling",
-        default=None,
-        help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
-        "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: the "
-        "model's own)",
-    )
+    from sentkit.loading import add_model_settings
+
+    add_model_settings(p)
     p.add_argument(
         "--tasks",
         default=None,
@@ -256,7 +252,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
     from sentkit.identity import fingerprint
-    from sentkit.loading import load
+    from sentkit.loading import load, model_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
@@ -299,7 +295,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         from sentkit.encoder import prompt_load_kwargs
 
-        encoder = load(args.model, **({"pooling": args.pooling} if args.pooling else {}), **prompt_load_kwargs(args))
+        encoder = load(args.model, **model_settings(args), **prompt_load_kwargs(args))
         fp = args.fingerprint or fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
@@ -332,6 +328,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
         return 130
     assert results is not None
+    if model_settings(args):  # --pooling / --attention: another model of the same weights, said in the results
+        results["model"]["settings"] = model_settings(args)
     mteb_line, failures = _mteb_failures(results, mteb_tasks, checked, args.output)
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     if failures is not None:
@@ -419,7 +417,9 @@ def _run_mteb(
     folder = Path(args.output).parent
     # settings that make another model of the same weights (a pooling, a prompt given on the command line)
     variant = ";".join(
-        f"{k}={getattr(args, k)}" for k in ("pooling", "prompt_name", "prompt") if getattr(args, k, None) is not None
+        f"{k}={getattr(args, k)}"
+        for k in ("pooling", "attention", "prompt_name", "prompt")
+        if getattr(args, k, None) is not None
     )
     identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None
     return mteb_adapter.run(

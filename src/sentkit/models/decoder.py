@@ -95,6 +95,19 @@ def check_attention(attention: str) -> str:
     return attention
 
 
+def check_pooling(config: Any, pooling: str, attention: str | None = None) -> None:
+    """Refuse CLS pooling of a causal decoder (`attention`, or the config's own when None): the first token's state
+    is computed from that token alone, so every text starting with the same token would get one vector
+    (bidirectional attention makes it a summary again)."""
+    causal = (attention or attention_of(config)) == "causal"
+    if pooling == "cls" and is_decoder_config(config) and causal:
+        raise ConfigError(
+            f"pooling=cls reads the first token, which a causal decoder ({config.model_type!r}) computes from itself "
+            "alone: choose pooling mean (LLM2Vec's), last-token or weighted-mean (`--set pooling=mean` to train, "
+            "`--pooling mean` to evaluate or embed), or bidirectional attention"
+        )
+
+
 def attention_of(config: Any) -> str:
     """The attention a model's config asks for: ``bidirectional`` when it says ``is_causal = False``."""
     return "bidirectional" if getattr(config, "is_causal", True) is False else "causal"

@@ -115,6 +115,9 @@ class TransformerEncoder:
         self.pooling = pooling
         self.pool_fn = POOLINGS.get(pooling)
         self.attention = attention  # None: the model's own (a decoder's config may say bidirectional)
+        if attention is not None:
+            decoder.check_attention(attention)
+        decoder.check_pooling(model.config, pooling, attention)  # CLS of a causal decoder: refused, as in training
         if decoder.is_decoder_config(model.config):  # padding token, EOS for last-token pooling, attention
             decoder.prepare(model, tokenizer, pooling)
         if attention is not None:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 from sentkit.config import ConfigError
 from sentkit.models.hub import DEFAULT_MODEL
 from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
+from sentkit.registry import suggest
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.pooling not in saveable_poolings():
             why = f" (a folder cannot be saved with it; {load_with(self.pooling)})" if self.pooling in POOLINGS else ""
-            raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}")
+            hint = "" if why else suggest(self.pooling, saveable_poolings())
+            raise ConfigError(f"pooling must be one of {saveable_poolings()}, got {self.pooling!r}{why}.{hint}")
         if self.attention is not None:
             from sentkit.models.decoder import check_attention
 

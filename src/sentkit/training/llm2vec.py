@@ -10,7 +10,12 @@ Rerunning the command (or with ``--resume``) skips a finished phase and resumes 
 checkpoint; `recipe.json` records each phase's settings and cost. The folder loads as phase 2's encoder
 (`sentkit.load(out)`; sentence-transformers loads ``out/2-simcse``). The defaults are LLM2Vec's train_configs
 (1000 steps each, MNTP batch 32 lr 5e-5, SimCSE batch 128 lr 3e-5, temperature 0.05 = its loss scale 20) except
-the sequence lengths (128) and LoRA (not used: every weight trains).
+the sequence lengths (128).
+
+LoRA (`lora_r`, `lora_alpha`, `lora_dropout`, as every transformer method takes them) applies to both phases, as in
+LLM2Vec: phase 1 trains adapters and saves them merged into the weights; phase 2 trains new adapters on that merged
+model. Unset, a decoder over 1B parameters gets LLM2Vec's rank 16 (alpha 32) and a smaller one trains every weight;
+``lora_r=0`` turns LoRA off for any size.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError
+from sentkit.data.corpus import CorpusError, Fix
 from sentkit.methods import Method
 from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
 
@@ -30,6 +36,16 @@ log = logging.getLogger(__name__)
 
 PHASES = ("1-mntp", "2-simcse")
 RECIPE_FILE = "recipe.json"
+# the keys of each phase's config that this recipe names after the phase (the rest keep their names)
+PHASE_KEYS: dict[str, dict[str, str]] = {
+    PHASES[0]: {"max_steps": "mntp_steps", "batch_size": "mntp_batch_size", "lr": "mntp_lr"},
+    PHASES[1]: {
+        "max_steps": "simcse_steps",
+        "batch_size": "simcse_batch_size",
+        "lr": "simcse_lr",
+        "dropout": "simcse_dropout",
+    },
+}
 
 
 @dataclass
@@ -40,6 +56,8 @@ class LLM2VecConfig:
     out: str
     model: str = ""  # a decoder language model (folder or Hugging Face id); required
     seed: int = 0
+    text_field: str = "text"  # .jsonl / .parquet / HF dataset column
+    txt_mode: str = "file"  # a single .txt corpus: one document, or one per line
     # phase 1: MNTP
     mntp_steps: int = 1000
     mntp_batch_size: int = 32
@@ -56,6 +74,10 @@ class LLM2VecConfig:
     max_len: int = 128
     pooling: str = "mean"
     precision: str = "auto"
+    # LoRA of both phases (None: rank 16 for a decoder over 1B parameters, else none; 0: none)
+    lora_r: int | None = None
+    lora_alpha: float | None = None  # None: 2 x lora_r
+    lora_dropout: float = 0.05
     # bookkeeping
     checkpoint_every: int = 100
     resume: bool = False
@@ -81,6 +103,7 @@ class LLM2VecConfig:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.simcse_dropout < 1:
             raise ConfigError(f"simcse_dropout must be in [0, 1), got {self.simcse_dropout}")
+        self.phases(Path(self.out))  # each phase's config validates its share (pooling, LoRA, precision, ...)
 
     def phases(self, out: Path) -> list[tuple[str, Any]]:
         """(folder, config) of each phase, validated."""
@@ -89,18 +112,25 @@ class LLM2VecConfig:
         common: dict[str, Any] = {
             "corpus": self.corpus,
             "seed": self.seed,
+            "text_field": self.text_field,
+            "txt_mode": self.txt_mode,
             "progress": self.progress,
             "precision": self.precision,
             "attention": "bidirectional",
             "checkpoint_every": self.checkpoint_every,
+            "lora_r": self.lora_r,
+            "lora_alpha": self.lora_alpha,
+            "lora_dropout": self.lora_dropout,
         }
+
+        def named(phase: str) -> dict[str, Any]:
+            return {key: getattr(self, own) for key, own in PHASE_KEYS[phase].items()}
+
         mntp = MNTPConfig(
             **common,
+            **named(PHASES[0]),
             out=str(out / PHASES[0]),
             model=self.model,
-            max_steps=self.mntp_steps,
-            batch_size=self.mntp_batch_size,
-            lr=self.mntp_lr,
             seq_len=self.seq_len,
             mlm_probability=self.mlm_probability,
             mask_token=self.mask_token,
@@ -108,16 +138,13 @@ class LLM2VecConfig:
         )
         simcse = DecoderSimCSEConfig(
             **common,
+            **named(PHASES[1]),
             out=str(out / PHASES[1]),
             model=str(out / PHASES[0]),
-            max_steps=self.simcse_steps,
-            batch_size=self.simcse_batch_size,
-            lr=self.simcse_lr,
             temperature=self.temperature,
             max_len=self.max_len,
             pooling=self.pooling,
             mlp=False,
-            dropout=self.simcse_dropout,
             prepared_dir=str(out / "prepared" / "sentences"),
         )
         return [(PHASES[0], mntp), (PHASES[1], simcse)]
@@ -128,7 +155,7 @@ class LLM2VecConfig:
 class DecoderSimCSEConfig(SimCSEConfig):
     """SimCSE of a decoder: mean pooling, no MLP, `dropout` in every layer (LLM2Vec's simcse_dropout)."""
 
-    pooling: str = "mean"  # type: ignore[assignment]
+    pooling: str = "mean"
     mlp: bool = False
     dropout: float | None = 0.3
 
@@ -140,6 +167,18 @@ class DecoderSimCSE(SimCSE):
 
 
 # ----------------------------------------------------------------------------- the run
+def own_fixes(fixes: Any, phase: str) -> list[Fix]:
+    """A phase's suggested fixes in this recipe's keys (batch_size of phase 1 is mntp_batch_size); a fix naming a
+    key the recipe does not take is dropped."""
+    keys = {f.name for f in fields(LLM2VecConfig)}
+    out = []
+    for fix in fixes:
+        settings = {PHASE_KEYS[phase].get(k, k): v for k, v in fix.settings.items()}
+        if set(settings) <= keys:
+            out.append(Fix(settings, fix.note))
+    return out
+
+
 def _done(folder: Path) -> bool:
     from sentkit.methods import read_marker
 
@@ -170,7 +209,14 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
         phase_cfg.resume = has_checkpoint(target) or target.is_dir()  # continue it (from step 0 if no checkpoint)
         log.info("llm2vec: phase %s%s", folder, " (resumed)" if phase_cfg.resume else "")
         t, c = time.perf_counter(), time.process_time()
-        train(phase_cfg, recipe_cls=recipe)
+        try:
+            train(phase_cfg, recipe_cls=recipe)
+        except Exception as e:  # run.json says which phase failed and why (a rerun resumes it)
+            first = (str(e).splitlines() or [type(e).__name__])[0]
+            write_run(out, "llm2vec", cfg, status="failed", phase=folder, error=f"{type(e).__name__}: {first}")
+            if isinstance(e, CorpusError) and e.fixes:  # the fix as this recipe's settings, which the user gives
+                raise CorpusError(f"llm2vec phase {folder}: {e.message}", fixes=own_fixes(e.fixes, folder)) from None
+            raise
         prev = costs.get(folder, {})
         costs[folder] = {
             "settings": asdict(phase_cfg),
@@ -181,6 +227,7 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
     record["final"] = PHASES[-1]
     atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
     write_marker(out, "llm2vec", final=PHASES[-1], base_model=cfg.model)
+    write_run(out, "llm2vec", cfg, status="done")
     return out
 
 

@@ -29,7 +29,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from sentkit.config import ConfigError
 from sentkit.data.corpus import Fix
 from sentkit.methods import Method
 from sentkit.training.batching import length_chunks
@@ -144,19 +143,11 @@ class Recipe:
         from sentkit.models import decoder
         from sentkit.models.hub import special_affixes
 
+        decoder.check_pooling(mlm_model.config, getattr(cfg, "pooling", "mean"), getattr(cfg, "attention", None))
         if decoder.is_decoder_config(mlm_model.config):  # its padding token, EOS for last-token pooling
             decoder.prepare(mlm_model, tokenizer, getattr(cfg, "pooling", "mean"))
         if getattr(cfg, "attention", None) is not None:  # --set attention=bidirectional
             decoder.set_attention(mlm_model, cfg.attention)
-        if (
-            getattr(cfg, "pooling", None) == "cls"
-            and decoder.is_decoder_config(mlm_model.config)
-            and decoder.attention_of(mlm_model.config) == "causal"
-        ):
-            raise ConfigError(
-                f"pooling=cls reads the first token, which a causal decoder ({mlm_model.config.model_type!r}) "
-                "computes from itself alone: use --set pooling=mean (LLM2Vec's), last-token or weighted-mean"
-            )
         rank = getattr(cfg, "lora_r", None)
         if rank is None or rank > 0:  # --set lora_r=16 (unset: a large decoder's default); merged when saved
             from sentkit.models import lora

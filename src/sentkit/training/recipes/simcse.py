@@ -42,8 +42,8 @@ class SimCSEConfig(TextConfig):
     """Defaults are the paper's unsupervised BERT settings (batch 64, lr 3e-5, max length 32, one
     epoch, temperature 0.05, linear decay without warm-up, no weight decay), on the offline base."""
 
-    pooling: Literal["mean", "cls"] = "cls"
-    mlp: bool = True  # an MLP over the pooled vector during training (discarded afterwards)
+    pooling: str = "cls"  # any saveable pooling (sentkit.models.pooling); the paper's cls or mean
+    mlp: bool = True  # with cls pooling only  # an MLP over the pooled vector during training (discarded afterwards)
     temperature: float = 0.05
     batch_size: int = 64
     lr: float = 3e-5

@@ -2,7 +2,9 @@
 what is left into one pooled vector, and make a decoder reconstruct the whole sentence from that
 vector alone (its only memory, through cross-attention). The decoder is built from the encoder's
 architecture and shares all its weights except the cross-attention, as in their setup; its
-output layer is the masked LM's head.
+output layer is the masked LM's head. With LoRA (``lora_r``) the decoder shares the encoder's adapted layers
+themselves (frozen weight and adapters), so encoder and decoder still compute with the same weights; the
+cross-attention, which only the decoder has and which is not saved, trains in full.
 
 A decoder language model as the base: its own causal LM with cross-attention added is the decoder (causal even when
 the encoder attends bidirectionally), its LM head the output layer; transformers gives cross-attention to some
@@ -80,6 +82,26 @@ def tied_decoder(mlm_model: Any) -> Any:
             f"TSDAE's decoder reads the sentence vector through cross-attention, and transformers' {cfg.model_type!r} "
             "has none (GPT-2 has it): train this decoder with --method declutr, simcse, mntp or llm2vec"
         )
+    # a layer LoRA wraps in the encoder (sentkit.models.lora) is shared whole: the decoder computes with the same
+    # frozen weight and the same adapters, so tying stays exact under LoRA; the rest is tied tensor by tensor
+    from sentkit.models.lora import is_lora_layer
+
+    shared = 0
+    for name, module in list(mlm_model.named_modules()):
+        if not is_lora_layer(module):
+            continue
+        parent, _, child = name.rpartition(".")
+        try:
+            owner = decoder.get_submodule(parent) if parent else decoder
+        except AttributeError:
+            continue
+        own = getattr(owner, child, None)
+        base = module.get_base_layer()
+        if own is not None and type(own) is type(base) and own.weight.shape == base.weight.shape:
+            setattr(owner, child, module)
+            shared += 1
+    if shared:
+        log.debug("TSDAE's decoder shares %d LoRA layers of the encoder", shared)
     modules = dict(decoder.named_modules())
     tied = 0
     for name, param in mlm_model.named_parameters(remove_duplicate=False):
@@ -160,13 +182,6 @@ class TSDAE(TextRecipe):
 
     def __init__(self, cfg: TSDAEConfig, mlm_model: Any, tokenizer: Any, max_len: int) -> None:
         super().__init__(cfg, mlm_model, tokenizer, max_len)
-        from sentkit.models.lora import has_lora
-
-        if has_lora(mlm_model):  # added by Recipe.__init__
-            raise ConfigError(
-                "TSDAE's decoder shares the encoder's weights by name, which LoRA's wrapped layers do not keep: "
-                "train TSDAE without LoRA (--set lora_r=0)"
-            )
         self.cfg: TSDAEConfig = cfg
         self.continues = continuation_ids(tokenizer)
         self.loss_names = ("reconstruction",)
