@@ -384,7 +384,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
     out = tmp_path / "out"
     assert gpu_check.main(["--cpu", "--out", str(out)]) == gpu_check.FAILED == 1
     data = json.loads((out / "gpu_check.json").read_text())
-    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 10
+    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 11
     no_corpus = {gpu_check.NAMES["matmul"], gpu_check.NAMES["encode"]}
     for name, res in data["checks"].items():
         if name in no_corpus:
@@ -393,7 +393,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
             assert res["ok"] is False and "No space left on device" in res["error"], name
     assert len(calls) == 1
     assert [p.name for p in out.iterdir()] == ["gpu_check.json"]
-    assert "2 of 10 checks passed" in capsys.readouterr().out
+    assert "2 of 11 checks passed" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the CPU self-test

@@ -146,6 +146,28 @@ def test_continued_from_a_given_base(corpus: Path, tmp_path: Path, tiny_model_di
     assert declutr["model"] == str(tiny_model_dir) and declutr["max_span_len"] == 32
 
 
+def test_lora_reaches_the_declutr_phase_on_a_given_base_and_is_refused_from_scratch(
+    corpus: Path, tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("peft")
+    import torch
+
+    from sentkit.training.checkpoint import CHECKPOINT
+
+    out = tmp_path / "lora"
+    args = ["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out)]
+    sets = _sets(["batch_size=4", "max_steps=2", "progress=false", "lora_r=2"])
+    assert main([*args, "--model", str(tiny_model_dir), *sets]) == 0
+    declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
+    assert declutr["lora_r"] == 2 and declutr["lora_alpha"] is None
+    state = torch.load(out / "2-declutr" / CHECKPOINT, weights_only=False)["model"]
+    assert any("lora_B" in k for k in state)
+    capsys.readouterr()
+    assert main([*args[:-1], str(tmp_path / "scratch"), *sets]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give --model BASE" in err[0], err
+
+
 def test_a_corpus_vocabulary_is_the_same_in_every_run(corpus: Path) -> None:
     """The tokenizers library numbers the ## pieces in its hash map's order, which changes between runs (and
     between two trainings in one process); train_wordpiece fixes every character's ids first."""

@@ -75,6 +75,10 @@ class RawTextConfig:
     # phases 1-2's arithmetic ("auto": bf16 on a GPU that computes it natively, else fp32; "bf16" on a CPU with
     # native bf16 (AVX512-BF16 or AMX) takes 0.5-0.6 times the CPU a step: docs/methods.md)
     precision: str = "auto"
+    # LoRA of the DeCLUTR phase on a given base (--model; sentkit.models.lora): the rank, None for none. The recipe's
+    # own base is trained from scratch, every weight, so there is nothing pretrained for adapters to keep
+    lora_r: int | None = None
+    lora_alpha: float | None = None  # None: 2 x lora_r
     # bookkeeping
     resume: bool = False
     overwrite: bool = False
@@ -107,6 +111,13 @@ class RawTextConfig:
             raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        if self.lora_r is not None and self.lora_r < 0:
+            raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {self.lora_r}")
+        if self.lora_r and self.model is None:
+            raise ConfigError(
+                "lora_r adapts a pretrained base, and without --model the raw-text recipe trains its own base from "
+                "scratch (every weight): give --model BASE to train DeCLUTR with LoRA on it, or leave lora_r unset"
+            )
 
     def phases(self, out: Path) -> list[tuple[str, str, dict[str, Any]]]:
         """(folder, method, settings) of each phase to run."""
@@ -130,7 +141,8 @@ class RawTextConfig:
             "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}"),
         }
         if self.model is not None:
-            return [(PHASES[2], "declutr", {**declutr, "model": self.model})]
+            lora = {k: v for k, v in (("lora_r", self.lora_r), ("lora_alpha", self.lora_alpha)) if v is not None}
+            return [(PHASES[2], "declutr", {**declutr, **lora, "model": self.model})]
         skipgram = {
             **common,
             "out": str(out / PHASES[0]),
