@@ -25,6 +25,12 @@ LARGE_DECODER = 1_000_000_000  # parameters: above this a decoder trains with Lo
 SKIPPED = ["pooler"]  # linear layers of a base no recipe trains (BERT's pooler gets no gradient)
 
 
+def check_rank(r: int | None) -> None:
+    """A config's ``lora_r``: None (the default rank), 0 (no LoRA) or a positive rank."""
+    if r is not None and r < 0:
+        raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {r}")
+
+
 def default_rank(model: Any) -> int:
     """The rank training uses when `lora_r` is not set: DEFAULT_RANK for a large decoder, else 0 (no LoRA)."""
     from sentkit.models.decoder import is_decoder_config

@@ -97,8 +97,9 @@ class TrainConfig:
             from sentkit.models.decoder import check_attention
 
             check_attention(self.attention)
-        if self.lora_r is not None and self.lora_r < 0:
-            raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {self.lora_r}")
+        from sentkit.models.lora import check_rank
+
+        check_rank(self.lora_r)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.txt_mode not in ("file", "lines"):

@@ -111,8 +111,9 @@ class RawTextConfig:
             raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        if self.lora_r is not None and self.lora_r < 0:
-            raise ConfigError(f"lora_r must be 0 (no LoRA) or a positive rank, got {self.lora_r}")
+        from sentkit.models.lora import check_rank
+
+        check_rank(self.lora_r)
         if self.lora_r and self.model is None:
             raise ConfigError(
                 "lora_r adapts a pretrained base, and without --model the raw-text recipe trains its own base from "
