@@ -20,6 +20,17 @@ class ConfigError(SentkitError, ValueError):
     """A config value or key is invalid; the message says which and how to fix it."""
 
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # the training loop's arithmetic (TrainConfig.precision)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ConfigError(
+            f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}."
+            f"{suggest(precision, list(PRECISIONS))}"
+        )
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Coerce `value` (possibly a CLI string) to the annotated type `tp`."""
     origin = get_origin(tp)
@@ -34,6 +45,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, a, key)
             except (ConfigError, ValueError, TypeError) as e:
                 last = e
+        if len(args) == 1 and isinstance(last, ConfigError):  # `int | None`: the int's own message
+            raise last
         raise ConfigError(f"{key}: cannot read {value!r} as {tp}: {last}")
     if origin is typing.Literal:
         choices = get_args(tp)

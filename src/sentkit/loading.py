@@ -140,7 +140,11 @@ def add_model_settings(p: Any) -> None:
 
 def model_settings(args: Any) -> dict[str, Any]:
     """The `load` keyword arguments that `add_model_settings`' options give (those the user set)."""
-    return {k: getattr(args, k) for k in ("pooling", "attention") if getattr(args, k, None) is not None}
+    given = {k: getattr(args, k) for k in ("pooling", "attention") if getattr(args, k, None) is not None}
+    for k, v in given.items():
+        if not str(v).strip():
+            raise ConfigError(f"--{k} is empty: give a name (or leave --{k} out for the model's own)")
+    return given
 
 
 # ----------------------------------------------------------------------------- load
@@ -263,6 +267,9 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     if marker is not None and not isinstance(marker, dict):
         raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
     method = marker.get("method") if marker is not None else None
+    final = marker.get("final") if marker is not None else None
+    if isinstance(final, str) and final and Path(final).name == final and (p / final).is_dir():
+        return _load_folder(p / final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
         _bag_settings(str(p), kwargs)
         return _pooled(get_method(str(method)).load(p), str(p), kwargs)

@@ -84,6 +84,8 @@ def test_evaluate_scores_a_decoder_as_it_is_and_bidirectionally(
     assert "Did you mean 'bidirectional'?" in one_error_line(capsys)
     assert main([*bad, "--pooling", "lasttoken"]) == 2
     assert "Did you mean 'last-token'?" in one_error_line(capsys)
+    assert main([*bad, "--pooling", ""]) == 2
+    assert "--pooling is empty" in one_error_line(capsys)
 
 
 def test_embed_similarity_and_neighbours_take_the_same_settings(

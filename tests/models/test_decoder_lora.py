@@ -112,3 +112,22 @@ def test_mntp_with_lora_trains_the_adapters_and_saves_merged(tmp_path: Path, tin
     enc = sentkit.load(str(out))
     got = enc.encode(TEXTS)
     np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(TEXTS), got, atol=1e-5)
+
+
+def test_lora_alpha_without_adapters_is_said_and_a_scale_of_zero_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from sentkit.config import ConfigError
+    from sentkit.models.hub import load_mlm
+    from sentkit.training.recipes.mntp import MNTP, MNTPConfig
+
+    model = tiny_decoder("llama", tmp_path / "llama")
+    lm, tok = load_mlm(str(model), causal=True)
+    with caplog.at_level(logging.WARNING, logger="sentkit"):
+        MNTP(MNTPConfig(corpus="c", out="o", model=str(model), lora_alpha=8), lm, tok, 64)
+    assert "lora_alpha=8 has no effect" in caplog.text
+    for alpha in (0, -3):
+        with pytest.raises(ConfigError, match="lora_alpha must be positive"):
+            MNTPConfig(corpus="c", out="o", model=str(model), lora_r=4, lora_alpha=alpha)

@@ -228,6 +228,8 @@ def test_llm2vec_runs_mntp_then_simcse_and_loads_in_sentence_transformers(
     assert attention_of(enc.model.config) == "bidirectional" and enc.pooling == "mean"
     got = enc.encode(TEXTS)
     np.testing.assert_allclose(SentenceTransformer(str(out / "2-simcse"), device="cpu").encode(TEXTS), got, atol=1e-5)
+    np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(TEXTS), got, atol=1e-5)  # the run
+    assert sentkit.load(str(out), pooling="weighted-mean").pooling == "weighted-mean"  # settings reach phase 2
     mntp_only = sentkit.load(str(out / "1-mntp")).encode(TEXTS)
     assert np.abs(got - mntp_only).max() > 1e-5  # SimCSE trained on top of MNTP
 
@@ -332,13 +334,28 @@ def test_llm2vec_trains_lora_in_both_phases_and_lora_r_0_turns_the_large_default
 
 
 def test_llm2vec_settings_are_checked_before_anything_runs(
-    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    llama_dir: Path,
+    tiny_model_dir: Path,
+    tiny_corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A phase's setting given wrong (a misspelled pooling, a negative rank) is one line before any phase starts,
-    with the closest name; a phase that fails while it runs leaves run.json saying which and why."""
+    """A phase's setting given wrong (a misspelled pooling or precision, a negative rank) is one line before any
+    phase starts, in the recipe's keys, with the closest name; a phase that fails while it runs leaves run.json saying
+    which and why, and the fix it prints, rerun as printed, finishes the run."""
+    import logging
+    import shlex
+
     from sentkit.cli.main import main
 
-    for bad, said in (("pooling=lasttoken", "Did you mean 'last-token'?"), ("lora_r=-1", "lora_r must be 0")):
+    for bad, said in (
+        ("pooling=lasttoken", "Did you mean 'last-token'?"),
+        ("lora_r=-1", "lora_r must be 0"),
+        ("lora_alpha=0", "lora_alpha must be positive"),
+        ("precision=bf17", "Did you mean 'bf16'?"),
+        ("simcse_lr=-1", "llm2vec phase 2-simcse: simcse_lr must be positive"),  # the recipe's key, not the phase's
+    ):
         capsys.readouterr()
         assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "bad", "--set", bad)) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -346,11 +363,24 @@ def test_llm2vec_settings_are_checked_before_anything_runs(
         assert not (tmp_path / "bad").exists()
     out = tmp_path / "few"
     capsys.readouterr()
-    assert main(llm2vec_args(llama_dir, tiny_corpus, out, "--set", "mntp_batch_size=100000")) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "rerun with `--set mntp_batch_size=" in err[-1], err  # the phase's fix in the recipe's own key
+    assert main(llm2vec_args(llama_dir, tiny_corpus, out, "--set", "simcse_batch_size=100000")) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
     run = json.loads((out / "run.json").read_text())
-    assert run["status"] == "failed" and run["phase"] == "1-mntp" and "fewer than batch_size" in run["error"], run
+    assert run["status"] == "failed" and run["phase"] == "2-simcse", run
+    assert "fewer than simcse_batch_size=100000" in run["error"], run  # the recipe's key, as on stderr
+    # the printed fix, rerun as printed, finishes the run: phase 1 is kept, phase 2 starts with the fixed setting
+    fix = shlex.split(err.split("rerun with `")[1].split("`")[0])
+    assert fix[:2] == ["--set", fix[1]] and fix[1].startswith("simcse_batch_size=") and "--resume" in fix, err
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sentkit"):
+        assert main([*llm2vec_args(llama_dir, tiny_corpus, out, "--set", "simcse_batch_size=100000"), *fix]) == 0
+    assert "phase 1-mntp already done" in caplog.text
+    assert json.loads((out / "run.json").read_text())["status"] == "done"
+    assert json.loads((out / "2-simcse" / "train_config.json").read_text())["batch_size"] == int(fix[1].split("=")[1])
+    capsys.readouterr()
+    assert main(llm2vec_args(tiny_model_dir, tiny_corpus, tmp_path / "bert")) == 2  # a masked LM: nothing written
+    assert "not a decoder language model" in capsys.readouterr().err
+    assert [f.name for f in (tmp_path / "bert").iterdir()] == [".lock"]  # only the run lock (the folder is free)
     out = tmp_path / "ok"
     assert main(llm2vec_args(llama_dir, tiny_corpus, out)) == 0
     assert json.loads((out / "run.json").read_text())["status"] == "done"

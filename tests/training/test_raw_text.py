@@ -144,6 +144,13 @@ def test_continued_from_a_given_base(corpus: Path, tmp_path: Path, tiny_model_di
     assert list(json.loads((out / "recipe.json").read_text())["phases"]) == ["2-declutr"]
     declutr = json.loads((out / "2-declutr" / "train_config.json").read_text())
     assert declutr["model"] == str(tiny_model_dir) and declutr["max_span_len"] == 32
+    from sentence_transformers import SentenceTransformer
+
+    import sentkit
+
+    texts = ["The river runs past the stone bridge.", "winter bread"]
+    got = sentkit.load(str(out)).encode(texts)  # the recipe's folder loads as its last phase, in both libraries
+    np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(texts), got, atol=1e-5)
 
 
 def test_lora_reaches_the_declutr_phase_on_a_given_base_and_is_refused_from_scratch(

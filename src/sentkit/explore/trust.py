@@ -66,8 +66,8 @@ def unsafe_folder(folder: Path) -> str | None:
     if marker is not None and not isinstance(marker, dict):
         return f"its {MARKER_FILE} is not a JSON object"
     method = marker.get("method") if marker is not None else None
-    final = marker.get("final") if method == "llm2vec" and marker is not None else None
-    if isinstance(final, str) and final and Path(final).name == final:  # an llm2vec run loads its last phase
+    final = marker.get("final") if marker is not None else None
+    if isinstance(final, str) and final and Path(final).name == final:  # a recipe's run loads its last phase
         return unsafe_folder(folder / final)
     if method not in TRANSFORMER_MARKERS and not (folder / "modules.json").is_file():
         return (

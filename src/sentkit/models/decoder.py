@@ -104,7 +104,8 @@ def check_pooling(config: Any, pooling: str, attention: str | None = None) -> No
         raise ConfigError(
             f"pooling=cls reads the first token, which a causal decoder ({config.model_type!r}) computes from itself "
             "alone: choose pooling mean (LLM2Vec's), last-token or weighted-mean (`--set pooling=mean` to train, "
-            "`--pooling mean` to evaluate or embed), or bidirectional attention"
+            "`--pooling mean` to evaluate or embed), or bidirectional attention (`--set attention=bidirectional`, "
+            "`--attention bidirectional`)"
         )
 
 

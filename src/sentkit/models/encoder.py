@@ -501,6 +501,27 @@ def _write_dense(folder: Path, layer: DenseLayer) -> None:
     save_file(state, str(folder / "model.safetensors"))
 
 
+ST_POINTER_FILES = ("modules.json", "config_sentence_transformers.json")
+
+
+def point_st_at(folder: Path, sub: str) -> None:
+    """Make `folder` load in sentence-transformers as its sub-folder `sub` (a sentence-transformers folder: a
+    recipe's last phase): its modules.json with every module's path under `sub`, and `sub`'s prompts and similarity
+    settings. Nothing is written when `sub` is not a sentence-transformers folder."""
+    from sentkit.io import atomic_write_text
+
+    modules_file = folder / sub / "modules.json"
+    if not modules_file.is_file():
+        return
+    modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    for m in modules:
+        m["path"] = f"{sub}/{m['path']}" if m.get("path") else sub
+    atomic_write_text(folder / "modules.json", json.dumps(modules, indent=2) + "\n")
+    settings = folder / sub / "config_sentence_transformers.json"
+    if settings.is_file():
+        atomic_write_text(folder / settings.name, settings.read_text(encoding="utf-8"))
+
+
 def save_st_directory(
     model: Any,
     tokenizer: Any,

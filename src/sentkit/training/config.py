@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from sentkit.config import ConfigError
+from sentkit.config import ConfigError, check_precision
 from sentkit.models.hub import DEFAULT_MODEL
 from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
 from sentkit.registry import suggest
@@ -100,6 +100,11 @@ class TrainConfig:
         from sentkit.models.lora import check_rank
 
         check_rank(self.lora_r)
+        if self.lora_alpha is not None and not self.lora_alpha > 0:
+            raise ConfigError(
+                f"lora_alpha must be positive (the adapters' scale is lora_alpha / lora_r), got {self.lora_alpha}"
+            )
+        check_precision(self.precision)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.txt_mode not in ("file", "lines"):

@@ -6,9 +6,10 @@ sub-folder of `--out`, both with bidirectional attention (LLM2Vec's step 1, save
 2. ``2-simcse``: unsupervised SimCSE of phase 1's model on the same corpus, mean pooling, dropout `simcse_dropout`
    (LLM2Vec's 0.3, on the attention weights) as the only augmentation.
 
-Rerunning the command (or with ``--resume``) skips a finished phase and resumes the unfinished one from its last
-checkpoint; `recipe.json` records each phase's settings and cost. The folder loads as phase 2's encoder
-(`sentkit.load(out)`; sentence-transformers loads ``out/2-simcse``). The defaults are LLM2Vec's train_configs
+Rerunning the command with ``--resume`` skips a finished phase and resumes the unfinished one from its last
+checkpoint; `recipe.json` records each phase's settings and cost. The folder loads as phase 2's encoder, in sentkit
+(`sentkit.load(out)`) and in sentence-transformers (`SentenceTransformer(out)`: its modules.json points into
+``2-simcse``). The defaults are LLM2Vec's train_configs
 (1000 steps each, MNTP batch 32 lr 5e-5, SimCSE batch 128 lr 3e-5, temperature 0.05 = its loss scale 20) except
 the sequence lengths (128).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -82,6 +84,7 @@ class LLM2VecConfig:
     checkpoint_every: int = 100
     resume: bool = False
     overwrite: bool = False
+    allow_config_change: bool = False  # --resume with settings that differ from the run's (a failed phase's fix)
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -103,10 +106,19 @@ class LLM2VecConfig:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.simcse_dropout < 1:
             raise ConfigError(f"simcse_dropout must be in [0, 1), got {self.simcse_dropout}")
-        self.phases(Path(self.out))  # each phase's config validates its share (pooling, LoRA, precision, ...)
+        for phase, make in self._phase_makers(Path(self.out)):  # each validates its share (pooling, LoRA, ...)
+            try:
+                make()
+            except ConfigError as e:  # in this recipe's keys (simcse_lr, not lr), naming the phase
+                raise ConfigError(f"llm2vec phase {phase}: {own_words(str(e), phase)}") from None
 
     def phases(self, out: Path) -> list[tuple[str, Any]]:
         """(folder, config) of each phase, validated."""
+        return [(phase, make()) for phase, make in self._phase_makers(out)]
+
+    def _phase_makers(self, out: Path) -> list[tuple[str, Any]]:
+        from functools import partial
+
         from sentkit.training.recipes.mntp import MNTPConfig
 
         common: dict[str, Any] = {
@@ -118,6 +130,7 @@ class LLM2VecConfig:
             "precision": self.precision,
             "attention": "bidirectional",
             "checkpoint_every": self.checkpoint_every,
+            "allow_config_change": self.allow_config_change,
             "lora_r": self.lora_r,
             "lora_alpha": self.lora_alpha,
             "lora_dropout": self.lora_dropout,
@@ -126,7 +139,8 @@ class LLM2VecConfig:
         def named(phase: str) -> dict[str, Any]:
             return {key: getattr(self, own) for key, own in PHASE_KEYS[phase].items()}
 
-        mntp = MNTPConfig(
+        mntp = partial(
+            MNTPConfig,
             **common,
             **named(PHASES[0]),
             out=str(out / PHASES[0]),
@@ -136,7 +150,8 @@ class LLM2VecConfig:
             mask_token=self.mask_token,
             prepared_dir=str(out / "prepared" / "documents"),
         )
-        simcse = DecoderSimCSEConfig(
+        simcse = partial(
+            DecoderSimCSEConfig,
             **common,
             **named(PHASES[1]),
             out=str(out / PHASES[1]),
@@ -148,6 +163,13 @@ class LLM2VecConfig:
             prepared_dir=str(out / "prepared" / "sentences"),
         )
         return [(PHASES[0], mntp), (PHASES[1], simcse)]
+
+
+def own_words(message: str, phase: str) -> str:
+    """A phase's message in this recipe's keys: `lr` of phase 2 is `simcse_lr`."""
+    for key, own in PHASE_KEYS[phase].items():
+        message = re.sub(rf"\b{key}\b", own, message)
+    return message
 
 
 # ----------------------------------------------------------------------------- phase 2
@@ -189,11 +211,15 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
     """Run the phases that are not done yet (see the module docstring); returns `cfg.out`."""
     from sentkit.io import atomic_write_text
     from sentkit.methods import write_marker
+    from sentkit.models.decoder import check_decoder
+    from sentkit.models.encoder import point_st_at
+    from sentkit.models.hub import resolve
     from sentkit.training.checkpoint import has_checkpoint
     from sentkit.training.loop import train
     from sentkit.training.recipes.mntp import MNTP
     from sentkit.training.rundir import write_run
 
+    check_decoder(resolve(cfg.model), cfg.model)  # before anything is written: a masked LM is one line
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     record_file = out / RECIPE_FILE
@@ -211,12 +237,19 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
         t, c = time.perf_counter(), time.process_time()
         try:
             train(phase_cfg, recipe_cls=recipe)
-        except Exception as e:  # run.json says which phase failed and why (a rerun resumes it)
-            first = (str(e).splitlines() or [type(e).__name__])[0]
+        except Exception as e:  # run.json says which phase failed and why; the error is in this recipe's keys
+            said = e
+            if isinstance(e, CorpusError):  # its fix as this recipe's settings, rerun over the failed run
+                fixes = [Fix({**f.settings, "resume": True, "allow_config_change": True}, f.note) for f in
+                         own_fixes(e.fixes, folder)]  # fmt: skip
+                said = CorpusError(f"llm2vec phase {folder}: {own_words(e.message, folder)}", fixes=fixes)
+            elif isinstance(e, ConfigError):
+                said = ConfigError(f"llm2vec phase {folder}: {own_words(str(e), folder)}")
+            first = (str(said).splitlines() or [type(e).__name__])[0]
             write_run(out, "llm2vec", cfg, status="failed", phase=folder, error=f"{type(e).__name__}: {first}")
-            if isinstance(e, CorpusError) and e.fixes:  # the fix as this recipe's settings, which the user gives
-                raise CorpusError(f"llm2vec phase {folder}: {e.message}", fixes=own_fixes(e.fixes, folder)) from None
-            raise
+            if said is e:
+                raise
+            raise said from None
         prev = costs.get(folder, {})
         costs[folder] = {
             "settings": asdict(phase_cfg),
@@ -226,6 +259,7 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
         atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
     record["final"] = PHASES[-1]
     atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
+    point_st_at(out, PHASES[-1])  # SentenceTransformer(out) loads phase 2, as sentkit.load(out) does
     write_marker(out, "llm2vec", final=PHASES[-1], base_model=cfg.model)
     write_run(out, "llm2vec", cfg, status="done")
     return out

