@@ -38,7 +38,7 @@ from sentkit.config import ConfigError
 from sentkit.encoder import Encoder, as_encoder
 from sentkit.identity import content_id as folder_content_id
 from sentkit.identity import file_digest
-from sentkit.methods import MARKER_FILE, get_method, method_names, read_marker
+from sentkit.methods import MARKER_FILE, final_phase, get_method, method_names, read_marker
 from sentkit.registry import Registry
 
 # ----------------------------------------------------------------------------- named encoders
@@ -267,9 +267,9 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     if marker is not None and not isinstance(marker, dict):
         raise ConfigError(f"model folder {p}: its {MARKER_FILE} is not a JSON object; the folder is damaged")
     method = marker.get("method") if marker is not None else None
-    final = marker.get("final") if marker is not None else None
-    if isinstance(final, str) and final and Path(final).name == final and (p / final).is_dir():
-        return _load_folder(p / final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
+    final = final_phase(p, marker)
+    if final is not None and final.is_dir():
+        return _load_folder(final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
         _bag_settings(str(p), kwargs)
         return _pooled(get_method(str(method)).load(p), str(p), kwargs)

@@ -233,3 +233,10 @@ def read_marker(path: Path) -> dict[str, Any] | None:
     if not f.is_file():
         return None
     return json.loads(f.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def final_phase(folder: Path, marker: dict[str, Any] | None) -> Path | None:
+    """The sub-folder of a multi-phase recipe's run (llm2vec, raw-text) that its `marker` names as the model (its
+    ``final``: a plain name inside `folder`), or None for any other folder."""
+    final = (marker or {}).get("final")
+    return folder / final if isinstance(final, str) and final and Path(final).name == final else None

@@ -337,6 +337,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
     from sentkit.loading import content_id, model_settings
 
+    given = model_settings(args)
     return {
         "rows": n,
         "block": args.block,
@@ -345,7 +346,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
         "model": content_id(args.model),
         "model_name": args.model,
         "chunk_long": bool(args.chunk_long),
-        **({"settings": model_settings(args)} if model_settings(args) else {}),
+        **({"settings": given} if given else {}),
         **(
             {"prompt": {"name": args.prompt_name, "text": args.prompt}}
             if args.prompt_name or args.prompt is not None

@@ -256,6 +256,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
+    settings = model_settings(args)
     tasks = "all" if args.tasks is None else args.tasks
     if args.task_file or args.user_task:  # every file read and checked before the model loads
         from sentkit.evaluation import user_tasks as U
@@ -295,7 +296,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         from sentkit.encoder import prompt_load_kwargs
 
-        encoder = load(args.model, **model_settings(args), **prompt_load_kwargs(args))
+        encoder = load(args.model, **settings, **prompt_load_kwargs(args))
         fp = args.fingerprint or fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
@@ -328,8 +329,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
         return 130
     assert results is not None
-    if model_settings(args):  # --pooling / --attention: another model of the same weights, said in the results
-        results["model"]["settings"] = model_settings(args)
+    if settings:  # --pooling / --attention: another model of the same weights, said in the results
+        results["model"]["settings"] = settings
     mteb_line, failures = _mteb_failures(results, mteb_tasks, checked, args.output)
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     if failures is not None:

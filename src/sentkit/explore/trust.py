@@ -56,7 +56,7 @@ def unsafe_folder(folder: Path) -> str | None:
     """Why loading model folder ``folder`` could unpickle or run something (None: it cannot); the
     files are checked, nothing is loaded."""
     from sentkit.loading import TRANSFORMER_MARKERS
-    from sentkit.methods import MARKER_FILE, read_marker
+    from sentkit.methods import MARKER_FILE, final_phase, read_marker
 
     folder = folder.resolve()
     try:
@@ -66,9 +66,9 @@ def unsafe_folder(folder: Path) -> str | None:
     if marker is not None and not isinstance(marker, dict):
         return f"its {MARKER_FILE} is not a JSON object"
     method = marker.get("method") if marker is not None else None
-    final = marker.get("final") if marker is not None else None
-    if isinstance(final, str) and final and Path(final).name == final:  # a recipe's run loads its last phase
-        return unsafe_folder(folder / final)
+    final = final_phase(folder, marker)
+    if final is not None:  # a recipe's run loads its last phase
+        return unsafe_folder(final)
     if method not in TRANSFORMER_MARKERS and not (folder / "modules.json").is_file():
         return (
             f"it was saved by the {method!r} method, whose own loader reads its files (gensim models and "

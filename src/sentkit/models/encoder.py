@@ -501,9 +501,6 @@ def _write_dense(folder: Path, layer: DenseLayer) -> None:
     save_file(state, str(folder / "model.safetensors"))
 
 
-ST_POINTER_FILES = ("modules.json", "config_sentence_transformers.json")
-
-
 def point_st_at(folder: Path, sub: str) -> None:
     """Make `folder` load in sentence-transformers as its sub-folder `sub` (a sentence-transformers folder: a
     recipe's last phase): its modules.json with every module's path under `sub`, and `sub`'s prompts and similarity

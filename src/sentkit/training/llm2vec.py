@@ -106,19 +106,10 @@ class LLM2VecConfig:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.simcse_dropout < 1:
             raise ConfigError(f"simcse_dropout must be in [0, 1), got {self.simcse_dropout}")
-        for phase, make in self._phase_makers(Path(self.out)):  # each validates its share (pooling, LoRA, ...)
-            try:
-                make()
-            except ConfigError as e:  # in this recipe's keys (simcse_lr, not lr), naming the phase
-                raise ConfigError(f"llm2vec phase {phase}: {own_words(str(e), phase)}") from None
+        self.phases(Path(self.out))  # each phase's config validates its share (pooling, LoRA, precision, ...)
 
     def phases(self, out: Path) -> list[tuple[str, Any]]:
-        """(folder, config) of each phase, validated."""
-        return [(phase, make()) for phase, make in self._phase_makers(out)]
-
-    def _phase_makers(self, out: Path) -> list[tuple[str, Any]]:
-        from functools import partial
-
+        """(folder, config) of each phase, validated; an error names the phase and this recipe's keys."""
         from sentkit.training.recipes.mntp import MNTPConfig
 
         common: dict[str, Any] = {
@@ -139,30 +130,36 @@ class LLM2VecConfig:
         def named(phase: str) -> dict[str, Any]:
             return {key: getattr(self, own) for key, own in PHASE_KEYS[phase].items()}
 
-        mntp = partial(
-            MNTPConfig,
-            **common,
-            **named(PHASES[0]),
-            out=str(out / PHASES[0]),
-            model=self.model,
-            seq_len=self.seq_len,
-            mlm_probability=self.mlm_probability,
-            mask_token=self.mask_token,
-            prepared_dir=str(out / "prepared" / "documents"),
-        )
-        simcse = partial(
-            DecoderSimCSEConfig,
-            **common,
-            **named(PHASES[1]),
-            out=str(out / PHASES[1]),
-            model=str(out / PHASES[0]),
-            temperature=self.temperature,
-            max_len=self.max_len,
-            pooling=self.pooling,
-            mlp=False,
-            prepared_dir=str(out / "prepared" / "sentences"),
-        )
-        return [(PHASES[0], mntp), (PHASES[1], simcse)]
+        per_phase: dict[str, tuple[type, dict[str, Any]]] = {
+            PHASES[0]: (
+                MNTPConfig,
+                {
+                    "model": self.model,
+                    "seq_len": self.seq_len,
+                    "mlm_probability": self.mlm_probability,
+                    "mask_token": self.mask_token,
+                    "prepared_dir": str(out / "prepared" / "documents"),
+                },
+            ),
+            PHASES[1]: (
+                DecoderSimCSEConfig,
+                {
+                    "model": str(out / PHASES[0]),
+                    "temperature": self.temperature,
+                    "max_len": self.max_len,
+                    "pooling": self.pooling,
+                    "mlp": False,
+                    "prepared_dir": str(out / "prepared" / "sentences"),
+                },
+            ),
+        }
+        made = []
+        for phase, (cls, settings) in per_phase.items():
+            try:
+                made.append((phase, cls(**common, **named(phase), **settings, out=str(out / phase))))
+            except ConfigError as e:  # in this recipe's keys (simcse_lr, not lr), naming the phase
+                raise ConfigError(f"llm2vec phase {phase}: {own_words(str(e), phase)}") from None
+        return made
 
 
 def own_words(message: str, phase: str) -> str:

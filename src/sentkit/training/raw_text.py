@@ -141,10 +141,7 @@ class RawTextConfig:
             "prepared_dir": str(prepared / f"pieces-{self.max_doc_tokens}"),
         }
         if self.model is not None:
-            given = (("lora_r", self.lora_r), ("lora_alpha", self.lora_alpha))
-            lora = {k: v for k, v in given if v is not None}
-            if self.lora_r:
-                lora["lora_dropout"] = self.lora_dropout
+            lora = {"lora_r": self.lora_r, "lora_alpha": self.lora_alpha, "lora_dropout": self.lora_dropout}
             return [(PHASES[2], "declutr", {**declutr, **lora, "model": self.model})]
         skipgram = {
             **common,
