@@ -410,3 +410,99 @@ def test_old_results_files_still_load_and_report(tmp_path):
     assert r["**downstream avg**"] == ["70.00 (1 task)", "**72.00** (1 task)"]
     assert r["**MTEB avg**"] == ["**61.50** (1 task)", "—"] and r["total time (s)"] == ["**3.00**", "—"]
     assert re.search(r"61\.50 over 1 task, 61\.50 over 1 task type", markdown_table(runs[0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Files this version writes: MTEB rows once, subsets marked and apart, settings in the label
+# ---------------------------------------------------------------------------------------------
+def written(tasks: dict[str, tuple[str, float]], subsets: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
+    """An MTEB section as this version's `sentkit evaluate --mteb` writes it: `tasks_requested`, each task's
+    results `file`, and `local_copies` (those in `subsets` scored with --allow-subset, filed under the revision
+    + _local_subset)."""
+    out = section(tasks, tasks_requested=list(tasks), **extra)
+    for n in tasks:
+        rev = "r" + ("_local_subset" if n in subsets else "")
+        out["tasks"][n]["file"] = f"mteb/results/sentkit__m/{rev}/{n}.json"
+    out["local_copies"] = {n: {"path": f"/data/{n}", "subset": True, "revision": "r_local_subset"} for n in subsets}
+    return out
+
+
+def table_rows(table: str) -> list[str]:
+    return [ln.split("|")[1].strip() for ln in table.splitlines() if ln.startswith("| ")]
+
+
+def test_each_mteb_task_is_one_row_in_the_table_and_the_chart():
+    a = run("a", {}, mteb=written({"STS12": ("STS", 50.0), "faq": ("Retrieval", 30.0)}))
+    b = run("b", {}, mteb=written({"STS12": ("STS", 40.0)}))
+    assert table_rows(side_by_side([a, b])).count("MTEB STS12") == 1
+    assert table_rows(markdown_table(a)).count("MTEB STS12") == 1
+    names, values = plot_data([a, b])
+    assert names == ["MTEB STS12", "MTEB faq"] and values == [[50.0, 30.0], [40.0, None]]
+
+
+def test_a_subset_score_is_marked_on_a_row_of_its_own_and_kept_out_of_the_averages():
+    full = run("a", {}, mteb=written({"STS12": ("STS", 50.0), "STS13": ("STS", 70.0)}))
+    part = run("b", {}, mteb=written({"STS12": ("STS", 90.0), "STS13": ("STS", 60.0)}, subsets=("STS12",)))
+    table = side_by_side([full, part], ["a", "b"])
+    r = rows(table)
+    assert r["MTEB STS12"] == ["**50.00**", "—"] and r["MTEB STS12 (subset)"] == ["—", "**90.00**"]
+    assert r["**MTEB avg**"] == ["60.00 (2 tasks)†", "60.00 (1 task)†"]  # b's average: STS13 alone
+    assert any(ln.startswith("(subset): ") and "left out of the MTEB averages" in ln for ln in table.splitlines())
+    names, values = plot_data([full, part])
+    assert names == ["MTEB STS12", "MTEB STS12 (subset)", "MTEB STS13"]
+    assert values[1] == [None, 90.0, 60.0]
+    one = markdown_table(part)
+    assert "| MTEB STS12 (subset) | 90.00 |" in one and "60.00 over 1 task," in one
+    assert "(subset): " in one
+
+
+def test_include_subsets_counts_them_in_the_averages_marked_not_comparable():
+    full = run("a", {}, mteb=written({"STS12": ("STS", 50.0), "STS13": ("STS", 70.0)}))
+    part = run("b", {}, mteb=written({"STS12": ("STS", 90.0), "STS13": ("STS", 60.0)}, subsets=("STS12",)))
+    table = side_by_side([full, part], ["a", "b"], include_subsets=True)
+    assert rows(table)["**MTEB avg**"] == ["60.00 (2 tasks)†", "75.00 (2 tasks)†"]
+    assert "b lacks STS12; a lacks STS12 (subset)" in table or "a lacks STS12 (subset); b lacks STS12" in table
+    assert "75.00 over 2 tasks" in markdown_table(part, include_subsets=True)
+
+
+def test_the_printed_results_folders_are_where_mteb_wrote_the_files(tmp_path):
+    part = run("b", {}, mteb=written({"STS12": ("STS", 90.0), "STS13": ("STS", 60.0)}, subsets=("STS12",)))
+    text = markdown_table(part)
+    line = next(ln for ln in text.splitlines() if ln.startswith("mteb's results files: "))
+    assert "mteb/results/sentkit__m/r/" in line and "mteb/results/sentkit__m/r_local_subset/" in line
+    # an end-to-end subset run: every folder the report names exists beside the results JSON
+    files = [Path(t["file"]) for t in part["mteb"]["tasks"].values()]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("{}")
+    for folder in line.removeprefix("mteb's results files: ").split(" (")[0].split(", "):
+        assert (tmp_path / folder).is_dir(), folder
+
+
+def test_an_old_file_without_task_files_names_the_subset_revision_folder():
+    part = run("b", {}, mteb=written({"STS12": ("STS", 90.0), "STS13": ("STS", 60.0)}, subsets=("STS12",)))
+    for t in part["mteb"]["tasks"].values():
+        del t["file"]
+    text = markdown_table(part)
+    assert "mteb/results/sentkit__m/r_local_subset/" in text and "mteb/results/sentkit__m/r/" in text
+
+
+def test_model_settings_are_in_the_label_so_two_precisions_are_two_columns(tmp_path, capsys):
+    runs = []
+    for precision in ("fp32", "bf16"):
+        r_ = run("all-minilm-l6-v2", {"MR": {"acc": 70.0 if precision == "fp32" else 69.0}})
+        r_["model"]["settings"] = {"precision": precision, "pooling": "cls"}
+        runs.append(r_)
+    plain = run("all-minilm-l6-v2", {"MR": {"acc": 71.0}})
+    table = side_by_side([*runs, plain])
+    head = table.splitlines()[0]
+    assert "all-minilm-l6-v2 [pooling=cls, fp32] (p)" in head and "all-minilm-l6-v2 [pooling=cls, bf16] (p)" in head
+    assert "| all-minilm-l6-v2 (p) |" in head
+    assert rows(table)["MR"] == ["70.00", "69.00", "**71.00**"]
+    assert "`all-minilm-l6-v2` [pooling=cls, bf16]" in markdown_table(runs[1])
+    paths = []
+    for i, r_ in enumerate(runs):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(r_))
+    assert main(["report", *map(str, paths)]) == 0
+    assert "[pooling=cls, bf16]" in capsys.readouterr().out

@@ -5,7 +5,10 @@ Every average says how many tasks it covers, and averages of runs over different
 as not comparable (with a footnote naming the tasks that differ); a failed task is a row giving its
 reason in a few words (the full message stays in the results file); MTEB figures are mteb's unrounded
 scores, rounded only when printed; bold marks the best value of a row in its own direction (the
-highest score, the shortest time), and only where the runs cover the same tasks."""
+highest score, the shortest time), and only where the runs cover the same tasks. An MTEB task scored on a
+local subset of its data (``--allow-subset``) is a row of its own, marked (subset), and stays out of the MTEB
+averages unless asked (`include_subsets`); a run's model settings (``model.settings``: pooling, attention,
+precision) are part of its label, so two settings of one model are two columns."""
 
 from __future__ import annotations
 
@@ -127,30 +130,53 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def mteb_tasks(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+SUBSET = "(subset)"  # beside an MTEB task scored on a local subset of its data (--allow-subset)
+SUBSET_NOTE = (
+    "(subset): scored with `--allow-subset` on a local copy whose splits or sizes differ from mteb's metadata; "
+    "not comparable with a full run of the task"
+)
+
+
+def subset_tasks(run: dict[str, Any]) -> set[str]:
+    """The MTEB tasks of a run scored on a local subset of their data (``mteb.local_copies[task].subset``, written
+    by `sentkit evaluate --mteb TASK=DIR --allow-subset`)."""
+    copies = (run.get("mteb") or {}).get("local_copies") or {}
+    return {n for n, c in copies.items() if isinstance(c, dict) and c.get("subset")}
+
+
+def mteb_tasks(run: dict[str, Any], *, include_subsets: bool = True) -> dict[str, dict[str, Any]]:
     """A run's MTEB tasks with a finite main score: {task: its summary} (``mteb.tasks``, written by
     `sentkit evaluate --mteb`; ``main_score`` is mteb's unrounded score x 100 in files written since
-    sentkit kept it, mteb's own figure in older ones)."""
+    sentkit kept it, mteb's own figure in older ones); those scored on a local subset only with
+    `include_subsets`."""
     tasks = (run.get("mteb") or {}).get("tasks") or {}
-    return {n: t for n, t in tasks.items() if _finite(t.get("main_score")) is not None}
+    subsets = set() if include_subsets else subset_tasks(run)
+    return {n: t for n, t in tasks.items() if _finite(t.get("main_score")) is not None and n not in subsets}
 
 
-def mteb_average(run: dict[str, Any]) -> dict[str, Any]:
+def mteb_average(run: dict[str, Any], *, include_subsets: bool = False) -> dict[str, Any]:
     """The MTEB leaderboard's two averages of a run, computed here from its tasks' unrounded main
-    scores (:func:`sentkit.evaluation.mteb_adapter.averages`), with the tasks they cover."""
+    scores (:func:`sentkit.evaluation.mteb_adapter.averages`), with the tasks they cover (a task scored
+    on a local subset as ``<task> (subset)``); the subset tasks only with `include_subsets`."""
     from sentkit.evaluation.mteb_adapter import averages
 
-    tasks = mteb_tasks(run)
+    tasks = mteb_tasks(run, include_subsets=include_subsets)
     avg = averages({n: {"main_score": _finite(t["main_score"]), "type": str(t.get("type"))} for n, t in tasks.items()})
-    return {**avg, "tasks": list(tasks)}
+    subsets = subset_tasks(run)
+    return {**avg, "tasks": [f"{n} {SUBSET}" if n in subsets else n for n in tasks]}
 
 
 def mteb_scores(run: dict[str, Any]) -> dict[str, float]:
     """A results file's MTEB scores on the 0-100 scale (its ``mteb`` section, written by
-    `sentkit evaluate --mteb`): ``mteb:<task>`` (mteb's main score), ``avg:mteb`` (the mean over
-    tasks) and ``avg:mteb_by_type`` (the mean over task types of the mean within each), the MTEB
-    leaderboard's two averages, from the unrounded scores; {} without MTEB tasks."""
-    out = {f"mteb:{name}": float(_finite(t["main_score"]) or 0.0) for name, t in mteb_tasks(run).items()}
+    `sentkit evaluate --mteb`): ``mteb:<task>`` (mteb's main score; ``mteb:<task> (subset)`` for one scored
+    on a local subset), ``avg:mteb`` (the mean over tasks) and ``avg:mteb_by_type`` (the mean over task types
+    of the mean within each), the MTEB leaderboard's two averages, from the unrounded scores of the tasks
+    scored on their full data; {} without MTEB tasks."""
+    subsets = subset_tasks(run)
+    out = {
+        f"mteb:{name}" + (f" {SUBSET}" if name in subsets else ""): float(_finite(t["main_score"]) or 0.0)
+        for name, t in mteb_tasks(run).items()
+    }
     avg = mteb_average(run)
     for key, name in (("mean_task", "avg:mteb"), ("mean_type", "avg:mteb_by_type")):
         if avg.get(key) is not None:
@@ -159,14 +185,65 @@ def mteb_scores(run: dict[str, Any]) -> dict[str, float]:
 
 
 def mteb_names(runs: list[dict[str, Any]]) -> list[str]:
-    """The MTEB tasks of `runs`, scored or failed (``mteb.errors``), in the order they were run."""
-    names: list[str] = []
+    """The MTEB tasks of `runs`, scored or failed (``mteb.errors``), in the order they were run, each once."""
+    names: dict[str, None] = {}
     for r in runs:
         section = r.get("mteb") or {}
         tasks, errors = section.get("tasks") or {}, section.get("errors") or {}
         order = [*(section.get("tasks_requested") or []), *tasks, *errors]
-        names += [n for n in order if n not in names and (n in tasks or n in errors)]
-    return names
+        names.update((n, None) for n in order if n in tasks or n in errors)
+    return list(names)
+
+
+def _mteb_ran(run: dict[str, Any]) -> set[str]:
+    section = run.get("mteb") or {}
+    return {*(section.get("tasks") or {}), *(section.get("errors") or {})}
+
+
+def mteb_rows(runs: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The MTEB rows of `runs`: (task, scored on a local subset), a task's full-data row first; a task scored
+    on its full data by one run and on a subset by another has two rows."""
+    out: list[tuple[str, bool]] = []
+    for name in mteb_names(runs):
+        kinds = {name in subset_tasks(r) for r in runs if name in _mteb_ran(r)}
+        out += [(name, sub) for sub in (False, True) if sub in kinds]
+    return out
+
+
+def mteb_row_label(name: str, subset: bool) -> str:
+    return f"MTEB {name}" + (f" {SUBSET}" if subset else "")
+
+
+def mteb_cell(run: dict[str, Any], name: str, subset: bool) -> tuple[float | None, str | None]:
+    """A run's (score, failure reason) in the MTEB row of `name` (its subset row when `subset`)."""
+    section = run.get("mteb") or {}
+    if (name in subset_tasks(run)) != subset:
+        return None, None
+    score = _finite(((section.get("tasks") or {}).get(name) or {}).get("main_score"))
+    error = (section.get("errors") or {}).get(name) if score is None else None
+    return score, error
+
+
+def results_folders(run: dict[str, Any]) -> list[str]:
+    """The folders mteb wrote a run's results files to, relative to the results JSON's folder: each scored task's
+    file's folder (``mteb.tasks[task].file``); for a file that does not record them, the folder of the run's model
+    revision, and that revision + ``_local_subset`` for tasks scored on a local subset."""
+    from sentkit.evaluation.mteb_adapter import SUBSET_SUFFIX
+
+    section = run.get("mteb") or {}
+    tasks = section.get("tasks") or {}
+    subsets = subset_tasks(run)
+    folders: dict[str, None] = {}
+    for name, t in tasks.items():
+        file = t.get("file")
+        if isinstance(file, str) and "/" in file:
+            folder = file.rsplit("/", 1)[0]
+        else:
+            revision = f"{section.get('revision')}" + (SUBSET_SUFFIX if name in subsets else "")
+            model = str(section.get("model")).replace("/", "__")
+            folder = f"{section.get('results_dir')}/results/{model}/{revision}"
+        folders[folder + "/"] = None
+    return list(folders)
 
 
 def _mteb_detail(task: dict[str, Any]) -> str:
@@ -178,27 +255,46 @@ def _mteb_detail(task: dict[str, Any]) -> str:
     )
 
 
-def _mteb_lines(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _mteb_lines(run: dict[str, Any], *, include_subsets: bool = False) -> tuple[list[str], list[str]]:
     """(table rows, closing lines) of a run's MTEB section for `markdown_table`."""
     section = run.get("mteb")
     if not section:
         return [], []
-    rows = [
-        f"| MTEB {name} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
-        f"{float(t.get('evaluation_time_s') or 0.0):.1f} |"
-        for name, t in section.get("tasks", {}).items()
-    ]
-    rows += [f"| MTEB {name} | error | {short_reason(err)} | |" for name, err in section.get("errors", {}).items()]
-    if not section.get("tasks"):  # every task failed: no average, and no results files were written
+    tasks = section.get("tasks") or {}
+    rows = []
+    for name, subset in mteb_rows([run]):
+        label = mteb_row_label(name, subset)
+        if name in tasks:
+            t = tasks[name]
+            rows.append(
+                f"| {label} | {_fmt(_finite(t.get('main_score')))} | {_mteb_detail(t)} | "
+                f"{float(t.get('evaluation_time_s') or 0.0):.1f} |"
+            )
+        else:
+            rows.append(f"| {label} | error | {short_reason(section['errors'][name])} | |")
+    if not tasks:  # every task failed: no average, and no results files were written
         return rows, []
-    avg = mteb_average(run)
-    closing = [
-        f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
-        f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
-        f" (mteb's unrounded scores); mteb's results files: {section.get('results_dir')}/results/"
-        f"{str(section.get('model')).replace('/', '__')}/{section.get('revision')}/."
-    ]
+    avg = mteb_average(run, include_subsets=include_subsets)
+    closing = []
+    if avg["n_tasks"]:
+        closing.append(
+            f"MTEB average (mteb {section.get('mteb_version')}): {_fmt(avg['mean_task'])} over "
+            f"{_count(avg['n_tasks'])}, {_fmt(avg['mean_type'])} over {_count(len(avg['by_type']), 'task type')}"
+            " (mteb's unrounded scores)."
+        )
+    folders = results_folders(run)
+    closing.append(f"mteb's results files: {', '.join(folders)} (beside the results JSON).")
+    if subset_tasks(run) & set(tasks):
+        closing.append(f"{SUBSET_NOTE}; {_subset_averages(include_subsets)}.")
     return rows, closing
+
+
+def _subset_averages(include: bool) -> str:
+    return (
+        "counted in the MTEB averages as asked (--include-subsets)"
+        if include
+        else "left out of the MTEB averages (--include-subsets counts them)"
+    )
 
 
 def _count(n: int, what: str = "task") -> str:
@@ -274,13 +370,14 @@ def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
-def markdown_table(run: dict[str, Any]) -> str:
-    """One run: task, score, details, time; a failed task is a row with its reason."""
+def markdown_table(run: dict[str, Any], *, include_subsets: bool = False) -> str:
+    """One run: task, score, details, time; a failed task is a row with its reason. An MTEB task scored on a
+    local subset is marked (subset) and left out of the MTEB average unless `include_subsets`."""
     res, timings = run["results"], run.get("timings", {}).get("tasks", {})
     errors = run.get("errors") or {}
     model, config = run.get("model", {}), run.get("config", {})
     lines = [
-        f"Model: `{model.get('name')}` (fingerprint {model.get('fingerprint')}), "
+        f"Model: `{model.get('name')}`{settings_text(model)} (fingerprint {model.get('fingerprint')}), "
         f"preset `{config.get('preset')}`, seed {run.get('seed')}",
         "",
         "| task | score | details | time (s) |",
@@ -293,9 +390,9 @@ def markdown_table(run: dict[str, Any]) -> str:
             lines.append(f"| {name} | {_fmt(main_score(name, res[name]))} | {detail(name, res[name])} | {secs:.1f} |")
         else:
             lines.append(f"| {name} | error | {short_reason(errors[name])} | |")
-    mteb_rows, mteb_closing = _mteb_lines(run)
-    lines += mteb_rows
-    senteval = bool(res or errors or not mteb_rows)  # an MTEB-only run has no SentEval lines
+    mteb_lines, mteb_closing = _mteb_lines(run, include_subsets=include_subsets)
+    lines += mteb_lines
+    senteval = bool(res or errors or not mteb_lines)  # an MTEB-only run has no SentEval lines
     avg = declutr_average(res)
     lines.append("")
     if senteval:
@@ -393,14 +490,31 @@ def _check_mteb(p: Path, section: Any) -> None:
             raise ValueError(f"{p}: MTEB task {name}: malformed results ({type(e).__name__}: {e})") from None
 
 
+# how a model setting (``model.settings``) reads in a label: the bare value, or ``key=value`` (any other key)
+SETTING_TEXT = {"precision": str}
+SETTING_ORDER = ("pooling", "attention", "precision")  # then any other, by name
+
+
+def settings_text(model: dict[str, Any]) -> str:
+    """A model's settings (``model.settings``: another model of the same weights) for its label,
+    `` [pooling=cls, bf16]``; "" without any."""
+    settings = model.get("settings") if isinstance(model, dict) else None
+    if not isinstance(settings, dict) or not settings:
+        return ""
+    keys = [k for k in SETTING_ORDER if k in settings] + sorted(k for k in settings if k not in SETTING_ORDER)
+    parts = [SETTING_TEXT[k](settings[k]) if k in SETTING_TEXT else f"{k}={settings[k]}" for k in keys]
+    return f" [{', '.join(parts)}]"
+
+
 def _label(run: dict[str, Any], path: str) -> str:
     model, config = run.get("model") or {}, run.get("config") or {}
-    return f"{model.get('name')} ({config.get('preset')})" if model else path
+    return f"{model.get('name')}{settings_text(model)} ({config.get('preset')})" if model else path
 
 
-def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]]]:
+def run_averages(run: dict[str, Any], *, include_subsets: bool = False) -> dict[str, tuple[float | None, list[str]]]:
     """Each average of a run with the tasks it covers: SentEval's three (DeCLUTR convention) and, for
-    a run with MTEB tasks, the MTEB leaderboard's two: {average: (value, tasks)}."""
+    a run with MTEB tasks, the MTEB leaderboard's two (its tasks scored on a local subset only with
+    `include_subsets`): {average: (value, tasks)}."""
     avg = declutr_average(run["results"])
     down = [n for n in DOWNSTREAM if n in avg["per_task"]]
     out: dict[str, tuple[float | None, list[str]]] = {
@@ -411,7 +525,7 @@ def run_averages(run: dict[str, Any]) -> dict[str, tuple[float | None, list[str]
         ),
         "probing": (avg["probing"], [n for n in PROBING if n in avg["per_task"]]),
     }
-    m = mteb_average(run)
+    m = mteb_average(run, include_subsets=include_subsets)
     out["mteb"] = (m["mean_task"], m["tasks"])
     out["mteb_by_type"] = (m["mean_type"], m["tasks"])
     return out
@@ -446,12 +560,13 @@ def differing_tasks(task_sets: list[list[str] | None]) -> list[list[str]]:
     return [[] if s is None else [t for t in union if t not in s] for s in task_sets]
 
 
-def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
+def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None, *, include_subsets: bool = False) -> str:
     """Several runs as columns; the best value per row in bold (the highest score, the shortest time).
     A failed task is a cell with its reason. Each average gives the number of tasks it covers; averages
     (and total times) of runs over different tasks are marked † and not bolded, and a footnote names
     the tasks that differ. Runs with MTEB tasks get a row per MTEB task and the MTEB averages beside
-    SentEval's."""
+    SentEval's; a task scored on a local subset is a row of its own, marked (subset), left out of the
+    averages unless `include_subsets`. A run's model settings are part of its default label."""
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
     lines = ["| task | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(runs)]
     differ: dict[str, list[str]] = {}  # footnote (who lacks what) -> the rows it is about
@@ -488,13 +603,13 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
             failed(r["errors"][t]) if t not in r["results"] and t in (r.get("errors") or {}) else None for r in runs
         ]
         lines.append(row(t, vals, texts))
-    for t in mteb_names(runs):
-        vals = [_finite(((r.get("mteb") or {}).get("tasks") or {}).get(t, {}).get("main_score")) for r in runs]
-        texts = [
-            failed(e[t]) if t in (e := (r.get("mteb") or {}).get("errors") or {}) and v is None else None
-            for r, v in zip(runs, vals)
-        ]
-        lines.append(row(f"MTEB {t}", vals, texts))
+    subset_rows = False
+    for t, subset in mteb_rows(runs):
+        cells = [mteb_cell(r, t, subset) for r in runs]
+        vals = [v for v, _ in cells]
+        texts = [failed(e) if e is not None else None for _, e in cells]
+        lines.append(row(mteb_row_label(t, subset), vals, texts))
+        subset_rows = subset_rows or (subset and any(v is not None for v in vals))
 
     def compared(label: str, sets: list[list[str] | None]) -> bool:
         lacking = differing_tasks(sets)
@@ -504,8 +619,8 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         differ.setdefault(who, []).append(label.strip("*"))
         return False
 
-    avgs = [run_averages(r) for r in runs]
-    mteb = [mteb_average(r) for r in runs]
+    avgs = [run_averages(r, include_subsets=include_subsets) for r in runs]
+    mteb = [mteb_average(r, include_subsets=include_subsets) for r in runs]
     with_mteb = any(r.get("mteb") for r in runs)
     for key, label in AVERAGE_ROWS:
         if key.startswith("mteb") and not with_mteb:
@@ -527,6 +642,8 @@ def side_by_side(runs: list[dict[str, Any]], labels: list[str] | None = None) ->
         f"{NOT_COMPARABLE} {', '.join(rows)}: over different tasks, not comparable ({who})."
         for who, rows in differ.items()
     ]
+    if subset_rows:
+        notes.append(f"{SUBSET_NOTE}: a row of its own, {_subset_averages(include_subsets)}.")
     if any(r.get("errors") or (r.get("mteb") or {}).get("errors") for r in runs):
         notes.append(FAILED_NOTE)
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
@@ -542,15 +659,14 @@ def _total_s(run: dict[str, Any]) -> float | None:
 def plot_data(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[float | None]]]:
     """What :func:`plot_runs` draws: the tasks scored in at least one run (SentEval's and user tasks by
     their DeCLUTR score, then the MTEB tasks as ``MTEB <task>`` by mteb's unrounded main score) and,
-    per run, its score of each (None: not scored)."""
+    per run, its score of each (None: not scored); a task scored on a local subset is ``MTEB <task> (subset)``, apart
+    from the task's full-data scores."""
     names: list[str] = []
     values: list[list[float | None]] = [[] for _ in runs]
     rows = [
         (t, [declutr_score(t, r["results"][t]) if t in r["results"] else None for r in runs]) for t in task_names(runs)
     ]
-    rows += [
-        (f"MTEB {t}", [_finite(mteb_tasks(r).get(t, {}).get("main_score")) for r in runs]) for t in mteb_names(runs)
-    ]
+    rows += [(mteb_row_label(t, sub), [mteb_cell(r, t, sub)[0] for r in runs]) for t, sub in mteb_rows(runs)]
     for name, vals in rows:
         if any(v is not None for v in vals):
             names.append(name)
