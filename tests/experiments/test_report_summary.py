@@ -109,21 +109,21 @@ def test_the_summary_picks_each_familys_best_cell_per_average_and_links_the_page
         == "\n".join(summary_lines([(ra, a, "ra"), (rb, b, "rb")], {"a": "results/a.md", "b": "results/b.md"})) + "\n"
     )
     rows = [ln for ln in text.splitlines() if ln.startswith("| ")][1:]
-    # best downstream first: raw-text (its whitened version, 2 seeds, 2 CPU-h with the recipe's 600 s), probing
-    # from the other grid's evaluation of its run
+    # best downstream first: raw-text (its whitened version, 2 seeds, 2 CPU-h with the recipe's 600 s), its classifier
+    # average beside it, probing from the other grid's evaluation of its run
     assert rows[0] == (
-        "| `raw-text` | — | 70.0 ± 0.0 ([recipe-white](results/a.md)) |  | 50.0 ([probe-recipe]"
-        "(results/b.md)) | 1/2 | 2.17 |"
+        "| `raw-text` | — | 70.0 ± 0.0 ([recipe-white](results/a.md)) |  | 70.0 ± 0.0 ([recipe-white](results/a.md)) "
+        "| 50.0 ([probe-recipe](results/b.md)) | 1/2 | 2.17 |"
     )
     assert rows[1].startswith("| `declutr` | `tiny-hub` | 68.0 ([tuned](results/a.md))")
     assert rows[2].startswith("| none: evaluated as it is | `tiny-hub` | 67.0 ([hub](results/a.md))")
     assert rows[3].startswith("| `wordpiece-skipgram` | — | 64.0 ([phase0](results/a.md))")
-    # reference rows last, one per version, the same cell of several grids merged
-    assert rows[4] == (
-        "| reference: `glove` | `glove-average` | 60.0 ([glove](results/a.md)) |  | 40.0 ([glove]"
-        "(results/b.md)) | 1 | 1.00 |"
+    # the reference rows rank among the methods, one per version, the same cell of several grids merged
+    assert rows[4].startswith("| reference: `glove-white` | `glove-average` | 62.0")
+    assert rows[5] == (
+        "| reference: `glove` | `glove-average` | 60.0 ([glove](results/a.md)) |  | 60.0 ([glove](results/a.md)) "
+        "| 40.0 ([glove](results/b.md)) | 1 | 1.00 |"
     )
-    assert rows[5].startswith("| reference: `glove-white` | `glove-average` | 62.0")
     # the budget line: cells from no pretrained model, cheapest first, each beating every cheaper one
     assert (
         "- downstream: 0.17 CPU-h: 66.5 ± 0.7 `raw-text` ([recipe](results/a.md)); 2.17 CPU-h: 70.0 ± 0.0 "
@@ -132,3 +132,36 @@ def test_the_summary_picks_each_familys_best_cell_per_average_and_links_the_page
     assert "- unsupervised STS:" not in text  # no cell has it
     assert "- [a](results/a.md) (`experiments/a.toml`): 10 of 10 declared runs have results." in text
     assert "- [b](results/b.md) (`experiments/b.toml`): 2 of 2 declared runs have results." in text
+
+
+def test_a_free_reference_enters_the_budget_lists_and_says_where_it_wins(tmp_path: Path) -> None:
+    a, _ = grids()
+    ra, _ = results()
+    for r in ra:  # the references cost nothing to train, and the whitened one beats the recipe's first seed
+        if r["experiment"]["cell"].startswith("glove"):
+            r["experiment"]["cpu_seconds"]["train"] = 0.0
+    ra[1]["declutr_average"] = {"per_task": {"MR": 66.5}, "downstream": 66.5}
+    text = "\n".join(summary_lines([(ra, a, "ra")], {"a": "results/a.md"}))
+    assert (
+        "- downstream: 0.00 CPU-h: 66.5 reference `glove-white` ([a](results/a.md)); 2.17 CPU-h: 70.0 ± 0.0 "
+        "`raw-text` ([recipe-white](results/a.md))\n"
+    ) in text  # the recipe at 0.17 CPU-h (66.5 ± 0.7) only ties it
+    assert (
+        "- downstream: the reference `glove-white` (0.00 CPU-h, [a](results/a.md)), 66.5, beats or ties every one of "
+        "the 3 cells from no pretrained model that cost less than 2.17 CPU-h (the cheapest to beat it: "
+        "`recipe-white`, 70.0 ± 0.0), and the best of 1 of the 4 method rows"
+    ) in text
+
+
+def test_an_average_over_fewer_tasks_is_flagged_with_its_count_and_kept_out_of_the_budget(tmp_path: Path) -> None:
+    a, _ = grids()
+    ra, _ = results()
+    for r in ra:
+        r["declutr_average"]["per_task"]["CR"] = r["declutr_average"]["downstream"]
+    ra[8]["declutr_average"]["per_task"].pop("CR")  # `tuned`: its CR failed
+    text = "\n".join(summary_lines([(ra, a, "ra")], {"a": "results/a.md"}))
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `declutr` |"))
+    assert row.startswith("| `declutr` | `tiny-hub` | 68.0 (1 of 2 tasks; no CR) ([tuned](results/a.md)) |")
+    assert "(n of m tasks; no ...): an average over fewer tasks than the others" in text
+    budget = next(ln for ln in text.splitlines() if ln.startswith("- downstream: "))
+    assert "tuned" not in budget
