@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -66,12 +67,12 @@ def test_meta_records_source_settings_and_metric(built: tuple[Path, Path, np.nda
     assert sorted(p.name for p in folder.iterdir()) == ["index.faiss", "index.json"]
 
 
-def test_exact_search_chunked_equals_the_full_sort() -> None:
+def test_exact_search_in_blocks_equals_the_full_sort() -> None:
     x = clustered(3000, seed=2)
     q = clustered(7, seed=3)
     ti, ts = oracle(x, q, 10)
-    for chunk in (3000, 1000, 777):
-        i, s = vindex.exact_search(x, q, 10, chunk=chunk)
+    for qb, rb in ((256, 4096), (7, 3000), (3, 1000), (2, 777)):
+        i, s = vindex.exact_search(x, q, 10, query_block=qb, row_block=rb)
         np.testing.assert_array_equal(i, ti)
         np.testing.assert_allclose(s, ts, atol=1e-6)
 
@@ -121,6 +122,40 @@ def test_sentkit_search_embeds_queries_with_the_query_prompt(built: tuple[Path, 
     assert ai[0, 0] == 5
     with pytest.raises(vindex.VectorIndexError, match="build an index"):
         sentkit.search(Prompted(), ["5"], vectors=npy, exact_below=1000)
+
+
+def test_search_keeps_an_index_open_and_opens_a_rebuilt_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sentkit.search` past the exact limit opens the index once (faiss.read_index counted); a rebuilt
+    index (same folder, new files) is opened again and searched."""
+    import faiss
+
+    import sentkit
+
+    x = clustered(2000, seed=10)
+    np.save(tmp_path / "v.npy", x)
+    folder = tmp_path / "ix"
+    vindex.build(tmp_path / "v.npy", folder, vindex.IndexSettings(nlist=16), progress=False)
+    opened: list[str] = []
+    read = faiss.read_index
+
+    def counted(f: str, *args: Any) -> Any:
+        opened.append(f)
+        return read(f, *args)
+
+    monkeypatch.setattr(faiss, "read_index", counted)
+
+    class Rows:
+        def encode(self, texts: list[str]) -> np.ndarray:
+            return x[[int(t) for t in texts]]
+
+    def find(row: int) -> int:
+        i, _ = sentkit.search(Rows(), [str(row)], 3, vectors=tmp_path / "v.npy", index=folder, exact_below=1000)
+        return int(i[0, 0])
+
+    assert [find(5), find(17)] == [5, 17] and len(opened) == 1
+    vindex.build(tmp_path / "v.npy", folder, vindex.IndexSettings(nlist=8), progress=False)
+    assert find(9) == 9 and len(opened) == 2
+    assert vindex.open_index(folder, tmp_path / "v.npy").meta["nlist"] == 8 and len(opened) == 2
 
 
 def test_float16_vectors_and_a_rebuild_replaces_the_index(tmp_path: Path) -> None:

@@ -29,8 +29,9 @@ def search(
 ) -> tuple[Any, Any]:
     """The `k` nearest rows of `vectors` (the .npy ``sentkit embed`` wrote of a corpus) to each query
     text, embedded by `encoder` (with its query prompt), by cosine: (ids [m, k], cosines [m, k]).
-    Exact below 200k rows; past it through `index`, the folder ``sentkit index`` built of `vectors`
-    (see `sentkit.index.search`, which takes the same keywords)."""
+    Exact below 200k rows (in blocks of queries x rows: bounded memory); past it through `index`, the
+    folder ``sentkit index`` built of `vectors`, opened once and kept open for the next call while its
+    files are unchanged (see `sentkit.index.search`, which takes the same keywords)."""
     from sentkit.index import search as _search
 
     return _search(queries, k, vectors=vectors, index=index, encoder=encoder, **kwargs)

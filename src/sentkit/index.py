@@ -11,8 +11,10 @@ The index folder holds ``index.faiss`` and ``index.json`` (settings, metric, the
 path, size, mtime and sha256). Opening it checks the source: a file that changed since is refused
 with the command that rebuilds the index.
 
-Below :data:`EXACT_BELOW` vectors search stays exact (one matrix product): :func:`search`,
-``sentkit neighbours`` and ``sentkit explore`` use the index only past it.
+Below :data:`EXACT_BELOW` vectors search stays exact (:func:`sentkit.neighbours.exact_top_k`, in
+blocks of queries x rows: bounded memory): :func:`search`, ``sentkit neighbours`` and ``sentkit
+explore`` use the index only past it. :func:`search` keeps the indexes it opened open
+(:func:`open_index`) while their files are unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import json
 import logging
 import os
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +34,7 @@ import numpy as np
 
 from sentkit.config import ConfigError, from_dict, to_dict
 from sentkit.identity import hasher
-from sentkit.neighbours import normalise_rows, top_k
+from sentkit.neighbours import QUERY_BLOCK, ROW_BLOCK, exact_top_k, normalise_rows
 
 log = logging.getLogger(__name__)
 
@@ -343,35 +347,60 @@ class VectorIndex:
         ids = np.zeros((len(q), k), np.int64)
         scores = np.full((len(q), k), -np.inf, np.float32)
         for r in range(len(q)):
-            rows = np.unique(cand[r][cand[r] >= 0])  # sorted: the memory map is read in order
-            exact = normalise_rows(self.vectors[rows]) @ q[r]
-            i, s = top_k(exact[None, :], k)
+            rows = np.unique(cand[r][cand[r] >= 0])  # sorted: the memory map is read in order; ties by id
+            i, s = exact_top_k(q[r : r + 1], self.vectors[rows], k, normalise=True)
             ids[r, : i.shape[1]], scores[r, : s.shape[1]] = rows[i[0]], s[0]
         return ids, scores
 
 
 # ----------------------------------------------------------------------------- exact and the entry point
 def exact_search(
-    vectors: np.ndarray, queries: Any, k: int = 10, *, chunk: int = 262_144
+    vectors: np.ndarray, queries: Any, k: int = 10, *, query_block: int = QUERY_BLOCK, row_block: int = ROW_BLOCK
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact cosine top-k over (possibly memory-mapped) rows, ``chunk`` rows at a time."""
+    """Exact cosine top-k over (possibly memory-mapped) rows, in blocks of ``query_block`` queries x
+    ``row_block`` rows (:func:`sentkit.neighbours.exact_top_k`): bounded memory; ties by row."""
     q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
-    n = vectors.shape[0]
     if q.shape[1] != vectors.shape[1]:
         raise VectorIndexError(
             f"queries are {q.shape[1]}-dimensional, the vectors {vectors.shape[1]}-dimensional: "
             "encode them with the model that made the vectors"
         )
-    if n <= chunk:
-        return top_k(q @ normalise_rows(vectors).T, k)
-    best_i = np.zeros((len(q), 0), np.int64)
-    best_s = np.zeros((len(q), 0), np.float32)
-    for s in range(0, n, chunk):
-        i, sc = top_k(q @ normalise_rows(vectors[s : s + chunk]).T, k)
-        pi, ps = top_k(np.concatenate([best_s, sc], axis=1), k)
-        best_i = np.take_along_axis(np.concatenate([best_i, i + s], axis=1), pi, axis=1)
-        best_s = ps
-    return best_i, best_s
+    return exact_top_k(q, vectors, k, normalise=True, query_block=query_block, row_block=row_block)
+
+
+OPEN_KEEP = 2  # indexes search() keeps open (the last used), each holding its codes in memory
+_open: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], VectorIndex]] = OrderedDict()
+_open_lock = threading.Lock()
+
+
+def _stamp(*paths: Path) -> tuple[Any, ...] | None:
+    """Device, inode, size, mtime and ctime of each file (a rebuilt or rewritten one differs), or None."""
+    try:
+        return tuple((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for st in map(os.stat, paths))
+    except OSError:
+        return None
+
+
+def open_index(folder: str | Path, vectors: str | Path) -> VectorIndex:
+    """The :class:`VectorIndex` in ``folder`` of ``vectors``, opened once: a later call gets the same open
+    index while its ``index.faiss``, ``index.json`` and vectors are the same files, unchanged (device,
+    inode, size, mtime, ctime); a rebuilt index or rewritten vectors are opened, and checked, again.
+    The last :data:`OPEN_KEEP` indexes stay open."""
+    d, src = Path(folder).resolve(), Path(vectors).resolve()
+    key = (str(d), str(src))
+    stamp = _stamp(d / INDEX_FILE, d / META_FILE, src)
+    with _open_lock:
+        held = _open.get(key)
+        if held is not None and stamp is not None and held[0] == stamp:
+            _open.move_to_end(key)
+            return held[1]
+        _open.pop(key, None)
+        vi = VectorIndex(folder, vectors)
+        if stamp is not None:
+            _open[key] = (stamp, vi)
+            while len(_open) > OPEN_KEEP:
+                _open.popitem(last=False)
+        return vi
 
 
 def search(
@@ -388,8 +417,9 @@ def search(
     """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
     (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given
     (embedded with its query prompt, as ``neighbours`` does, or `prompt_name` / `prompt`).
-    Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact; past it it needs
-    ``index``, a folder ``sentkit index`` built from ``vectors``."""
+    Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact, in blocks (bounded
+    memory); past it it needs ``index``, a folder ``sentkit index`` built from ``vectors``, kept open for
+    the next call (:func:`open_index`)."""
     if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
         from sentkit.neighbours import encode_side, side_prompt
 
@@ -407,7 +437,7 @@ def search(
         )
     if not isinstance(vectors, (str, Path)):
         raise VectorIndexError("an index searches the .npy it was built from: pass vectors as its path")
-    return VectorIndex(index, vectors).search(queries, k)
+    return open_index(index, vectors).search(queries, k)
 
 
 def ensure(

@@ -3,7 +3,9 @@
 An index holds every sentence of a corpus and its L2-normalised embedding (float32, or a
 SciPy CSR matrix for encoders with ``encode_sparse`` such as TF-IDF). It is built once
 and cached in a folder keyed by the corpus files (path, size, mtime), the model, the
-sentence limit and the prompt; a query is one matrix-vector product and a partial sort.
+sentence limit and the prompt. Exact search (:func:`exact_top_k`) scores blocks of queries x rows and
+keeps a running top-k per query, so its memory is bounded whatever the number of queries and rows;
+ties rank the lower row first, as a stable full sort would.
 
 A prompted model (E5, BGE: sentence-transformers' ``prompts``) embeds the corpus with its document
 prompt and the queries with its query prompt (`sentkit.encoder.role_prompt_name`), as
@@ -16,6 +18,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,17 +42,129 @@ def normalise_rows(x: np.ndarray) -> np.ndarray:
     return x / n
 
 
-def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and values of the ``k`` largest scores per row, best first.
-    scores: [m, n] -> (int64 [m, k'], float32 [m, k']) with k' = min(k, n)."""
+# Exact search scores QUERY_BLOCK queries x ROW_BLOCK rows at a time: the block and the selection's
+# temporaries take about 17 bytes a score (~17 MiB at 256 x 4096) whatever the number of queries and rows.
+QUERY_BLOCK, ROW_BLOCK = 256, 4096
+
+
+def spans(total: int, block: int) -> list[tuple[int, int]]:
+    """``[0, total)`` cut into ceil(total / block) spans of near-equal length (none shorter than
+    block / 2 when total > block: no one-row tail, which BLAS would multiply by another kernel)."""
+    parts = -(-total // max(1, block))
+    return [(i * total // parts, (i + 1) * total // parts) for i in range(parts)]
+
+
+def block_best(scores: np.ndarray, k: int) -> np.ndarray:
+    """Column numbers of the ``k`` best scores of each row, ascending; ties at the k-th score go to
+    the lower column, NaN ranks last. scores: [b, r] -> int64 [b, min(k, r)]."""
+    b, r = scores.shape
+    if k >= r:
+        return np.broadcast_to(np.arange(r, dtype=np.int64), (b, r))
+    neg = -scores
+    part = np.argpartition(neg, k - 1, axis=1)[:, :k]  # the k best in some order; a tie at the k-th: any of it
+    chosen = np.take_along_axis(neg, part, axis=1)
+    kth = chosen.max(axis=1, keepdims=True)  # NaN when a NaN was chosen
+    nan = kth[:, 0] != kth[:, 0]
+    split = (neg == kth).sum(axis=1) > (chosen == kth).sum(axis=1)  # a tie straddles the k-th place
+    if nan.any():
+        split[nan] = np.isnan(neg[nan]).sum(axis=1) > np.isnan(chosen[nan]).sum(axis=1)
+    if split.any():  # those rows by a stable sort: the tie's lower columns
+        part[split] = np.argsort(neg[split], axis=1, kind="stable")[:, :k]
+    return np.sort(part, axis=1)
+
+
+def merge_best(
+    ids: np.ndarray, vals: np.ndarray, new_ids: np.ndarray, new_vals: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of a running top-k (``ids``/``vals`` [b, w], best first, ties by id) and a block's
+    candidates (ids above all of ``ids``, ascending), best first, ties by id: a stable sort keeps both
+    halves' order, and the running half comes first."""
+    i = np.concatenate([ids, new_ids], axis=1)
+    v = np.concatenate([vals, new_vals], axis=1)
+    order = np.argsort(-v, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(i, order, axis=1), np.take_along_axis(v, order, axis=1)
+
+
+def stream_top_k(
+    m: int,
+    n: int,
+    k: int,
+    rows: Callable[[int, int], Any],
+    score: Callable[[Any, int, int], np.ndarray],
+    *,
+    query_block: int = QUERY_BLOCK,
+    row_block: int = ROW_BLOCK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of an [m, n] score matrix never held whole: ``rows(r0, r1)`` prepares a block of rows
+    (once), ``score(block, q0, q1)`` gives its scores for queries q0:q1 ([q1 - q0, r1 - r0]); each
+    block's best (:func:`block_best`) is merged into a running top-k per query (:func:`merge_best`).
+    Returns (int64 [m, k'], float32 [m, k']), best first, ties by row, k' = min(k, n)."""
+    k = max(0, min(int(k), n))
+    ids = np.zeros((m, k), np.int64)
+    vals: np.ndarray | None = None
+    if k == 0 or m == 0:
+        return ids, np.zeros((m, k), np.float32)
+    w = 0  # the running top-k's width: min(k, rows seen)
+    for r0, r1 in spans(n, row_block):
+        block = rows(r0, r1)
+        w1 = min(k, r1)
+        for q0, q1 in spans(m, query_block):
+            s = np.asarray(score(block, q0, q1))
+            if vals is None:
+                vals = np.zeros((m, k), s.dtype)
+            best = block_best(s, k)
+            ids[q0:q1, :w1], vals[q0:q1, :w1] = merge_best(
+                ids[q0:q1, :w], vals[q0:q1, :w], best + r0, np.take_along_axis(s, best, axis=1), k
+            )
+        w = w1
+    assert vals is not None
+    return ids, vals.astype(np.float32, copy=False)
+
+
+def top_k(
+    scores: np.ndarray, k: int, *, query_block: int = QUERY_BLOCK, row_block: int = ROW_BLOCK
+) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the ``k`` largest scores per row, best first; ties rank the lower index
+    first (a stable sort's order), NaN last. Selected a block at a time (:func:`stream_top_k`): no
+    temporary of the matrix's size. scores: [m, n] -> (int64 [m, k'], float32 [m, k']) with k' = min(k, n)."""
     scores = np.atleast_2d(scores)
-    k = min(k, scores.shape[1])
-    if k <= 0:
-        return np.zeros((scores.shape[0], 0), np.int64), np.zeros((scores.shape[0], 0), np.float32)
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(scores, part, axis=1)
-    order = np.argsort(-vals, axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1).astype(np.float32)
+    return stream_top_k(
+        scores.shape[0],
+        scores.shape[1],
+        k,
+        lambda r0, r1: (r0, r1),
+        lambda b, q0, q1: scores[q0:q1, b[0] : b[1]],
+        query_block=query_block,
+        row_block=row_block,
+    )
+
+
+def exact_top_k(
+    queries: Any,
+    rows: Any,
+    k: int,
+    *,
+    normalise: bool = False,
+    query_block: int = QUERY_BLOCK,
+    row_block: int = ROW_BLOCK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine top-k of unit-length ``queries`` [m, d] over ``rows`` [n, d]: dense (an array or a
+    memory map, scaled to unit length a block at a time when ``normalise``), or CSR queries over CSR
+    rows. Scored ``query_block`` queries x ``row_block`` rows at a time (:func:`stream_top_k`): memory
+    bounded whatever m and n, the answer :func:`top_k` of the full score matrix."""
+    sparse = not isinstance(rows, np.ndarray) and hasattr(rows, "tocsr")
+
+    def block(r0: int, r1: int) -> Any:
+        if sparse:
+            return rows[r0:r1]
+        return normalise_rows(rows[r0:r1]) if normalise else np.asarray(rows[r0:r1])
+
+    def score(r: Any, q0: int, q1: int) -> np.ndarray:
+        if sparse:
+            return np.asarray((r @ queries[q0:q1].T).T.todense())
+        return queries[q0:q1] @ r.T  # type: ignore[no-any-return]
+
+    return stream_top_k(queries.shape[0], rows.shape[0], k, block, score, query_block=query_block, row_block=row_block)
 
 
 def corpus_fingerprint(corpus: str | Path) -> dict[str, Any]:
@@ -102,11 +217,8 @@ class NeighbourIndex:
             q = sp.csr_matrix(queries, dtype=np.float32)
             norms = np.sqrt(np.asarray(q.multiply(q).sum(axis=1)).ravel())
             norms[norms == 0] = 1.0
-            q = sp.diags(1.0 / norms) @ q
-            scores = np.asarray((self.embeddings @ q.T).T.todense())  # [m, n]
-        else:
-            scores = normalise_rows(np.atleast_2d(queries)) @ self.embeddings.T  # [m, n]
-        return top_k(scores, k)
+            return exact_top_k((sp.diags(1.0 / norms) @ q).tocsr(), self.embeddings, k)
+        return exact_top_k(normalise_rows(np.atleast_2d(queries)), self.embeddings, k)
 
     def save(self, d: Path, meta: dict[str, Any]) -> None:
         from sentkit.io import atomic_open, atomic_write_text
