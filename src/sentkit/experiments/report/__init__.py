@@ -5,7 +5,8 @@ module per job: `scores` (every score of a results file, the cohorts, the summar
 alpha), `costs` (wall-clock, CPU, the training CPU of a chain of cells), `tables` (headline, best versions,
 all scores, probing, length bins, MTEB, diagnostics), `hill` (Hill et al. 2016's tables and consistency),
 `scaling` (quality against compute), `charts` and `summary` (the one-screen summary of several experiments that
-`write_pages` writes beside a page per experiment). Their names are importable from here as well."""
+`write_pages` writes beside a page per experiment). Their names are importable from here as well. `figures` checks
+that each figure of a hand-written page is the committed result it names (tests/experiments/test_docs_figures.py)."""
 
 from __future__ import annotations
 
