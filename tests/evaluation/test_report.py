@@ -26,10 +26,11 @@ from sentkit.evaluation.report import (
     side_by_side,
 )
 
+from .test_mteb import empty_hf_cache
 from .test_user_tasks import _forget_user_tasks, write_beir
 from .test_user_tasks import encoder as bow_encoder
 
-__all__ = ["_forget_user_tasks"]  # autouse: user tasks declared by a test are forgotten after it
+__all__ = ["_forget_user_tasks", "empty_hf_cache"]  # autouse: user tasks declared by a test are forgotten after it
 
 
 def run(
@@ -506,3 +507,26 @@ def test_model_settings_are_in_the_label_so_two_precisions_are_two_columns(tmp_p
         paths[-1].write_text(json.dumps(r_))
     assert main(["report", *map(str, paths)]) == 0
     assert "[pooling=cls, bf16]" in capsys.readouterr().out
+
+
+def test_a_subset_run_end_to_end_is_marked_and_names_the_folder_mteb_wrote(empty_hf_cache, tmp_path, capsys):
+    """`sentkit evaluate --mteb STS12=<20-pair copy> --allow-subset`, then `sentkit report --detail`: the row is
+    marked (subset), there is no MTEB average of full-data tasks, and every results folder the report prints is one
+    mteb wrote (the revision + _local_subset)."""
+    pytest.importorskip("mteb")
+    from .test_mteb_trust import marked_model, sts_copy
+
+    copy = sts_copy(tmp_path / "sts12", 40)
+    model, _ = marked_model(tmp_path)
+    out = tmp_path / "run" / "r.json"
+    args = ["-q", "evaluate", "--model", model, "--mteb", f"STS12={copy}", "--allow-subset", "-o", str(out)]
+    assert main([*args, "--no-cache"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--detail"]) == 0
+    text = capsys.readouterr().out
+    assert "| MTEB STS12 (subset) |" in text and "MTEB average (mteb" not in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("mteb's results files: "))
+    folders = line.removeprefix("mteb's results files: ").split(" (beside")[0].split(", ")
+    assert folders and all(f.endswith("_local_subset/") for f in folders)
+    for folder in folders:
+        assert (out.parent / folder / "STS12.json").is_file(), folder

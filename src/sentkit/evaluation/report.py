@@ -290,11 +290,7 @@ def _mteb_lines(run: dict[str, Any], *, include_subsets: bool = False) -> tuple[
 
 
 def _subset_averages(include: bool) -> str:
-    return (
-        "counted in the MTEB averages as asked (--include-subsets)"
-        if include
-        else "left out of the MTEB averages (--include-subsets counts them)"
-    )
+    return "counted in the MTEB averages, as asked" if include else "left out of the MTEB averages"
 
 
 def _count(n: int, what: str = "task") -> str:
