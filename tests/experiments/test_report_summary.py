@@ -165,3 +165,16 @@ def test_an_average_over_fewer_tasks_is_flagged_with_its_count_and_kept_out_of_t
     assert "(n of m tasks; no ...): an average over fewer tasks than the others" in text
     budget = next(ln for ln in text.splitlines() if ln.startswith("- downstream: "))
     assert "tuned" not in budget
+
+
+def test_a_page_flags_an_average_over_fewer_tasks_in_its_all_scores_table() -> None:
+    from sentkit.experiments.report import all_scores_section
+
+    summary = {
+        "full": {"MR": (70.0, 0.0, 1), "CR": (80.0, 0.0, 1), "avg:downstream": (75.0, 0.0, 1)},
+        "failed": {"MR": (60.0, 0.0, 1), "avg:downstream": (60.0, 0.0, 1)},
+    }
+    lines = all_scores_section(summary, ["full", "failed"], {}, ["avg:downstream"], ["MR", "CR"])
+    assert "| failed |  | 1 | 60.0 (1 of 2) | 60.0 | — |" in lines
+    assert "| full |  | 1 | 75.0 | 70.0 | 80.0 |" in lines
+    assert any(ln.startswith("(n of m): ") and ln.endswith("failed lacks CR.") for ln in lines)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.evaluation.report import mteb_scores
-from sentkit.evaluation.tasks import ALL_TASKS, cohort, get_task
+from sentkit.evaluation.tasks import ALL_TASKS, DOWNSTREAM, cohort, get_task
 from sentkit.experiments import paper
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.results import RunResults, Runs, as_runs
@@ -41,6 +41,31 @@ PROBING = tuple(cohort("probing"))
 
 
 F1_TASKS = tuple(n for n in ALL_TASKS if get_task(n).f1)  # tasks whose F1 is a score too (`MRPC:f1`)
+
+
+# the tasks each average is taken over, by the scores' names (a relatedness task's cosine score as `NAME-cos`)
+AVERAGE_TASKS: dict[str, tuple[str, ...]] = {
+    "avg:downstream": tuple(DOWNSTREAM),
+    "avg:downstream_without_snli": tuple(cohort("downstream_without_snli")),
+    "avg:supervised": SUPERVISED,
+    "avg:cosine_sts": STS,
+    "avg:unsupervised_sts": UNSUPERVISED,
+    "avg:probing": PROBING,
+}
+
+
+def partial_averages(summary: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], tuple[int, int, list[str]]]:
+    """{(cell, average): (tasks it covers, tasks the cells cover together, the tasks it lacks)} for each average of
+    `AVERAGE_TASKS` a cell takes over fewer tasks than the cells of `summary` cover together (a task that failed)."""
+    out: dict[tuple[str, str], tuple[int, int, list[str]]] = {}
+    for avg, tasks in AVERAGE_TASKS.items():
+        having = [c for c, s in summary.items() if avg in s]
+        union = [t for t in tasks if any(t in summary[c] for c in having)]
+        for c in having:
+            lacks = [t for t in union if t not in summary[c]]
+            if lacks:
+                out[(c, avg)] = (len(union) - len(lacks), len(union), lacks)
+    return out
 
 
 CHART_AVERAGES = ("avg:downstream", "avg:supervised", "avg:unsupervised_sts")

@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import NamedTuple
 
-from sentkit.evaluation.tasks import DOWNSTREAM
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments.grid import CellSpec, ExperimentSpec
 from sentkit.experiments.refs import CellRef
 from sentkit.experiments.report.costs import Cost, chain_train_cpu, recipe_phase_cpu
 from sentkit.experiments.report.formatting import fmt, fmt_hours
-from sentkit.experiments.report.scores import PROBING, SUPERVISED, UNSUPERVISED, Summary, fixed_cells, summarise
+from sentkit.experiments.report.scores import AVERAGE_TASKS, Summary, fixed_cells, summarise
 from sentkit.experiments.report.tables import row_claim
 from sentkit.experiments.results import Runs, as_runs
 from sentkit.methods import METHODS
@@ -35,13 +34,7 @@ from sentkit.methods import METHODS
 PICK_BY = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised", "avg:probing")
 PICK_HEAD = ("downstream", "unsupervised STS", "classifiers (supervised)", "probing")
 BUDGET_BY = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised")  # the averages of the budget lists
-# the tasks each average is taken over (the scores' names: a relatedness task's cosine score as `NAME-cos`)
-COHORTS: Mapping[str, tuple[str, ...]] = {
-    "avg:downstream": tuple(DOWNSTREAM),
-    "avg:unsupervised_sts": UNSUPERVISED,
-    "avg:supervised": SUPERVISED,
-    "avg:probing": PROBING,
-}
+COHORTS = AVERAGE_TASKS  # the tasks each average is taken over
 # methods that train nothing on the corpus: each version (raw, whitened, SIF, ...) is a reference row of its own
 REFERENCE_METHODS = ("glove-average",)
 # methods that evaluate another model's vectors (a version of it: whitened, SIF-weighted, pooled otherwise)

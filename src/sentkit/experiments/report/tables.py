@@ -11,7 +11,7 @@ from typing import Any
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.costs import cell_costs, cell_cpu, chain_train_cpu
 from sentkit.experiments.report.formatting import fmt, fmt_hours
-from sentkit.experiments.report.scores import AVERAGE_HELP, PROBING, Summary
+from sentkit.experiments.report.scores import AVERAGE_HELP, PROBING, Summary, partial_averages
 from sentkit.experiments.results import Runs, as_runs
 
 
@@ -282,14 +282,21 @@ def all_scores_section(
     ]
     head = ["cell", "group", "seeds", *[a.split(":")[1] for a in avgs], *tasks]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    partial = partial_averages({c: summary[c] for c in cells})
+
+    def average(c: str, a: str) -> str:
+        text = fmt(summary[c].get(a))
+        return text + (f" ({partial[c, a][0]} of {partial[c, a][1]})" if (c, a) in partial else "")
+
     for c in cells:
         n = max(v[2] for v in summary[c].values())
-        row = [
-            c,
-            groups.get(c, ""),
-            str(n),
-            *[fmt(summary[c].get(a)) for a in avgs],
-            *[fmt(summary[c].get(t)) for t in tasks],
-        ]
+        row = [c, groups.get(c, ""), str(n), *[average(c, a) for a in avgs], *[fmt(summary[c].get(t)) for t in tasks]]
         lines.append("| " + " | ".join(row) + " |")
+    notes = sorted({f"{c} lacks {', '.join(p[2])}" for (c, _), p in partial.items()})
+    if notes:
+        lines += [
+            "",
+            "(n of m): an average over n of the m tasks the other cells' averages cover (a task that failed), not "
+            "comparable with theirs: " + "; ".join(notes) + ".",
+        ]
     return [*lines, ""]
