@@ -8,14 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from sentkit.explore import Explorer
-from sentkit.explore.app import STATIC, TOKEN_HEADER, allowed_hosts, create_app
+from sentkit.explore.app import MAX_BODY_BYTES, STATIC, TOKEN_HEADER, allowed_hosts, create_app
 from sentkit.explore.core import counting, one_torch_thread
 from sentkit.explore.highlight import query_words, shared_segments
+from sentkit.explore.server import start_in_thread
 
 from .conftest import DOCS, SENTENCE_OF_SEA
 
@@ -415,8 +417,8 @@ def test_state_changing_requests_from_another_origin_are_refused(explorer: Explo
 
 
 def test_every_request_needs_the_token(explorer: Explorer) -> None:
-    """Jupyter's scheme: the page loads with the token of the printed URL (then from its cookie) and
-    every API request carries it in a header; without it nothing answers, whatever the origin."""
+    """Jupyter's scheme: every API request carries the token of the printed URL in a header; without
+    it nothing answers, whatever the origin, and neither the URL's token nor a cookie opens the API."""
     app = create_app(explorer)
     token = app.state.token
     assert len(token) >= 40 and token != create_app(explorer).state.token  # random, new at each start
@@ -450,17 +452,229 @@ def test_every_request_needs_the_token(explorer: Explorer) -> None:
     assert (list(explorer.models), explorer.corpus, len(explorer.results)) == before
     assert bare.get("/api/state", headers={TOKEN_HEADER: token}).status_code == 200
 
-    r = bare.get("/")
+    r = bare.get("/", params={"token": "wrong"})  # a wrong token in the URL is said at once
     assert r.status_code == 401 and "?token=" in r.text and token not in r.text
-    assert bare.get("/", params={"token": "wrong"}).status_code == 401
-    r = bare.get("/", params={"token": token})
-    assert r.status_code == 200 and f'<meta name="sentkit-token" content="{token}">' in r.text
-    cookie = r.headers["set-cookie"]
-    assert cookie.startswith(f"sentkit-explore-80={token};") and "HttpOnly" in cookie and "SameSite=strict" in cookie
-    assert bare.get("/").status_code == 200  # a reload: the cookie the page set
-    bare.cookies.clear()
-    assert bare.get("/").status_code == 401
+    for params in ({"token": token}, {}):  # the page holds no token and no data: the script keeps the URL's
+        r = bare.get("/", params=params)
+        assert r.status_code == 200 and "<title>sentkit explore</title>" in r.text and token not in r.text
     assert bare.get("/static/app.js").status_code == 200  # the package's own files need no token
+
+
+def test_no_answer_sets_a_cookie(explorer: Explorer, models: list[str]) -> None:
+    """Cookies are not kept apart by port: a cookie holding the token would go to every other server
+    on 127.0.0.1 the browser visits. No answer sets one (the page keeps the token in sessionStorage)."""
+    c = client(explorer)
+    token = c.headers[TOKEN_HEADER]
+    for r in (
+        c.get("/", params={"token": token}),
+        c.get("/", params={"token": token}, headers={TOKEN_HEADER: ""}),
+        c.get("/"),
+        c.get("/", params={"token": "wrong"}),
+        c.get("/static/app.js"),
+        c.get("/static/index.html"),
+        c.get("/api/state"),
+        c.get("/api/documents"),
+        c.post("/api/neighbours", json={"query": SENTENCE_OF_SEA, "k": 2, "models": models[1:]}),
+        c.get("/api/state", headers={TOKEN_HEADER: "wrong"}),
+    ):
+        assert r.status_code in (200, 401), (r.request.url, r.text)
+        assert "set-cookie" not in r.headers, (r.request.url, r.headers["set-cookie"])
+    assert not c.cookies
+    assert token not in c.get("/static/app.js").text + c.get("/", params={"token": token}).text
+
+
+def test_every_answer_forbids_framing(explorer: Explorer) -> None:
+    """`frame-ancestors 'none'` and `X-Frame-Options: DENY` on every answer, refusals included: no page
+    of another site or port may frame this one."""
+    c = client(explorer)
+    token = c.headers[TOKEN_HEADER]
+    for r in (
+        c.get("/", params={"token": token}),
+        c.get("/"),
+        c.get("/", params={"token": "wrong"}),
+        c.get("/static/app.js"),
+        c.get("/static/missing.js"),
+        c.get("/api/state"),
+        c.get("/api/state", headers={TOKEN_HEADER: "wrong"}),
+        c.get("/api/state", headers={"Host": "evil.test"}),
+        c.post("/api/neighbours", json={"query": "x", "k": 0}),
+        c.post("/api/corpus", content=b"x" * (MAX_BODY_BYTES + 1), headers={"Content-Type": "application/json"}),
+        c.get("/nowhere"),
+    ):
+        csp = r.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in csp and r.headers.get("x-frame-options") == "DENY", (r.request.url, r)
+        assert r.headers.get("x-content-type-options") == "nosniff"
+
+
+# ------------------------------------------------------------------ safety: sizes, the query, special files
+def one_line_refusal(r: Any, status: int) -> str:
+    """The error of a refusal: the status, a JSON object with one short line."""
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    error = r.json()["error"]
+    assert isinstance(error, str) and "\n" not in error and len(error) < 200, error
+    return str(error)
+
+
+def test_a_body_over_the_cap_is_refused_in_one_line(explorer: Explorer, models: list[str]) -> None:
+    c = client(explorer)
+    big = {"text": "word " * (MAX_BODY_BYTES // 5 + 10), "tokenizer": models[0]}
+    assert "1 MiB" in one_line_refusal(c.post("/api/spans", json=big), 413)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: refused once the body passes the cap
+        yield b'{"query": "'
+        for _ in range(3 * MAX_BODY_BYTES // 65536):
+            yield b"a" * 65536
+        yield b'"}'
+
+    r = c.post("/api/neighbours", content=chunks(), headers={"Content-Type": "application/json"})
+    assert "the request body is over 1,048,576 bytes" in one_line_refusal(r, 413)
+    r = c.post("/api/corpus", content=b"{}", headers={"Content-Type": "application/json", "Content-Length": "x"})
+    assert one_line_refusal(r, 400) == "refused: Content-Length is not a number"
+    ok = {"text": "word " * (MAX_BODY_BYTES // 6), "tokenizer": models[0], **SMALL}  # under the cap: answered
+    assert c.post("/api/spans", json=ok).status_code == 200
+
+
+def test_a_declared_huge_body_is_refused_before_it_is_sent(explorer: Explorer) -> None:
+    """A real server answers 413 to the headers of a 200 MB request at once, without waiting for (or
+    holding) the body; the next request is answered."""
+    import socket
+
+    srv = start_in_thread(create_app(explorer))
+    try:
+        host, port = srv.url.split("//")[1].strip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(
+                f"POST /api/neighbours HTTP/1.1\r\nHost: {host}\r\n{TOKEN_HEADER}: {srv.token}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 200000000\r\n\r\n".encode()
+                + b'{"query": "'
+                + b"a" * 1000
+            )
+            answer = b""
+            while not answer.endswith(b"}") and (chunk := s.recv(4096)):
+                answer += chunk
+        head, _, body = answer.decode().partition("\r\n\r\n")
+        assert head.startswith("HTTP/1.1 413"), head
+        assert json.loads(body) == {
+            "error": "refused: the request body is 200,000,000 bytes; the limit is 1,048,576 (1 MiB)"
+        }
+        r = httpx.get(srv.url + "api/state", headers={TOKEN_HEADER: srv.token or ""}, timeout=10)
+        assert r.status_code == 200
+    finally:
+        srv.stop()
+
+
+def test_a_long_query_or_url_is_refused_and_never_echoed(explorer: Explorer, models: list[str]) -> None:
+    c = client(explorer)
+    query = "zebra quantum harbour " * 200  # 4,400 characters
+    error = one_line_refusal(c.post("/api/neighbours", json={"query": query, "k": 3}), 400)
+    assert error == "the query is 4,400 characters; search with at most 4,096 (a sentence or a paragraph)"
+    r = c.post("/api/neighbours", json={"query": "zebra quantum harbour ship", "k": 3, "models": models[1:]})
+    assert r.status_code == 200 and "zebra" not in r.text and "query" not in r.json()  # the answer, not the question
+    assert "8,192 bytes" in one_line_refusal(c.get("/api/state", params={"q": "x" * 9000}), 414)
+    r = c.post("/api/corpus", json={"path": "/" + "a" * 5000})
+    assert r.status_code == 400 and "at most 4096 characters" in r.text and "aaaa" not in r.text
+
+
+def test_a_named_pipe_or_device_is_never_read(explorer: Explorer, tmp_path: Path) -> None:
+    """A FIFO never answers: as a corpus (alone, or in a saved dataset folder) or results it is
+    refused at once, without opening it; so is a device."""
+    import os
+    import time
+
+    pipe = tmp_path / "corpus.txt"
+    os.mkfifo(pipe)
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    (dataset / "dataset_info.json").write_text("{}")
+    os.mkfifo(dataset / "state.json")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(pipe)
+    c = client(explorer)
+    before = explorer.corpus
+    t = time.monotonic()
+    for path, what in ((pipe, "corpus"), (link, "corpus"), ("/dev/zero", "corpus"), (pipe, "results")):
+        error = one_line_refusal(
+            c.post(f"/api/{'corpus' if what == 'corpus' else 'results'}", json={"path": str(path)}), 400
+        )
+        assert error.startswith(f"{what} {path} is a "), error
+        assert error.endswith(", not a regular file: give a file or a folder")
+    assert "named pipe (FIFO)" in c.post("/api/corpus", json={"path": str(pipe)}).text
+    assert "character device" in c.post("/api/corpus", json={"path": "/dev/zero"}).text
+    error = one_line_refusal(c.post("/api/corpus", json={"path": str(dataset)}), 400)
+    assert (
+        error == f"corpus {dataset}: state.json is a named pipe (FIFO), not a regular file; remove it from the folder"
+    )
+    assert time.monotonic() - t < 10 and explorer.corpus == before
+
+
+def test_many_pipe_requests_leave_the_server_answering(explorer: Explorer, tmp_path: Path) -> None:
+    """The audit: about 45 requests naming a FIFO used to hold every worker of the server for good."""
+    import contextlib
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    pipe = tmp_path / "pipe.txt"
+    os.mkfifo(pipe)
+    srv = start_in_thread(create_app(explorer))
+    try:
+        with httpx.Client(base_url=srv.url, headers={TOKEN_HEADER: srv.token or ""}, timeout=15) as c:
+
+            def ask(_: int) -> int:
+                return c.post("/api/corpus", json={"path": str(pipe)}).status_code
+
+            with ThreadPoolExecutor(16) as pool:
+                assert list(pool.map(ask, range(60))) == [400] * 60
+            assert c.get("/api/state").status_code == 200
+    finally:
+        with contextlib.suppress(OSError):  # without the fix, readers wait in open(): a writer lets them go
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        srv.stop()
+
+
+def test_a_corpus_read_is_given_up_after_its_time(models: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read that does not end (a path swapped for a pipe after the check, a stalled disk) is given up
+    after the explorer's time; reads still stuck hold a few slots, then the next is refused at once."""
+    import threading
+    import time
+
+    import sentkit.explore.core as core
+    from sentkit.explore.reading import MAX_READS
+
+    release = threading.Event()
+
+    def stuck(*a: Any, **k: Any) -> Iterator[Any]:
+        release.wait(10)
+        yield from ()
+
+    monkeypatch.setattr(core, "iter_documents", stuck)
+    ex = Explorer(build=False, read_seconds=0.3)
+    try:
+        c = client(ex)
+        for _ in range(MAX_READS):
+            t = time.monotonic()
+            error = one_line_refusal(c.post("/api/corpus", json={"path": str(Path.cwd())}), 400)
+            assert error == f"reading corpus {Path.cwd()} took more than 0.3 s and was given up; " + (
+                "give a regular file or folder on a local disk"
+            )
+            assert time.monotonic() - t < 5
+        error = one_line_refusal(c.post("/api/corpus", json={"path": str(Path.cwd())}), 400)
+        assert error.startswith(f"cannot read corpus {Path.cwd()} now: {MAX_READS} earlier reads have not ended")
+        assert c.get("/api/state").status_code == 200 and ex.corpus is None
+    finally:
+        release.set()
+        ex.close()
+
+
+def test_within_returns_the_value_or_the_error() -> None:
+    import threading
+
+    from sentkit.explore.reading import within
+
+    slots = threading.BoundedSemaphore(1)
+    assert within(5, slots, "x", lambda: 42) == 42
+    with pytest.raises(FileNotFoundError, match="gone"):
+        within(5, slots, "x", lambda: (_ for _ in ()).throw(FileNotFoundError("gone")))
+    assert within(5, slots, "x", lambda: "slot freed") == "slot freed"  # each read gave its slot back
 
 
 def test_token_matches_in_constant_time_and_odd_input() -> None:

@@ -350,9 +350,12 @@ def test_the_browser_without_the_token_gets_nothing(browser: Any, live: RunningS
     ctx = browser.new_context()
     try:
         page = ctx.new_page()
-        r = page.goto(live.url)  # the address without ?token=
-        assert r.status == 401 and "open the URL sentkit explore printed" in page.inner_text("body")
-        assert page.locator("#query").count() == 0
+        api_calls: list[str] = []
+        page.on("request", lambda r: api_calls.append(r.url) if "/api/" in r.url else None)
+        r = page.goto(live.url)  # the address without ?token=, in a tab that never had it
+        page.wait_for_selector("body[data-ready]")
+        assert r.status == 200 and "open the URL sentkit explore printed" in page.inner_text("body")
+        assert page.locator("#query").count() == 0 and api_calls == []  # the page asks nothing without it
         got = page.evaluate("""async () => [
             (await fetch("/api/state")).status,
             (await fetch("/api/documents")).status,
@@ -362,6 +365,7 @@ def test_the_browser_without_the_token_gets_nothing(browser: Any, live: RunningS
         assert got == [401, 401, 401, 401]
         assert page.goto(live.url + "?token=guess").status == 401
         assert explorer.corpus is not None and "hostname" not in explorer.corpus
+        assert ctx.cookies() == []
     finally:
         ctx.close()
 
@@ -388,17 +392,113 @@ def test_the_page_refuses_a_folder_whose_loading_unpickles(page: Any, explorer: 
 def test_the_page_keeps_working_with_its_token_and_drops_it_from_the_address(
     page: Any, live: RunningServer, models: list[str]
 ) -> None:
+    """The page keeps the token in sessionStorage (this tab, this origin), never in a cookie, and sends
+    it in the X-Sentkit-Token header of each API request: a reload works without it in the address."""
     assert "token" not in page.url and page.url.startswith(live.url)
+    assert page.evaluate("sessionStorage.getItem('sentkit-explore-token')") == live.token
+    assert page.context.cookies() == [] and page.evaluate("document.cookie") == ""
+    sent: list[tuple[str, str | None]] = []
+    page.on("request", lambda r: sent.append((r.url, r.headers.get("x-sentkit-token"))) if "/api/" in r.url else None)
+    answers: list[tuple[str, int]] = []
+    page.on("response", lambda r: answers.append((r.url, r.status)) if "/api/" in r.url else None)
     page.fill("#k", "3")
     page.fill("#query", SENTENCE_OF_SEA)
     page.press("#query", "Enter")
     for m in models:
         expect(col(page, m).locator("li.neighbour")).to_have_count(3)
-    page.reload()  # the address has no token now: the page's cookie opens it
+    page.reload()  # the address has no token now: sessionStorage gives it back
     page.wait_for_selector("body[data-ready]")
+    assert "token" not in page.url
     page.fill("#query", SENTENCE_OF_SEA)
     page.press("#query", "Enter")
     expect(col(page, models[1]).locator("li.neighbour").first.locator(".text")).to_have_text(SENTENCE_OF_SEA)
+    assert any(u.endswith("/api/state") for u, _ in sent) and any(u.endswith("/api/neighbours") for u, _ in sent)
+    assert all(token == live.token for _, token in sent), sent
+    assert answers and all(status == 200 for _, status in answers), answers
+    assert page.context.cookies() == []
+    other = page.context.new_page()  # another tab has its own sessionStorage: it needs the printed URL
+    try:
+        other.goto(live.url)
+        other.wait_for_selector("body[data-ready]")
+        assert "open the URL sentkit explore printed" in other.inner_text("body")
+    finally:
+        other.close()
+
+
+class Recorder:
+    """Another web server on 127.0.0.1 (another port) that records the headers of the requests it gets
+    and serves ``body`` as its page."""
+
+    def __init__(self, body: str = "<!doctype html><title>another local server</title>") -> None:
+        import http.server
+
+        self.headers: list[dict[str, str]] = []
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                rec.headers.append(dict(self.headers.items()))
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_other_local_servers_never_receive_the_token(browser: Any, live: RunningServer) -> None:
+    """The audit: cookies are not kept apart by port, so a token in a cookie went to every other
+    server on 127.0.0.1 the browser visited. After the page is opened and used, another local server
+    gets nothing that holds the token."""
+    other = Recorder()
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(live.page)
+        page.wait_for_selector("body[data-ready]")
+        page.fill("#query", SENTENCE_OF_SEA)
+        page.press("#query", "Enter")
+        expect(page.locator("li.neighbour").first).to_be_visible()
+        page.goto(other.url + "index.html")  # the same tab, then a new one
+        page2 = ctx.new_page()
+        page2.goto(other.url + "page")
+        assert len(other.headers) >= 2
+        assert live.token and not any(live.token in f"{k}: {v}" for h in other.headers for k, v in h.items())
+        assert not any(k.lower() == "cookie" for h in other.headers for k in h)
+        assert ctx.cookies() == []
+    finally:
+        ctx.close()
+        other.close()
+
+
+def test_another_local_page_cannot_frame_the_page(browser: Any, live: RunningServer) -> None:
+    """`frame-ancestors 'none'` and `X-Frame-Options: DENY`: a page of another local server that
+    frames the explorer (to make the user click in it) gets an empty frame."""
+    other = Recorder(f'<!doctype html><title>framing</title><iframe id="f" src="{live.page}"></iframe>')
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        blocked: list[str] = []
+        page.on("console", lambda m: blocked.append(m.text) if "frame" in m.text.lower() else None)
+        page.goto(other.url)
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(500)
+        frame = page.frame_locator("#f")
+        assert frame.locator("#query").count() == 0 and frame.locator("body[data-ready]").count() == 0
+        assert any("frame-ancestors" in m for m in blocked), blocked
+    finally:
+        ctx.close()
+        other.close()
 
 
 # ------------------------------------------------------------------ spans

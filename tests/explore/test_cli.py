@@ -80,10 +80,12 @@ def test_a_process_without_the_token_is_refused_on_every_host(
                     c.get("/api/documents"),
                     c.post("/api/corpus", json={"path": "/etc"}),
                     c.post("/api/results", json={"path": "/etc/hostname"}),
-                    c.get("/"),
+                    c.get("/", params={"token": token[::-1]}),
                     c.get("/api/state", headers={TOKEN_HEADER: token[::-1]}),
                 ):
                     assert r.status_code == 401, (r.request.url, r.text)
+                page = c.get("/")  # the package's page: no data, no token, no cookie
+                assert page.status_code == 200 and token not in page.text and "set-cookie" not in page.headers
                 evil = {"Host": f"evil.test:{c.base_url.port}"}
                 assert c.get("/api/state", headers={**evil, TOKEN_HEADER: token}).status_code == 400
                 assert c.get("/", params={"token": token}, headers=evil).status_code == 400

@@ -5,35 +5,41 @@ Every answer is JSON; bad input is ``{"error": message}`` with status 400, and a
 server's own code is status 500 with a one-line message (the traceback goes to the log only).
 
 The page is safe to leave running, as Jupyter is: every start makes a random token
-(:func:`new_token`), printed in the page's URL (``/?token=...``). The page loads only with it (from
-the URL, then from a cookie it sets) and every API request must carry it in the
-``X-Sentkit-Token`` header, whatever its origin: other programs and other users of the machine,
-and pages of other sites, get 401. Host headers other than this machine's loopback names and the
-``--allow-host`` names are refused (400: DNS rebinding), whatever the address it listens on.
-Requests that change state (every POST) are also refused with 403 when a browser says they come
-from another site (their ``Origin`` is not this server's, or ``Sec-Fetch-Site`` is not
-same-origin). Models the page adds never run or unpickle anything (:mod:`sentkit.explore.trust`).
+(:func:`new_token`), printed in the page's URL (``/?token=...``). The page's script keeps it in
+``sessionStorage`` (per tab and per origin, port included) and sends it in the ``X-Sentkit-Token``
+header of every API request; the server sets no cookie (cookies are not kept apart by port, so
+every other server on 127.0.0.1 the browser visits would receive it). Every API request without
+the token, whatever its origin, gets 401: other programs and other users of the machine, and pages
+of other sites. ``/`` itself is the package's page, holding no data and no token. Host headers
+other than this machine's loopback names and the ``--allow-host`` names are refused (400: DNS
+rebinding), whatever the address it listens on. Requests that change state (every POST) are also
+refused with 403 when a browser says they come from another site (their ``Origin`` is not this
+server's, or ``Sec-Fetch-Site`` is not same-origin). A request body over :data:`MAX_BODY_BYTES`
+gets 413 and a URL over :data:`MAX_URL_BYTES` gets 414, before anything reads them; every answer
+forbids framing (:data:`SECURITY_HEADERS`). Models the page adds never run or unpickle anything
+(:mod:`sentkit.explore.trust`).
 """
 
 from __future__ import annotations
 
 import hmac
-import html
 import ipaddress
+import json
 import logging
 import math
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentkit.config import ConfigError
 from sentkit.explore.core import USER_ERRORS, Explorer, error_text
@@ -43,23 +49,40 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
+MAX_BODY_BYTES = 1024 * 1024  # a request body (JSON): a pasted text for spans is the largest
+MAX_URL_BYTES = 8 * 1024  # path and query string of a request
+MAX_NAME_CHARS = 4096  # a path or model name in a request (PATH_MAX)
+# Sent with every answer: no page of another site (or another port) may frame this one, nor run
+# scripts or fetch from anywhere but this server.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+
 
 class ModelBody(BaseModel):
-    name: str = ""
+    name: Name = ""
 
 
 class PathBody(BaseModel):
-    path: str = ""
+    path: Name = ""
 
 
 class NeighboursBody(BaseModel):
-    query: str = ""
+    query: str = ""  # its length is checked by Explorer.neighbours (MAX_QUERY_CHARS)
     models: list[str] = []
     k: int = 10
 
 
 class SpansBody(BaseModel):
-    tokenizer: str = ""
+    tokenizer: Name = ""
     document: int | None = None
     text: str | None = None
     seed: int = 0
@@ -150,16 +173,103 @@ def token_matches(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
 
 
-def cookie_name(port: int | None) -> str:
-    """The page's cookie; per port, since cookies are shared by every port of a host."""
-    return f"sentkit-explore-{port or 80}"
-
-
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 NO_TOKEN_PAGE = (
     "<!doctype html><title>sentkit explore</title><p>This page needs the token of the server: open "
     "the URL <code>sentkit explore</code> printed when it started (it ends in <code>?token=...</code>)."
 )
+
+
+def too_large(headers: Mapping[str, str], raw_path: bytes, query_string: bytes) -> tuple[int, str] | None:
+    """The status and reason to refuse a request for its size before reading its body, or None: a
+    URL over :data:`MAX_URL_BYTES` (414), a ``Content-Length`` over :data:`MAX_BODY_BYTES` or not a
+    number (413, 400)."""
+    if len(raw_path) + len(query_string) > MAX_URL_BYTES:
+        return 414, f"the URL is over {MAX_URL_BYTES:,} bytes; send data in a POST body"
+    length = headers.get("content-length")
+    if length is None:
+        return None
+    if not length.strip().isdigit():
+        return 400, "Content-Length is not a number"
+    if int(length) > MAX_BODY_BYTES:
+        return 413, f"the request body is {int(length):,} bytes; the limit is {MAX_BODY_BYTES:,} (1 MiB)"
+    return None
+
+
+async def send_refusal(send: Send, status: int, why: str) -> None:
+    """A one-line JSON refusal (``{"error": "refused: ..."}``) sent straight from the ASGI layer."""
+    body = json.dumps({"error": f"refused: {why}"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class SizeLimits:
+    """Refuse a request whose URL or body is too large (:func:`too_large`), before the app reads it:
+    a declared ``Content-Length`` is refused at once, a body sent in chunks as soon as it passes
+    :data:`MAX_BODY_BYTES` (at most that much is ever held), and a client that leaves mid-body ends it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        why = too_large(headers, scope.get("raw_path") or scope["path"].encode(), scope.get("query_string", b""))
+        if why is not None:
+            log.warning("refused %s %s: %s", scope["method"], scope["path"][:100], why[1])
+            await send_refusal(send, *why)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left: nothing to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                log.warning("refused %s %s: a body over %d bytes", scope["method"], scope["path"][:100], MAX_BODY_BYTES)
+                await send_refusal(send, 413, f"the request body is over {MAX_BODY_BYTES:,} bytes (1 MiB)")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> Message:
+            return body.pop() if body else await receive()
+
+        await self.app(scope, replay, send)
+
+
+class ExploreApp(FastAPI):
+    """The FastAPI app with :data:`SECURITY_HEADERS` on every answer, refusals of the Host check
+    and Starlette's own error pages included."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [
+                    (k.lower().encode(), v.encode())
+                    for k, v in SECURITY_HEADERS.items()
+                    if k.lower().encode() not in have
+                ]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await super().__call__(scope, receive, send_with_headers)
 
 
 def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") -> str | None:
@@ -183,12 +293,14 @@ def cross_origin(method: str, headers: Mapping[str, str], scheme: str = "http") 
 def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[str] = LOCAL_HOSTS) -> FastAPI:
     """The explorer's app. ``token``: what every request must carry (a new one when None; read it
     back as ``app.state.token``); ``hosts``: accepted Host headers (see :func:`allowed_hosts`)."""
-    app = FastAPI(title="sentkit explore", docs_url=None, redoc_url=None, openapi_url=None)
+    app = ExploreApp(title="sentkit explore", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.token = token = token or new_token()
 
     def refuse(request: Request, status: int, why: str) -> Response:
         log.warning("refused %s %s: %s", request.method, request.url.path, why)
         return JSONResponse({"error": f"refused: {why}"}, status_code=status)
+
+    app.add_middleware(SizeLimits)  # inside the token check: a body is read only for whoever has the token
 
     @app.middleware("http")
     async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -196,11 +308,11 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
         if why is not None:
             return refuse(request, 403, f"{why}; use the page this server serves")
         path = request.url.path
-        if path == "/":
-            given = request.query_params.get(TOKEN_PARAM) or request.cookies.get(cookie_name(request.url.port))
-            if not token_matches(given, token):
-                log.warning("refused %s /: no token or a wrong one", request.method)
-                return HTMLResponse(NO_TOKEN_PAGE, status_code=401)
+        if path == "/":  # the package's page: no data, no token in it; a wrong token in its URL is said at once
+            given = request.query_params.get(TOKEN_PARAM)
+            if given is not None and not token_matches(given, token):
+                log.warning("refused %s /: a wrong token", request.method)
+                return HTMLResponse(NO_TOKEN_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
         elif not path.startswith(OPEN) and not token_matches(request.headers.get(TOKEN_HEADER), token):
             return refuse(
                 request,
@@ -221,15 +333,10 @@ def create_app(explorer: Explorer, *, token: str | None = None, hosts: Sequence[
         return JSONResponse({"error": "bad request: " + "; ".join(parts)}, status_code=400)
 
     page = (STATIC / "index.html").read_text(encoding="utf-8")
-    page = page.replace(
-        '<meta name="sentkit-token" content="">', f'<meta name="sentkit-token" content="{html.escape(token)}">'
-    )
 
     @app.get("/")
-    def index(request: Request) -> HTMLResponse:
-        r = HTMLResponse(page, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
-        r.set_cookie(cookie_name(request.url.port), token, httponly=True, samesite="strict")
-        return r
+    def index() -> HTMLResponse:
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})  # sets no cookie: the script keeps the token
 
     @app.get("/api/state")
     def state() -> JSONResponse:

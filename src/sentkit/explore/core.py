@@ -3,6 +3,10 @@ built in the background (one at a time), and the answers of the three views.
 
 Indexes are :func:`sentkit.neighbours.get_index`'s: built once per (model, corpus),
 cached on disk and reused by the next start (and by ``sentkit neighbours``).
+
+A corpus or results path is read only when it is a regular file or a folder, and a request waits
+for the read a bounded time (:mod:`sentkit.explore.reading`); a query is at most
+:data:`MAX_QUERY_CHARS` characters, and an answer never repeats it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sentkit.config import ConfigError
 from sentkit.data.corpus import CorpusError, CorpusStats, Document, iter_documents
 from sentkit.errors import SentkitError
 from sentkit.explore.highlight import query_words, shared_segments
+from sentkit.explore.reading import MAX_READS, READ_SECONDS, ReadError, check_path, within
 from sentkit.explore.results_view import ResultsError, open_results
 from sentkit.explore.spans_view import SpanViewError, settings_from, span_view, tokenize_text
 from sentkit.registry import UnknownNameError
@@ -29,6 +34,7 @@ from sentkit.registry import UnknownNameError
 log = logging.getLogger(__name__)
 
 MAX_K = 100
+MAX_QUERY_CHARS = 4096  # a sentence or a paragraph; a longer query is refused, never encoded
 MAX_DOCUMENTS = 500  # documents listed in the Spans view
 PREVIEW_CHARS = 80
 
@@ -40,6 +46,7 @@ class ExploreError(SentkitError, ValueError):
 # Errors a user can cause (a wrong path, an unknown model, a bad setting): shown as their message.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ExploreError,
+    ReadError,
     ResultsError,
     SpanViewError,
     ConfigError,
@@ -151,7 +158,9 @@ class Explorer:
     ``models`` come from the user's command line: any name ``sentkit.load`` accepts, ``file.py:attr``
     included. Models added later (from the page: :meth:`add_model`, or named by a search) must run
     no code and unpickle nothing when they load (:mod:`sentkit.explore.trust`). ``encoders``
-    maps model names to ready encoders (objects with ``encode``), used instead of loading them."""
+    maps model names to ready encoders (objects with ``encode``), used instead of loading them.
+    ``read_seconds``: the longest a call waits for the corpus or results to be read
+    (:func:`sentkit.explore.reading.within`)."""
 
     def __init__(
         self,
@@ -163,12 +172,15 @@ class Explorer:
         max_sentences: int | None = None,
         encoders: Mapping[str, Any] | None = None,
         build: bool = True,
+        read_seconds: float = READ_SECONDS,
     ) -> None:
         self.models: list[str] = []
         self.corpus: str | None = None
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
         self.max_sentences = max_sentences
         self.build = build
+        self.read_seconds = read_seconds
+        self._reads = threading.BoundedSemaphore(MAX_READS)  # reads under way (a stuck one keeps its slot)
         self.messages: list[str] = []  # problems found at start (shown on the page)
         self.results: list[dict[str, Any]] = []
         self._encoders: dict[str, Any] = dict(encoders or {})
@@ -228,13 +240,19 @@ class Explorer:
                 "the command line: sentkit explore --models ..."
             )
 
+    def _read(self, what: str, read: Callable[[], Any]) -> Any:
+        """``read()``, given up after ``read_seconds`` (:func:`sentkit.explore.reading.within`)."""
+        return within(self.read_seconds, self._reads, what, read)
+
     def set_corpus(self, path: str | Path) -> dict[str, Any]:
-        """Use another corpus (checked for a usable document first); indexes start building."""
+        """Use another corpus (a regular file or a folder, checked for a usable document first);
+        indexes start building."""
         p = Path(str(path).strip()).expanduser()
         if not str(path).strip():
             raise ExploreError("enter the path of a corpus (folder of .txt files, .txt, .jsonl, .parquet)")
+        check_path(p, "corpus")
         stats = CorpusStats()
-        first = next(iter(iter_documents(p, stats=stats)), None)
+        first = self._read(f"corpus {p}", lambda: next(iter(iter_documents(p, stats=stats)), None))
         if first is None:
             raise ExploreError(
                 f"corpus {p} holds no usable document ({stats.empty} empty, {stats.binary} binary, "
@@ -354,7 +372,13 @@ class Explorer:
     def neighbours(self, query: str, models: Sequence[str] | None = None, k: int = 10) -> dict[str, Any]:
         """The ``k`` nearest corpus sentences of ``query`` under each model (one column each);
         a column whose index is not ready yet carries its build status instead."""
-        query = str(query).strip()
+        query = str(query)
+        if len(query) > MAX_QUERY_CHARS:
+            raise ExploreError(
+                f"the query is {len(query):,} characters; search with at most {MAX_QUERY_CHARS:,} "
+                "(a sentence or a paragraph)"
+            )
+        query = query.strip()
         if not query:
             raise ExploreError("type a sentence to search for")
         if not 1 <= int(k) <= MAX_K:
@@ -368,7 +392,7 @@ class Explorer:
             if m not in self.models:
                 self.add_model(m)
         words = query_words(query)
-        return {"query": query, "k": int(k), "columns": [self._column(m, query, words, int(k)) for m in names]}
+        return {"k": int(k), "columns": [self._column(m, query, words, int(k)) for m in names]}  # no echo of the query
 
     def _column(self, model: str, query: str, words: set[str], k: int) -> dict[str, Any]:
         job = self.schedule(model)
@@ -399,30 +423,21 @@ class Explorer:
             return []
         corpus = self.corpus
         if corpus not in self._documents:
-            root = Path(corpus)
-            out = []
-            for i, d in enumerate(iter_documents(corpus)):
-                if i >= MAX_DOCUMENTS:
-                    break
-                ident = d.id[len(str(root)) + 1 :] if root.is_dir() and d.id.startswith(str(root)) else Path(d.id).name
-                out.append(
-                    {
-                        "index": i,
-                        "id": ident,
-                        "chars": len(d.text),
-                        "preview": " ".join(d.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS],
-                    }
-                )
-            self._documents[corpus] = out
+            self._documents[corpus] = self._read(f"corpus {corpus}", lambda: _document_list(corpus))
         return self._documents[corpus]
 
     def _document(self, i: int) -> Document | None:
-        if self.corpus is None:
+        corpus = self.corpus
+        if corpus is None:
             return None
-        for j, d in enumerate(iter_documents(self.corpus)):
-            if j == i:
-                return d
-        return None
+
+        def find() -> Document | None:
+            for j, d in enumerate(iter_documents(corpus)):
+                if j == i:
+                    return d
+            return None
+
+        return self._read(f"corpus {corpus}", find)  # type: ignore[no-any-return]
 
     def span_models(self) -> list[str]:
         """Models whose tokenizer the Spans view can use: the transformer ones (a folder saved
@@ -493,11 +508,34 @@ class Explorer:
 
     # ------------------------------------------------------------------ results view
     def open_results(self, path: str | Path) -> dict[str, Any]:
-        """Open (or re-read) a results file or folder; it joins the sources the page compares."""
-        src = open_results(path)
+        """Open (or re-read) a results file or folder (a regular file or a folder); it joins the
+        sources the page compares."""
+        p = Path(str(path).strip()).expanduser()
+        if str(path).strip():
+            check_path(p, "results")
+        src = self._read(f"results {p}", lambda: open_results(path))
         with self._lock:
             self.results = [r for r in self.results if r["path"] != src["path"]] + [src]
         return src
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _document_list(corpus: str) -> list[dict[str, Any]]:
+    """The first :data:`MAX_DOCUMENTS` documents of ``corpus``: index, id (relative to a folder), a preview."""
+    root = Path(corpus)
+    out = []
+    for i, d in enumerate(iter_documents(corpus)):
+        if i >= MAX_DOCUMENTS:
+            break
+        ident = d.id[len(str(root)) + 1 :] if root.is_dir() and d.id.startswith(str(root)) else Path(d.id).name
+        out.append(
+            {
+                "index": i,
+                "id": ident,
+                "chars": len(d.text),
+                "preview": " ".join(d.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS],
+            }
+        )
+    return out

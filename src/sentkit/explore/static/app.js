@@ -20,11 +20,23 @@ function el(tag, attrs, ...children) {
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
 const shortName = (m) => m.replace(/\/+$/, "").split("/").pop() || m;
 
-// The server's token (Jupyter's scheme): the server writes it into the page it serves to whoever
-// opened the URL it printed; every API request carries it in a header. It leaves the address bar,
-// so that a copied link or a screenshot does not hold it (a reload uses the page's cookie).
-const TOKEN = document.querySelector('meta[name="sentkit-token"]').content;
-if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname + location.hash);
+// The server's token (Jupyter's scheme), made at each start and printed in the page's URL
+// (?token=...). The page keeps it in sessionStorage (this tab and this origin, port included; never
+// a cookie, which every server on 127.0.0.1 the browser visits would receive) and sends it in a
+// header on every API request. It leaves the address bar, so that a copied link or a screenshot
+// does not hold it; a reload reads it back from sessionStorage.
+const TOKEN_KEY = "sentkit-explore-token";
+const TOKEN = (() => {
+  const given = new URLSearchParams(location.search).get("token");
+  if (given !== null) {
+    try { sessionStorage.setItem(TOKEN_KEY, given); } catch (e) { /* storage switched off: this load only */ }
+    history.replaceState(null, "", location.pathname + location.hash);
+    return given;
+  }
+  try { return sessionStorage.getItem(TOKEN_KEY) || ""; } catch (e) { return ""; }
+})();
+const NO_TOKEN = "This page needs the token of the server: open the URL sentkit explore printed when it " +
+  "started (it ends in ?token=...).";
 
 async function api(path, body) {
   const headers = { "X-Sentkit-Token": TOKEN };
@@ -591,6 +603,11 @@ async function openResults(ev) {
 
 // ------------------------------------------------------------------ start
 async function start() {
+  if (!TOKEN) {  // opened without the printed URL, in a tab that never had it: no request is sent
+    document.body.replaceChildren(el("p", { class: "message error", text: NO_TOKEN }));
+    document.body.dataset.ready = "1";
+    return;
+  }
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showView(b.dataset.view));
   $("#neighbours-form").addEventListener("submit", (ev) => { ev.preventDefault(); clearTimeout(typing); search(); });
   $("#query").addEventListener("input", onType);
