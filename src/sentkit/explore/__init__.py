@@ -3,9 +3,10 @@
 Three views over one small JSON API: nearest corpus sentences under several models side by
 side (:mod:`.core`), DeCLUTR's sampled spans on a document (:mod:`.spans_view`) and the scores
 and claim verdicts of evaluation or experiment results (:mod:`.results_view`). The web layer
-(:mod:`.app`: the per-start token and the Host check; :mod:`.server`) needs the ``explore`` extra
+(:mod:`.app`: the per-start token, the Host check and the size caps; :mod:`.server`) needs the ``explore`` extra
 (FastAPI + uvicorn); the rest does not. :mod:`.trust` holds the rule for models added from the page
-(nothing that runs code or unpickles a file).
+(nothing that runs code or unpickles a file), :mod:`.reading` the rule for paths a request names
+(regular files and folders only, read within a time bound).
 """
 
 from __future__ import annotations
