@@ -41,12 +41,14 @@ from sentkit.data.corpus import (
     iter_file_streams,
 )
 from sentkit.data.store import (
+    ByteMeter,
     LengthRule,
     MinTokensRule,
     PrepareReport,
     PrepareSettings,
     Tokenized,
     check_store_target,
+    cut_kinds,
     progress_bar,
     read_store_meta,
     tokenize_into,
@@ -127,6 +129,9 @@ def prepare_shard(
         "window": window,
         **{k: getattr(settings, k) for k in settings.__dataclass_fields__},
     }
+    kinds = cut_kinds(tokenizer) if window is not None and settings.unit == "document" else None
+    if kinds is not None:
+        run["cuts"] = list(kinds)  # where its windows end: parts cut otherwise are not joined to them
     run_id = config_id(run)
     manifest = {**run, "parts": [{"file": plan.name(k, ""), "files": list(plan.span(k))} for k in range(plan.count)]}
     folder = store_parts_folder(out_p)
@@ -146,6 +151,7 @@ def prepare_shard(
         )
     size = _bytes(corpus_p, files, plan, todo)
     with progress_bar(size, show=show_progress, desc=f"prepare {shard}") as bar:
+        meter = ByteMeter(bar.update) if size is not None else None
         for k in todo:
             _write_part(
                 folder,
@@ -156,8 +162,9 @@ def prepare_shard(
                 tokenizer,
                 settings,
                 window=window,
+                kinds=kinds,
                 bar=bar,
-                bytes_known=size is not None,
+                meter=meter,
             )
     with output_lock(out_p):
         return _finish(out_p, folder, plan, shard, corpus, tokenizer, settings, run_id, rule=rule, what=what)
@@ -213,14 +220,15 @@ def _write_part(
     settings: PrepareSettings,
     *,
     window: int | None,
+    kinds: tuple[str, ...] | None,
     bar: Any,
-    bytes_known: bool,
+    meter: ByteMeter | None,
 ) -> None:
     from sentkit.io import make_temp_dir
 
     t0 = time.perf_counter()
     stats = CorpusStats()
-    progress = bar.update if bytes_known else None
+    progress = meter.read if meter is not None else None
     docs: Iterator[DocStream]
     if files:
         docs = iter_file_streams(_part_files(files, plan, k), stats=stats, progress=progress)
@@ -231,7 +239,7 @@ def _write_part(
     final = folder / plan.name(k, "")
     tmp = make_temp_dir(final)
     try:
-        done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=bytes_known)
+        done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, meter=meter, kinds=kinds)
         np.save(tmp / "offsets.npy", done.offsets)
         np.save(tmp / "short.npy", done.short)
         report = {

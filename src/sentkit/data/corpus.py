@@ -320,24 +320,37 @@ def _file_chunks(f: Path, doc_id: str, st: CorpusStats, progress: ProgressFn | N
 
 
 _LINES_HINT_MIN = 200  # newlines in the first block that, with no blank line, look like one document per line
+_LONG_LINE = 2000  # bytes: a median line this long, with no blank line, looks like one document per line too
+_LONG_LINES_MIN = 3  # ... when the first block holds at least this many whole lines
 
 
 def looks_like_lines(head: bytes) -> bool:
-    """Whether the start of a single .txt looks like one document per line (DeCLUTR's format): many
-    lines and not one blank line between them (a book has blank lines between its paragraphs)."""
+    """Whether the start of a single .txt looks like one document per line (DeCLUTR's format): not one
+    blank line (a book has blank lines between its paragraphs) and either many lines (short
+    documents) or long ones (DeCLUTR's documents are thousands of words each: the median of the whole
+    lines is at least `_LONG_LINE` bytes, where hard-wrapped prose has lines of 60 to 80 characters and
+    a paragraph per line rarely averages 2000)."""
     import re
 
-    return head.count(b"\n") >= _LINES_HINT_MIN and re.search(rb"\n[ \t\r]*\n", head) is None
+    if re.search(rb"\n[ \t\r]*\n", head) is not None:
+        return False
+    if head.count(b"\n") >= _LINES_HINT_MIN:
+        return True
+    lines = head.split(b"\n")[:-1]  # the whole lines (the last piece runs past the block, or is empty)
+    return len(lines) >= _LONG_LINES_MIN and sorted(map(len, lines))[len(lines) // 2] >= _LONG_LINE
 
 
 def _iter_txt(p: Path, mode: str, st: CorpusStats, progress: ProgressFn | None) -> Iterator[DocStream]:
     if mode == "file":
         with p.open("rb") as fh:
             head = fh.read(READ_BYTES)
+        # A hint, not a switch: txt_mode "file" is a setting the user may have chosen, and a store
+        # records it (a paragraph per line with no blank line is prose too, and stays one document).
         if looks_like_lines(head):
             log.warning(
-                "%s is read as ONE document (txt_mode=file), but it has many lines and no blank line: "
-                "DeCLUTR's format is one document per line; to read it so, pass --txt-mode lines",
+                "%s is read as ONE document (txt_mode=file), but its lines are many or long and no blank "
+                "line separates them: DeCLUTR's format is one document per line; to read it so, pass "
+                "--txt-mode lines",
                 p,
             )
         yield DocStream(str(p), _file_chunks(p, str(p), st, progress, folder=False))

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import json
 import logging
 import os
+import re
 import shutil
 import time
+import unicodedata
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,27 +199,102 @@ def relax_fixes(lengths: np.ndarray, rule: LengthRule, *, min_doc_tokens: int, w
 
 # ----------------------------------------------------------------------------- windows
 WINDOW_CHARS = 1 << 16  # a document is tokenized in windows of about this many characters
+FORCE_AFTER = 2  # a stretch of FORCE_AFTER windows with no place to cut is cut anyway (`grapheme_cut`)
 BATCH_CHARS = 1 << 19  # characters of text given to the tokenizer in one call
 BATCH_TEXTS = 64  # texts (windows, short documents) in one call
 CutFn = Callable[[str, int, int], "int | None"]
 
+# Unicode's White_Space characters less the controls \v \f \x85, which a BERT normaliser deletes
+# (joining the words around them); not Python's isspace, which adds the separators \x1c-\x1f (a
+# byte-level BPE joins those to the punctuation before them)
+WHITESPACE = "\t\n\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# what ends a sentence: . ! ? and their fullwidth, halfwidth and ideographic forms (CJK), the Thai,
+# Khmer, Myanmar, Tibetan, Devanagari, Arabic, Armenian and Ethiopic marks, ‼ ⁇ ⁈ ⁉
+SENTENCE_ENDS = (
+    "!.?\u0589\u061f\u06d4\u0964\u0965\u0e5a\u0e5b\u0f0d\u104b\u1362\u17d4\u17d5\u203c\u2047-\u2049"
+    "\u3002\ufe52\ufe56\ufe57\uff01\uff0e\uff1f\uff61"
+)
+# the CJK ideographs a BERT tokenizer makes one word each (its _is_chinese_char ranges)
+IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f"
+# Where a window may end, by kind (a zero-width pattern at the position p: buf[p - 1], buf[p]). A
+# tokenizer is given the kinds for which it gives the same ids as for the whole text (`cut_kinds`).
+CUT_KINDS: dict[str, str] = {
+    # an ASCII space after a letter or digit: exact for WordPiece, byte-level BPE and Metaspace alike
+    "word": r"(?<=[^\W_])(?= )",
+    # the start of any run of Unicode whitespace (a newline, U+3000, a no-break space, ...)
+    "space": rf"(?<=[^{WHITESPACE}])(?=[{WHITESPACE}])",
+    # after sentence-final punctuation, before a letter or digit (Chinese, Japanese: no space follows)
+    "sentence": rf"(?<=[{SENTENCE_ENDS}])(?=[^\W_])",
+    # between two CJK ideographs
+    "ideograph": rf"(?<=[{IDEOGRAPHS}])(?=[{IDEOGRAPHS}])",
+}
+
+
+@functools.cache
+def cut_at(kinds: tuple[str, ...]) -> CutFn:
+    """The `CutFn` that allows a window to end at a position of any of these `CUT_KINDS`: the last
+    such position p in (lo, hi), found by one backward scan (a greedy ``.*`` that backtracks)."""
+    pattern = re.compile(r"(?s:.*)(?:" + "|".join(CUT_KINDS[k] for k in kinds) + ")")
+
+    def cut(buf: str, lo: int, hi: int) -> int | None:
+        m = pattern.match(buf, lo + 1, hi)  # the lookbehind sees buf[lo]; the lookahead stops before hi
+        return m.end() if m else None
+
+    return cut
+
 
 def word_cut(buf: str, lo: int, hi: int) -> int | None:
-    """The last position p in (lo, hi) where a window may end: ``buf[p]`` is a space and
-    ``buf[p - 1]`` a letter or digit, so no word is split and a whitespace run stays whole (the next
-    window starts with it). Tokenizers whose normaliser works character by character and whose
-    pre-tokenizer splits at spaces (WordPiece, byte-level BPE, Metaspace) give the same ids for the
-    windows as for the whole text (a newline is no cut: Metaspace keeps it inside a piece);
-    :func:`windows_are_exact` checks a tokenizer before use."""
-    i = hi
-    while i > lo + 1:
-        j = buf.rfind(" ", lo + 1, i)
-        if j < 0:
-            return None
-        if buf[j - 1].isalnum():
-            return j
-        i = j
-    return None
+    """The last position p in (lo, hi) where ``buf[p]`` is a space and ``buf[p - 1]`` a letter or
+    digit, so no word is split and a whitespace run stays whole (the next window starts with it).
+    Tokenizers whose normaliser works character by character and whose pre-tokenizer splits at
+    spaces (WordPiece, byte-level BPE, Metaspace) give the same ids for the windows as for the whole
+    text (a newline is no such cut: Metaspace keeps it inside a piece); :func:`cut_kinds` checks."""
+    return cut_at(("word",))(buf, lo, hi)
+
+
+_JOINERS = frozenset("\u200c\u200d\u034f")  # zero-width non-joiner and joiner, grapheme joiner
+_SPACING_VOWELS = frozenset("\u0e33\u0eb3")  # Thai and Lao SARA AM: a spacing mark in Unicode's rules
+
+
+def _joins_previous(ch: str) -> bool:
+    """Whether `ch` belongs to the grapheme cluster of the character before it (UAX #29's Extend,
+    SpacingMark, ZWJ, emoji modifiers, tags, Hangul medial vowels and final consonants, a low surrogate)."""
+    o = ord(ch)
+    return (
+        unicodedata.category(ch)[0] == "M"  # combining marks, Thai and Indic vowel signs, variation selectors
+        or ch in _JOINERS
+        or ch in _SPACING_VOWELS
+        or 0x1F3FB <= o <= 0x1F3FF  # emoji skin tones
+        or 0xE0020 <= o <= 0xE007F  # emoji tag sequences
+        or 0x1160 <= o <= 0x11FF  # Hangul jamo: vowels, final consonants
+        or 0xD7B0 <= o <= 0xD7FF
+        or 0xDC00 <= o <= 0xDFFF  # a low surrogate (never in decoded text; never split from its pair)
+    )
+
+
+def _grapheme_boundary(buf: str, p: int) -> bool:
+    a, b = buf[p - 1], buf[p]
+    if _joins_previous(b) or a == "\u200d" or (a == "\r" and b == "\n"):
+        return False
+    if "\U0001f1e6" <= a <= "\U0001f1ff" and "\U0001f1e6" <= b <= "\U0001f1ff":
+        return False  # regional indicators: a flag is a pair
+    if ("\u1100" <= a <= "\u115f" or "\ua960" <= a <= "\ua97f") and (
+        "\u1100" <= b <= "\u11ff" or "\uac00" <= b <= "\ud7a3"
+    ):
+        return False  # a Hangul leading consonant and the syllable it starts
+    return not ("\ud800" <= a <= "\udbff")
+
+
+def grapheme_cut(buf: str, lo: int, hi: int) -> int | None:
+    """The last position p in (lo, hi) that is a character boundary and, as far as the rules above
+    go, a grapheme-cluster boundary (no combining mark, Thai vowel or tone mark, emoji modifier, ZWJ
+    sequence or flag split from what it belongs to); where a whole range is one cluster, ``hi - 1``.
+    The text is decoded already, so a cut is never inside a UTF-8 sequence: the forced cut of
+    `cut_windows` for a stretch with no other place to cut."""
+    for p in range(hi - 1, lo, -1):
+        if _grapheme_boundary(buf, p):
+            return p
+    return hi - 1 if hi - 1 > lo else None
 
 
 def paragraph_cut(buf: str, lo: int, hi: int) -> int | None:
@@ -229,30 +308,42 @@ def paragraph_cut(buf: str, lo: int, hi: int) -> int | None:
     return last
 
 
-def cut_windows(chunks: Iterable[str], cut: CutFn, window: int = WINDOW_CHARS) -> Iterator[str]:
+def cut_windows(
+    chunks: Iterable[str], cut: CutFn, window: int = WINDOW_CHARS, *, force_after: int | None = None
+) -> Iterator[str]:
     """Regroup a text given in `chunks` of any size into windows of about `window` characters, each
     ending where `cut` allows (`cut(buf, lo, hi)`: the last allowed end in (lo, hi), or None); their
-    concatenation is the text. A stretch with no place to cut is kept whole until one comes (memory
-    then grows with that stretch, never with the document)."""
+    concatenation is the text. A stretch of `force_after` characters (default ``FORCE_AFTER *
+    window``) with no place to cut, such as text in a script without spaces that `cut` does not know,
+    is cut anyway after about `window` characters, at a grapheme boundary (`grapheme_cut`: a forced
+    cut, where a tokenizer's ids may differ from the whole text's); so memory is bounded whatever the
+    text: the buffer never holds more than `force_after` characters and one chunk."""
+    limit = max(window, force_after if force_after is not None else FORCE_AFTER * window)
     buf = ""
-    scanned = 0  # no cut in buf[:scanned] (a stretch without one, waiting for more text)
+    scanned = 0  # no cut ends at a position below scanned - 1 (a stretch without one)
     for chunk in chunks:
         buf = buf + chunk if buf else chunk
         start = 0
         while len(buf) - start > window:
-            # the last cut in the window; none there: in twice the window, and so on
+            # the last cut in the window; none there: in twice the window, and so on up to `limit`
             lo, hi, p = max(start, scanned - 2), start + window, None
             while True:
                 if lo < hi:
                     p = cut(buf, lo, min(hi, len(buf)))
-                if p is not None or hi >= len(buf):
+                if p is not None or hi >= len(buf) or hi >= start + limit:
                     break
-                lo, hi = max(lo, hi - 2), start + 2 * (hi - start)
+                lo, hi = max(lo, hi - 2), min(start + 2 * (hi - start), start + limit)
             if p is None:
-                scanned = len(buf)
-                break
+                if len(buf) - start < limit:
+                    scanned = len(buf)  # wait for more text
+                    break
+                scanned = start + limit
+                p = grapheme_cut(buf, start, start + window + 1)
+                assert p is not None  # window >= 1: (start, start + window + 1) holds start + 1
+            else:
+                scanned = p
             yield buf[start:p]
-            start = scanned = p
+            start = p
         if start:
             buf = buf[start:]
             scanned -= start
@@ -263,19 +354,40 @@ def cut_windows(chunks: Iterable[str], cut: CutFn, window: int = WINDOW_CHARS) -
 PROBE = (
     "Ünïcode cafe\u0301 ΟΔΟΣ ὁδός naïve — “quotes” 東京タワー 123,456.78 e-mail@x.org\n\n  spaced   out\t"
     "tabs\r\nCRLF " + "x" * 130 + " " + "supercalifragilisticexpialidocious" * 4 + "\n\n\nend. "
+    # the scripts without spaces between words, and the places other kinds would cut
+    "東京は日本の首都です。次の文！「引用です。」他の文？第二の文\u3000全角の空白。𠀀𠀁字。"
+    "ภาษาไทยไม่มีช่องว่างระหว่างคำ ประโยคที่สอง๚ मैं हूँ। वह है॥ end.Next!Again?Yes 3.14 "
+    "a\u00a0b\u2009c\n\u3000d e.\x1c f\u0085g. "
 )
 
 
-def windows_are_exact(tokenizer: Any) -> bool:
-    """Whether `tokenizer` gives the same ids for a probe text cut into tiny windows as for the text
-    whole (accents, Greek final sigma, CJK, long words, whitespace runs, newlines)."""
+def _exact(tokenizer: Any, text: str, whole: list[int], cut: CutFn) -> bool:
+    windows = list(cut_windows([text], cut, window=3, force_after=len(text) + 1))
+    parts = tokenizer(windows, add_special_tokens=False)["input_ids"]
+    return whole == [int(i) for seq in parts for i in seq]
+
+
+def cut_kinds(tokenizer: Any) -> tuple[str, ...]:
+    """The `CUT_KINDS` at which `tokenizer` gives the same ids for a probe text cut into tiny windows
+    as for the text whole (accents, Greek final sigma, CJK, Thai, long words, whitespace runs,
+    newlines); () when not even ``"word"`` is (a tokenizer whose ids depend on the whole text)."""
     from sentkit.logs import quiet_transformers
 
     text = PROBE * 3
     with quiet_transformers():
-        whole = tokenizer([text], add_special_tokens=False)["input_ids"][0]
-        parts = tokenizer(list(cut_windows([text], word_cut, window=3)), add_special_tokens=False)["input_ids"]
-    return [int(i) for i in whole] == [int(i) for seq in parts for i in seq]
+        whole = [int(i) for i in tokenizer([text], add_special_tokens=False)["input_ids"][0]]
+        kinds = tuple(k for k in CUT_KINDS if _exact(tokenizer, text, whole, cut_at((k,))))
+        if "word" not in kinds:
+            return ()
+        if len(kinds) > 1 and not _exact(tokenizer, text, whole, cut_at(kinds)):
+            return ("word",)
+    return kinds
+
+
+def windows_are_exact(tokenizer: Any) -> bool:
+    """Whether `tokenizer` gives the same ids for a probe text cut into tiny windows between words as
+    for the text whole (see `cut_kinds`)."""
+    return bool(cut_kinds(tokenizer))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -351,6 +463,70 @@ class _StoreWriter:
             self.rep.pieces_from_splits += -(-self.total // self.max)
 
 
+class ByteMeter:
+    """The byte bar of prepare, advanced as text is tokenized (not as it is read, which runs ahead by
+    a read block, a window and a batch): the reader reports the bytes it reads to `read` (its
+    progress callback); `stream` wraps a document's chunks and ties those bytes to the text they
+    gave; `tokenized` gives the bar the bytes of the next text of the document being tokenized (of a
+    chunk taken in part, its share by UTF-8 length: exact for UTF-8 files to the bytes of a character
+    that straddles two reads), `doc_done` the rest of that document's (a byte-order mark, a skipped
+    end), `close` what was read after the last document."""
+
+    def __init__(self, update: Callable[[int], Any]) -> None:
+        self.update = update
+        self.unclaimed = 0  # bytes read and not yet tied to a chunk
+        # per document not done: [characters, bytes read, UTF-8 length] of each chunk not yet tokenized
+        self.docs: deque[deque[list[int]]] = deque()
+
+    def read(self, n: int) -> None:
+        self.unclaimed += n
+
+    def _claim(self) -> int:
+        n, self.unclaimed = self.unclaimed, 0
+        return n
+
+    def stream(self, chunks: Iterable[str]) -> Iterator[str]:
+        doc: deque[list[int]] = deque()
+        self.docs.append(doc)
+        try:
+            for chunk in chunks:
+                doc.append([len(chunk), self._claim(), _utf8_len(chunk)])
+                yield chunk
+        finally:
+            doc.append([0, self._claim(), 0])
+
+    def tokenized(self, text: str) -> None:
+        doc, done, pos = self.docs[0], 0, 0
+        while doc and (pos < len(text) or not doc[0][0]):
+            n, b, u = doc[0]
+            if n <= len(text) - pos:
+                done += b
+                pos += n
+                doc.popleft()
+            else:
+                piece = _utf8_len(text[pos:])
+                part = b * piece // max(u, 1)
+                doc[0] = [n - (len(text) - pos), b - part, u - piece]
+                done, pos = done + part, len(text)
+        if done:
+            self.update(done)
+
+    def doc_done(self) -> None:
+        rest = sum(b for _, b, _ in self.docs.popleft())
+        if rest:
+            self.update(rest)
+
+    def close(self) -> None:
+        rest = self._claim() + sum(b for doc in self.docs for _, b, _ in doc)
+        self.docs.clear()
+        if rest:
+            self.update(rest)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _tokenized(
     docs: Iterator[DocStream],
     tokenizer: Any,
@@ -358,13 +534,18 @@ def _tokenized(
     *,
     unit: str,
     window: int | None,
+    kinds: tuple[str, ...],
     on_doc: Callable[[], None],
+    meter: ByteMeter | None = None,
 ) -> None:
     """Tokenize every document of `docs` into `writer`, in order, batching texts across documents.
-    ``window=None`` tokenizes each document whole (for a tokenizer that windows would change)."""
+    ``window=None`` tokenizes each document whole (for a tokenizer that windows would change); else
+    windows end at the `CUT_KINDS` `kinds` (at paragraph breaks for sentences), or are forced. The
+    `meter` (None: the bar counts documents) hears of each window's text once it is tokenized."""
     from sentkit.logs import quiet_transformers
 
-    events: list[tuple[str, Any]] = []  # ("doc" | "entry" | "ids" | "end" | "done" | "abort", payload)
+    # ("doc" | "entry" | "ids" | "end" | "read" | "done" | "abort", payload: the text of "read")
+    events: list[tuple[str, Any]] = []
     texts: list[str] = []
     chars = 0
 
@@ -373,7 +554,7 @@ def _tokenized(
         if texts:
             with quiet_transformers():
                 ids = iter(tokenizer(texts, add_special_tokens=False)["input_ids"])
-        for kind, _ in events:
+        for kind, payload in events:
             if kind == "ids":
                 writer.add(next(ids))
             elif kind == "doc":
@@ -382,18 +563,27 @@ def _tokenized(
                 writer.begin_entry()
             elif kind == "end":
                 writer.end_entry()
+            elif kind == "read":
+                if meter is not None:
+                    meter.tokenized(payload)
             elif kind == "done":
                 writer.end_doc()
                 on_doc()
+                if meter is not None:
+                    meter.doc_done()
             else:
                 writer.abort_doc()
+                if meter is not None:
+                    meter.doc_done()
         events.clear()
         texts.clear()
         chars = 0
 
-    def text(t: str) -> None:
+    def text(t: str, read: bool = False) -> None:
         nonlocal chars
         events.append(("ids", None))
+        if read:
+            events.append(("read", t))
         texts.append(t)
         chars += len(t)
         if chars >= BATCH_CHARS or len(texts) >= BATCH_TEXTS or len(events) >= 64 * BATCH_TEXTS:
@@ -404,26 +594,30 @@ def _tokenized(
         from sentkit.data.sentences import split_sentences
     for doc in docs:
         events.append(("doc", None))
+        chunks = doc.chunks if meter is None else meter.stream(doc.chunks)
         try:
             if window is None:
-                parts: Iterable[str] = ["".join(doc.chunks)]
+                parts: Iterable[str] = ["".join(chunks)]
             else:
-                parts = cut_windows(doc.chunks, paragraph_cut if sentences else word_cut, window)
+                parts = cut_windows(chunks, paragraph_cut if sentences else cut_at(kinds), window)
             if sentences:
                 for part in parts:
                     for sent in split_sentences(part):
                         events.append(("entry", None))
                         text(sent)
                         events.append(("end", None))
+                    events.append(("read", part))
             else:
                 events.append(("entry", None))
                 for part in parts:
-                    text(part)
+                    text(part, read=True)
                 events.append(("end", None))
             events.append(("done", None))
         except SkipDocument:
             events.append(("abort", None))
     flush()
+    if meter is not None:
+        meter.close()
 
 
 @dataclass(frozen=True)
@@ -450,10 +644,11 @@ class PrepareSettings:
             raise CorpusError(f"txt_mode must be 'file' or 'lines', got {self.txt_mode!r}")
 
 
-def exact_window(tokenizer: Any, unit: str, window: int | None) -> int | None:
-    """`window`, or None (whole documents, with a warning) for a tokenizer that windows would change."""
+def exact_window(tokenizer: Any, unit: str, window: int | None, kinds: tuple[str, ...] | None = None) -> int | None:
+    """`window`, or None (whole documents, with a warning) for a tokenizer that windows would change
+    (`kinds`: its `cut_kinds`, when known)."""
     # (sentences are tokenized one by one: their windows only cut where no sentence crosses)
-    if window is not None and unit == "document" and not windows_are_exact(tokenizer):
+    if window is not None and unit == "document" and not (kinds if kinds is not None else cut_kinds(tokenizer)):
         log.warning(
             "this tokenizer gives other ids for a text cut into windows than for the text whole: each "
             "document is tokenized whole (memory grows with the longest document)"
@@ -495,22 +690,30 @@ def tokenize_into(
     *,
     window: int | None,
     bar: Any,
-    bytes_known: bool,
+    meter: ByteMeter | None,
+    kinds: tuple[str, ...] | None = None,
 ) -> Tokenized:
-    """Tokenize `docs` into ``folder/tokens.bin`` (fsynced) by the length rule of `settings`."""
+    """Tokenize `docs` into ``folder/tokens.bin`` (fsynced) by the length rule of `settings`, in
+    windows cut at the `CUT_KINDS` `kinds` (None: the tokenizer's `cut_kinds`). The `bar` counts the
+    bytes of `meter` (the reader's progress goes to ``meter.read``), or, without one, documents."""
+    if window is not None and settings.unit == "document":
+        kinds = kinds if kinds is not None else cut_kinds(tokenizer)
+        window = window if kinds else None
     rep = PrepareReport()
     counted = [0]
 
     def on_doc() -> None:
         counted[0] += 1
-        if not bytes_known:
+        if meter is None:
             bar.update(1)
         elif counted[0] % 16 == 0:
             bar.set_postfix(docs=counted[0], refresh=False)
 
     with open(folder / "tokens.bin", "wb") as fout:
         writer = _StoreWriter(fout, rep, settings.min_doc_tokens, settings.max_doc_tokens)
-        _tokenized(docs, tokenizer, writer, unit=settings.unit, window=window, on_doc=on_doc)
+        _tokenized(
+            docs, tokenizer, writer, unit=settings.unit, window=window, kinds=kinds or (), on_doc=on_doc, meter=meter
+        )
         fout.flush()
         os.fsync(fout.fileno())
     bar.set_postfix(docs=counted[0], refresh=False)
@@ -614,10 +817,14 @@ def prepare_store(
     ``unit="sentence"`` splits every document into sentences first (`split_sentences`), each kept
     as an entry of the store (methods that train on sentences: SimCSE, TSDAE).
 
-    Documents are read and tokenized in windows of about `window` characters cut between words (at
-    paragraph breaks for sentences), so memory is flat in the corpus's and each document's size; the
-    ids are those of tokenizing each document whole (a tokenizer for which the check
-    :func:`windows_are_exact` fails is given whole documents, with a warning; so is ``window=None``).
+    Documents are read and tokenized in windows of about `window` characters, so memory is flat in
+    the corpus's and each document's size, whatever the script. A window ends at a whitespace run,
+    after sentence-final punctuation or between CJK ideographs, where the tokenizer gives the ids of
+    tokenizing the document whole (:func:`cut_kinds` checks which of these it may; at paragraph breaks
+    for sentences); a stretch of ``FORCE_AFTER * window`` characters with none of them is cut at a
+    grapheme boundary (`cut_windows`), where the ids may differ. A tokenizer for which not even a cut
+    between words is exact is given whole documents, with a warning; so is ``window=None``. The byte
+    bar advances as text is tokenized (`ByteMeter`).
     Several processes share the work with `sentkit.prepare_shards` (``sentkit prepare --shard I/N``)."""
     settings = PrepareSettings(min_doc_tokens, max_doc_tokens, text_field, txt_mode, unit, tokenizer_name)
     out = check_store_target(out, what=what)
@@ -626,17 +833,19 @@ def prepare_store(
     stats = CorpusStats()
     tmp = make_temp_dir(out)
     try:
-        window = exact_window(tokenizer, unit, window)
+        kinds = cut_kinds(tokenizer) if window is not None and unit == "document" else None
+        window = exact_window(tokenizer, unit, window, kinds)
         size = corpus_size(corpus, txt_mode=txt_mode)
         with progress_bar(size, show=show_progress) as bar:
+            meter = ByteMeter(bar.update) if size is not None else None
             docs = iter_document_streams(
                 corpus,
                 field=text_field,
                 txt_mode=txt_mode,
                 stats=stats,
-                progress=bar.update if size is not None else None,
+                progress=meter.read if meter is not None else None,
             )
-            done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, bytes_known=size is not None)
+            done = tokenize_into(tmp, docs, tokenizer, settings, window=window, bar=bar, meter=meter, kinds=kinds)
         return write_store(
             tmp, out, corpus, tokenizer, settings, done, stats, seconds=time.perf_counter() - t0, rule=rule, what=what
         )
