@@ -129,10 +129,14 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
         settings["class"] = type(encoder).__name__
         if getattr(encoder, "attention", None) is not None:  # a decoder's attention switched at load time
             settings["attention"] = encoder.attention
+        if getattr(encoder, "precision", "fp32") not in (None, "fp32"):  # half precision: other vectors, another key
+            settings["precision"] = encoder.precision
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
         return digest(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}", 20)
     if Path(name).is_dir():
         pooled = f"|pooling={encoder.pooling}" if getattr(encoder, "pooling", None) else ""  # a bag pooled another way
+        if getattr(encoder, "precision", None) not in (None, "fp32"):  # e.g. a whitened transformer base in bf16
+            pooled += f"|precision={encoder.precision}"
         return digest(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}", 20)
     return None

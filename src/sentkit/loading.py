@@ -16,8 +16,8 @@ trains one. An unknown name close to a known one gets the closest names, and the
 mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
-its models here; those that encode one model the user names take the same two settings of it
-(`add_model_settings`: ``--pooling``, ``--attention``). `sentkit.identity.fingerprint` is the
+its models here; those that encode one model the user names take the same three settings of it
+(`add_model_settings`: ``--pooling``, ``--attention``, ``--precision``). `sentkit.identity.fingerprint` is the
 stable id their caches key on, and `content_id` says what a name loads by content (the files of a
 folder, a registry name and its package's version), which sharded `sentkit embed` runs compare
 before they join their parts.
@@ -136,15 +136,80 @@ def add_model_settings(p: Any) -> None:
         help="a decoder language model's attention (GPT-2, Llama, Qwen2, ...): bidirectional reads it as LLM2Vec's "
         "first step does, with no training (default: the model's own, as its config.json says)",
     )
+    p.add_argument(
+        "--precision",
+        default=None,
+        metavar="auto|fp32|bf16|fp16",
+        help="the arithmetic a transformer encodes in (pooling and everything after it stay float32): auto picks "
+        "bf16 on a GPU with native bf16 (else fp16) and on a CPU with AMX, else fp32 (default: fp32, the vectors "
+        "sentence-transformers gives by default); word-vector and Hill models compute in float32 whatever is asked",
+    )
+
+
+SETTINGS = ("pooling", "attention", "precision")  # add_model_settings' options, as `load` keyword arguments
 
 
 def model_settings(args: Any) -> dict[str, Any]:
     """The `load` keyword arguments that `add_model_settings`' options give (those the user set)."""
-    given = {k: getattr(args, k) for k in ("pooling", "attention") if getattr(args, k, None) is not None}
+    from sentkit.config import check_precision
+
+    given = {k: getattr(args, k) for k in SETTINGS if getattr(args, k, None) is not None}
     for k, v in given.items():
         if not str(v).strip():
             raise ConfigError(f"--{k} is empty: give a name (or leave --{k} out for the model's own)")
+    if "precision" in given:
+        check_precision(str(given["precision"]))
     return given
+
+
+def used_settings(encoder: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The settings that make `encoder` another model of the same weights, as a command records them (results'
+    ``model.settings``, shard records, index keys, MTEB revisions): those given, with `precision` as the encoder
+    computes (what ``auto`` resolved to) when that is half precision; fp32, a model's own arithmetic, is left out
+    (so a key written before precisions existed still names the same vectors)."""
+    out = {k: v for k, v in given.items() if k != "precision"}
+    used = precision_of(encoder)
+    if used not in (None, "fp32"):
+        out["precision"] = used
+    return out
+
+
+def settings_before_loading(given: dict[str, Any], device: str = "auto") -> dict[str, Any]:
+    """`used_settings` before the model loads (a sharded embed's record, compared before any part is joined):
+    `precision` resolved for the device the model will run on, and left out when that is fp32."""
+    out = {k: v for k, v in given.items() if k != "precision"}
+    if given.get("precision") is not None:
+        from sentkit.models.encoder import usable_device
+        from sentkit.models.precision import resolve
+
+        used = resolve(str(given["precision"]), usable_device(device))
+        if used != "fp32":
+            out["precision"] = used
+    return out
+
+
+def precision_of(encoder: Any) -> str | None:
+    """The arithmetic `encoder` computes in ("fp32", "bf16", "fp16"); None for a model without the setting."""
+    used = getattr(encoder, "precision", None)
+    return used if isinstance(used, str) else None
+
+
+_NOTED: set[str] = set()  # names already told that --precision does not apply to them
+
+
+def _drop_precision(text: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` without `precision`, which a model that is not a transformer ignores (said once per name and
+    process when half precision was asked: it computes in float32)."""
+    kwargs = dict(kwargs)
+    asked = kwargs.pop("precision", None)
+    if asked not in (None, "auto", "fp32") and text not in _NOTED:
+        _NOTED.add(text)
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "model %s is not a transformer: precision %s does not apply, it computes in float32", text, asked
+        )
+    return kwargs
 
 
 # ----------------------------------------------------------------------------- load
@@ -157,7 +222,9 @@ def load(
     **kwargs: Any,
 ) -> Encoder:
     """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
-    attention: a decoder's, "causal" or "bidirectional") apply to transformer models only.
+    attention: a decoder's, "causal" or "bidirectional"; precision: "auto", "fp32", "bf16" or "fp16",
+    sentkit.models.precision) apply to transformer models only (a model averaging word vectors takes
+    `pooling`; every other model computes in float32 and ignores `precision`, saying so once).
     `allow_code=False` refuses `file.py:attr` / `module:attr`.
 
     `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
@@ -187,9 +254,10 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
                 f"model {text!r} names Python code (file.py:attr or module:attr), which runs when it "
                 "loads: it is accepted from the command line only"
             )
-        _no_settings(text, kwargs)
+        _no_settings(text, _drop_precision(text, kwargs))
         return as_encoder(import_attr(text))
     if kind == "word vectors":
+        kwargs = _drop_precision(text, kwargs)
         _bag_settings(text, kwargs)
         return _pooled(WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))(), text, kwargs)
     if kind == "folder":
@@ -271,8 +339,13 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     if final is not None and final.is_dir():
         return _load_folder(final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
+        loader = get_method(str(method)).load
+        passed: dict[str, Any] = {}
+        if kwargs.get("precision") is not None and _takes(loader, "precision"):  # e.g. a whitened transformer
+            passed["precision"] = kwargs["precision"]
+        kwargs = _drop_precision(str(p), kwargs)
         _bag_settings(str(p), kwargs)
-        return _pooled(get_method(str(method)).load(p), str(p), kwargs)
+        return _pooled(loader(p, **passed), str(p), kwargs)
     # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
     # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():
@@ -283,6 +356,15 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     from sentkit.models.encoder import TransformerEncoder
 
     return TransformerEncoder.from_pretrained(str(p), **kwargs)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 CODE_FORM = (

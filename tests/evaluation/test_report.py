@@ -530,3 +530,6 @@ def test_a_subset_run_end_to_end_is_marked_and_names_the_folder_mteb_wrote(empty
     assert folders and all(f.endswith("_local_subset/") for f in folders)
     for folder in folders:
         assert (out.parent / folder / "STS12.json").is_file(), folder
+    capsys.readouterr()
+    assert main(["report", str(out), "--detail", "--include-subsets"]) == 0  # the command line counts it on request
+    assert "MTEB average (mteb" in capsys.readouterr().out

@@ -335,9 +335,9 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     """What a sharded run records and compares before it joins parts (sentkit.embed_shards): the
     input by the hash of all its bytes, the model by its content (`sentkit.loading.content_id`),
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
-    from sentkit.loading import content_id, model_settings
+    from sentkit.loading import content_id, model_settings, settings_before_loading
 
-    given = model_settings(args)
+    given = settings_before_loading(model_settings(args))  # half precision as resolved here: parts never mix
     return {
         "rows": n,
         "block": args.block,

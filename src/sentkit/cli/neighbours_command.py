@@ -63,7 +63,7 @@ def _neighbours(args: argparse.Namespace) -> int:
     import sentkit
 
     t0 = time.perf_counter()
-    from sentkit.loading import model_settings
+    from sentkit.loading import model_settings, used_settings
 
     encoder = sentkit.load(args.model, **model_settings(args))
     query_side = side_prompt(encoder, "query", prompt_name=args.prompt_name, prompt=args.prompt)
@@ -75,7 +75,7 @@ def _neighbours(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         max_sentences=args.max_sentences,
         rebuild=args.rebuild,
-        settings=model_settings(args),
+        settings=used_settings(encoder, model_settings(args)),  # half precision as resolved: its own index
     )
     from sentkit.index import attach
 

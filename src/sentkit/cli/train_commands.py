@@ -85,6 +85,13 @@ def register(sub: Any) -> None:
     )
     w.add_argument("--dim", type=int, default=None, help="keep the first DIM whitened directions (default: all)")
     w.add_argument("--seed", type=int, default=None, help="seed of the sentence sample (default 0)")
+    w.add_argument(
+        "--precision",
+        default=None,
+        metavar="auto|fp32|bf16|fp16",
+        help="the arithmetic a transformer encodes the sample in (default fp32; the saved folder keeps the base's "
+        "float32 weights whatever is chosen)",
+    )
     w.add_argument("--overwrite", action="store_true", help="replace an earlier sentkit run in --out")
     w.add_argument(
         "--set",
@@ -176,7 +183,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_whiten(args: argparse.Namespace) -> int:
-    extra = [f"{k}={v}" for k, v in (("max_sentences", args.max_sentences), ("dim", args.dim)) if v is not None]
+    given = (("max_sentences", args.max_sentences), ("dim", args.dim), ("precision", args.precision))
+    extra = [f"{k}={v}" for k, v in given if v is not None]
     return cmd_train(
         argparse.Namespace(
             method="whiten",

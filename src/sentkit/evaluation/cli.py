@@ -118,6 +118,11 @@ def register(subparsers: Any) -> None:
     r.add_argument("--output", "-o", help="also write the table to this Markdown file")
     r.add_argument("--plot", help="also write a PNG grouped bar chart here (SentEval's and MTEB's tasks)")
     r.add_argument("--detail", action="store_true", help="for one file: print its full per-task table")
+    r.add_argument(
+        "--include-subsets",
+        action="store_true",
+        help="count MTEB tasks scored on a local subset (--allow-subset; rows marked (subset)) in the MTEB averages",
+    )
     r.set_defaults(func=_report)
 
     d = subparsers.add_parser(
@@ -252,7 +257,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
     from sentkit.identity import fingerprint
-    from sentkit.loading import load, model_settings
+    from sentkit.loading import load, model_settings, used_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
@@ -329,8 +334,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
         return 130
     assert results is not None
-    if settings:  # --pooling / --attention: another model of the same weights, said in the results
-        results["model"]["settings"] = settings
+    used = used_settings(encoder, settings)
+    if used:  # --pooling / --attention / half precision: another model of the same weights, said in the results
+        results["model"]["settings"] = used
     mteb_line, failures = _mteb_failures(results, mteb_tasks, checked, args.output)
     failed = [save_or_keep(args.output, json.dumps(results, indent=1, allow_nan=False) + "\n", "results")]
     if failures is not None:
@@ -413,15 +419,16 @@ def _run_mteb(
     under the model's identity (its weights' content hash; a published model's own name and
     revision); tasks whose data `checked` found missing are listed, not run."""
     from sentkit.evaluation import mteb_adapter
+    from sentkit.loading import used_settings
 
     cfg = results["config"]
     folder = Path(args.output).parent
     # settings that make another model of the same weights (a pooling, a prompt given on the command line)
-    variant = ";".join(
-        f"{k}={getattr(args, k)}"
-        for k in ("pooling", "attention", "prompt_name", "prompt")
-        if getattr(args, k, None) is not None
-    )
+    parts = [f"{k}={getattr(args, k)}" for k in ("pooling", "attention") if getattr(args, k, None) is not None]
+    if encoder is not _not_loaded and used_settings(encoder, {}).get("precision"):  # half precision, as resolved
+        parts.append(f"precision={used_settings(encoder, {})['precision']}")
+    parts += [f"{k}={getattr(args, k)}" for k in ("prompt_name", "prompt") if getattr(args, k, None) is not None]
+    variant = ";".join(parts)
     identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None
     return mteb_adapter.run(
         encoder,
@@ -461,7 +468,12 @@ def _report(args: argparse.Namespace) -> int:
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     if labels is not None and len(labels) != len(runs):
         raise ConfigError(f"--labels has {len(labels)} labels for {len(runs)} results files")
-    text = markdown_table(runs[0]) if args.detail and len(runs) == 1 else side_by_side(runs, labels)
+    subsets = bool(getattr(args, "include_subsets", False))
+    text = (
+        markdown_table(runs[0], include_subsets=subsets)
+        if args.detail and len(runs) == 1
+        else side_by_side(runs, labels, include_subsets=subsets)
+    )
     print(text)
     if args.output:
         atomic_write_text(args.output, text)

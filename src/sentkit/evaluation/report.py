@@ -133,7 +133,8 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
 SUBSET = "(subset)"  # beside an MTEB task scored on a local subset of its data (--allow-subset)
 SUBSET_NOTE = (
     "(subset): scored with `--allow-subset` on a local copy whose splits or sizes differ from mteb's metadata; "
-    "not comparable with a full run of the task"
+    "not comparable with a full run of the task, and left out of the MTEB averages (`sentkit report "
+    "--include-subsets` counts it)"
 )
 
 

@@ -400,6 +400,7 @@ def evaluate(
         if not isinstance(progress, EvalProgress):
             bar.close()
     from sentkit.evaluation.report import declutr_average
+    from sentkit.loading import precision_of
 
     out = {
         "model": {
@@ -407,6 +408,7 @@ def evaluate(
             "fingerprint": fp,
             "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None),
             "prompts": prompts,
+            **({"precision": precision_of(enc)} if precision_of(enc) else {}),
         },
         "config": to_dict(cfg),
         "seed": cfg.seed,

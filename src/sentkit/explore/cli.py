@@ -59,6 +59,13 @@ def register(sub: Any) -> None:
         "--cache-dir", default=None, help="where indexes are cached (default: <model>/neighbours, or ~/.cache/sentkit)"
     )
     p.add_argument("--max-sentences", type=int, default=None, help="index at most this many corpus sentences")
+    p.add_argument(
+        "--precision",
+        default=None,
+        metavar="auto|fp32|bf16|fp16",
+        help="the arithmetic every transformer on the page encodes in (default fp32; auto: bf16 on a GPU with native "
+        "bf16, else fp16, and on a CPU with AMX; docs/evaluation.md#precision)",
+    )
     p.set_defaults(func=cmd_explore)
 
 
@@ -85,7 +92,18 @@ def cmd_explore(args: argparse.Namespace) -> int:
             describe("")
         except ConfigError as e:
             raise ConfigError(f"--models {args.models!r}: {e}") from None
-    explorer = Explorer(models, args.corpus, args.results, cache_dir=args.cache_dir, max_sentences=args.max_sentences)
+    if args.precision is not None:
+        from sentkit.config import check_precision
+
+        check_precision(args.precision)
+    explorer = Explorer(
+        models,
+        args.corpus,
+        args.results,
+        cache_dir=args.cache_dir,
+        max_sentences=args.max_sentences,
+        precision=args.precision,
+    )
     for msg in explorer.messages:
         print(f"sentkit explore: {msg}", file=sys.stderr)
     if not is_loopback(args.host):

@@ -173,8 +173,10 @@ class Explorer:
         encoders: Mapping[str, Any] | None = None,
         build: bool = True,
         read_seconds: float = READ_SECONDS,
+        precision: str | None = None,
     ) -> None:
         self.models: list[str] = []
+        self.precision = precision  # every transformer the page loads computes in it (None: fp32)
         self.corpus: str | None = None
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
         self.max_sentences = max_sentences
@@ -296,10 +298,12 @@ class Explorer:
 
                 if model not in self._trusted:  # checked again: the folder may have changed since it was added
                     self._check_from_page(model)
-                self._encoders[model] = load(model, allow_code=model in self._trusted)
+                arithmetic = {"precision": self.precision} if self.precision is not None else {}
+                self._encoders[model] = load(model, allow_code=model in self._trusted, **arithmetic)
             return self._encoders[model]
 
     def _build(self, job: IndexJob) -> None:
+        from sentkit.loading import used_settings
         from sentkit.neighbours import get_index
 
         def progress(n: int) -> None:
@@ -318,6 +322,7 @@ class Explorer:
                 cache_dir=self.cache_dir,
                 max_sentences=self.max_sentences,
                 progress=False,
+                settings=used_settings(enc, {}),  # half precision: an index of its own
             )
             from sentkit.index import attach
 

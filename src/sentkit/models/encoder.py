@@ -26,6 +26,8 @@ from sentkit.models.hub import (
     special_affixes,
 )
 from sentkit.models.pooling import POOLINGS, layer_weights, load_with, pooling_of, saveable_poolings
+from sentkit.models.precision import dtype_of
+from sentkit.models.precision import resolve as resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,17 @@ def pick_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def usable_device(device: str) -> torch.device:
+    """`pick_device`, with a one-line error for a device that cannot be named or used here."""
+    try:
+        dev = pick_device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA GPU is available")
+        return dev
+    except (RuntimeError, AssertionError) as e:
+        raise ValueError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
+
+
 class TransformerEncoder:
     """Encode text with a Hugging Face transformer and a pooling function.
 
@@ -91,7 +104,11 @@ class TransformerEncoder:
     ``prompts`` (name -> text) and ``default_prompt_name`` are sentence-transformers' (read from a folder's
     ``config_sentence_transformers.json``): ``encode(prompt_name=..., prompt=...)`` prepends one to every
     text (`sentkit.encoder.resolve_prompt`); ``include_prompt=False`` (its Pooling module's flag) leaves
-    the prompt's tokens out of the pooling."""
+    the prompt's tokens out of the pooling.
+
+    ``precision`` ("auto", "fp32", "bf16", "fp16"; None: fp32) is the transformer's arithmetic
+    (`sentkit.models.precision`): the model is cast to it (in place), pooling and everything after it
+    stay in float32; ``self.precision`` holds the one `auto` resolved to."""
 
     def __init__(
         self,
@@ -108,6 +125,7 @@ class TransformerEncoder:
         default_prompt_name: str | None = None,
         include_prompt: bool = True,
         attention: str | None = None,
+        precision: str | None = None,
     ) -> None:
         self.model = model
         self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
@@ -124,11 +142,15 @@ class TransformerEncoder:
             decoder.set_attention(model, attention)
         limit = position_limit(model.config)  # positions after the padding index for RoBERTa, MPNet, ...
         self.max_length = min(max_length or limit, limit)
+        self.device = usable_device(device)
+        self.precision = resolve_precision(precision, self.device)
+        dtype = dtype_of(self.precision)
         try:
-            self.device = pick_device(device)
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as e:  # e.g. "cuda" on a machine without a GPU
             raise ValueError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
+        if any(p.is_floating_point() and p.dtype != dtype for p in self.model.parameters()):
+            self.model.to(dtype)
         self.name = name
         self.normalize = normalize
         self.prefix, self.suffix = special_affixes(tokenizer)
@@ -149,13 +171,17 @@ class TransformerEncoder:
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         attention: str | None = None,
+        precision: str | None = None,
     ) -> TransformerEncoder:
         """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id.
 
         `prompts` are merged over the folder's own (a name given here wins); `default_prompt_name`, when
         given, replaces the folder's (sentence-transformers' rules). `attention` ("causal" or
-        "bidirectional") switches a decoder's attention (sentkit.models.decoder)."""
+        "bidirectional") switches a decoder's attention (sentkit.models.decoder). `precision` (None: fp32)
+        is the dtype the weights load in (sentkit.models.precision)."""
         from transformers import AutoModel
+
+        resolved = resolve_precision(precision, usable_device(device))  # a bad name fails before any loading
 
         path = resolve(name_or_path)
         local = Path(path).is_dir()
@@ -174,7 +200,7 @@ class TransformerEncoder:
         tok = load_tokenizer(path)
         try:
             with quiet_transformers():
-                model = AutoModel.from_pretrained(path)
+                model = AutoModel.from_pretrained(path, dtype=dtype_of(resolved))
         except Exception as e:  # a local directory: torn weights, bad config, ...; anything else: not found
             if local:
                 first = (str(e).splitlines() or [""])[0][:200]
@@ -195,6 +221,7 @@ class TransformerEncoder:
             default_prompt_name=default_prompt_name if default_prompt_name is not None else st_default,
             include_prompt=st_include,
             attention=attention,
+            precision=resolved,
         )
 
     @property
@@ -302,9 +329,10 @@ class TransformerEncoder:
                 {"input_ids": batch["input_ids"]} if len({len(s) for s in seqs}) == 1 else batch
             )  # no padding: no mask
             if self.pool_fn.last_layer_only:
-                hidden = self.model(**inputs).last_hidden_state  # [b, L, d]
+                hidden = self.model(**inputs).last_hidden_state.float()  # [b, L, d]; pooled in float32
             else:  # a pooling of other layers (first-last-avg)
-                hidden = self.pool_fn.states(self.model(**inputs, output_hidden_states=True).hidden_states)
+                states = self.model(**inputs, output_hidden_states=True).hidden_states
+                hidden = self.pool_fn.states([h.float() for h in states])
             mask = batch["attention_mask"]
             if skip:  # right-padded: the prompt is the first `skip` positions of every row
                 hidden, mask = hidden[:, skip:], mask[:, skip:]
@@ -332,7 +360,14 @@ class TransformerEncoder:
         model_card: str | None = None,
         method: str = "transformer",
     ) -> Path:
-        """Write a directory that sentence-transformers and transformers both load unchanged."""
+        """Write a directory that sentence-transformers and transformers both load unchanged. An encoder
+        loaded in half precision is refused: its weights are rounded, and the folder would load in that
+        dtype (transformers reads the dtype from config.json)."""
+        if self.precision != "fp32":
+            raise ConfigError(
+                f"{self.name} was loaded in {self.precision}: saving it would write rounded weights that load in "
+                f"{self.precision}; load it with precision='fp32' to save it"
+            )
         save_st_directory(
             self.model,
             self.tokenizer,

@@ -70,6 +70,11 @@ class Whitened:
         )
         return out[0] if single else out
 
+    @property
+    def precision(self) -> str | None:
+        """The base's arithmetic (a transformer's; None for a model that has no such setting)."""
+        return getattr(self.base, "precision", None)
+
     def fingerprint(self) -> str | None:
         from sentkit.encoder import derived_fingerprint
 

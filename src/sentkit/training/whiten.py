@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.config import ConfigError, check_precision
 from sentkit.methods import Method
 from sentkit.models.whitening import Whitened, apply_whitening, as_dense, fit_whitening
 
@@ -44,6 +44,7 @@ class WhitenConfig:
     min_words: int = 3
     dim: int | None = None  # keep the first `dim` whitened directions (default: all)
     pooling: str | None = None  # pool the model another way first (sentkit.load(model, pooling=...))
+    precision: str | None = None  # the arithmetic a transformer encodes the sample in (None: fp32)
     seed: int = 0
     batch_size: int = 128
     text_field: str = "text"
@@ -56,6 +57,8 @@ class WhitenConfig:
             raise ConfigError(f"dim must be at least 1, got {self.dim}")
         if self.min_words < 1 or self.batch_size < 1:
             raise ConfigError("min_words and batch_size must be at least 1")
+        if self.precision is not None:
+            check_precision(self.precision)
 
 
 def sample_sentences(
@@ -92,13 +95,14 @@ def sample_sentences(
 
 def train_whiten(cfg: WhitenConfig) -> Path:
     """Fit and save (see the module docstring)."""
-    from sentkit.loading import load
+    from sentkit.loading import load, precision_of
     from sentkit.methods import write_marker
     from sentkit.models.encoder import TransformerEncoder
 
     require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
     pooled: dict[str, Any] = {"pooling": cfg.pooling} if cfg.pooling else {}
-    encoder = load(cfg.model, **pooled)
+    arithmetic: dict[str, Any] = {"precision": cfg.precision} if cfg.precision else {}
+    encoder: Any = load(cfg.model, **pooled, **arithmetic)
     sentences, total = sample_sentences(
         cfg.corpus, cfg.max_sentences, min_words=cfg.min_words, seed=cfg.seed, field=cfg.text_field
     )
@@ -112,11 +116,16 @@ def train_whiten(cfg: WhitenConfig) -> Path:
         "corpus_sentences": total,
         "dim": int(w.shape[1]),
         "seed": cfg.seed,
+        **({"precision": precision_of(encoder)} if precision_of(encoder) else {}),
     }
     out = Path(cfg.out)
     from sentkit.models.pooling import saveable_poolings
 
     if isinstance(encoder, TransformerEncoder) and not encoder.normalize and encoder.pooling in saveable_poolings():
+        if encoder.precision != "fp32":  # fitted in half precision; the folder keeps the base's float32 weights
+            dense = encoder.dense
+            encoder = load(cfg.model, **pooled, precision="fp32")
+            encoder.dense = list(dense)
         encoder.dense = [*encoder.dense, as_dense(mu, w)]
         encoder.save(
             out,
@@ -183,13 +192,16 @@ def keep_base(model: str, out: Path) -> str:
     return BASE_DIR
 
 
-def load_base(path: Path, marker: dict[str, Any]) -> Any:
-    """The base model a post-processing folder written with `keep_base` names."""
+def load_base(path: Path, marker: dict[str, Any], *, precision: str | None = None) -> Any:
+    """The base model a post-processing folder written with `keep_base` names (a transformer base in
+    `precision`, sentkit.models.precision)."""
     from sentkit.loading import load
 
     base = str(marker["base"])
-    pooled: dict[str, Any] = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
-    return load(str(path / base) if base == BASE_DIR else base, **pooled)
+    settings: dict[str, Any] = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
+    if precision is not None:
+        settings["precision"] = precision
+    return load(str(path / base) if base == BASE_DIR else base, **settings)
 
 
 class PromptedWhitened(Whitened):
@@ -227,17 +239,18 @@ class PromptedWhitened(Whitened):
         return out[0] if single else out
 
 
-def load_whitened(path: Path) -> Any:
-    """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened."""
+def load_whitened(path: Path, *, precision: str | None = None) -> Any:
+    """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened (a
+    transformer base computes in `precision`; the whitening is float32)."""
     path = Path(path)
     if (path / "modules.json").is_file():
         from sentkit.models.encoder import TransformerEncoder
 
-        return TransformerEncoder.from_pretrained(str(path))
+        return TransformerEncoder.from_pretrained(str(path), precision=precision)
     marker = read_kept(path, WHITENING_FILE, "sentkit whiten")
     from sentkit.encoder import prompts_of
 
-    base = load_base(path, marker)
+    base = load_base(path, marker, precision=precision)
     kind = PromptedWhitened if prompts_of(base) != ({}, None) else Whitened  # the base's prompts apply
     with np.load(path / WHITENING_FILE) as z:
         return kind(base, z["mu"], z["w"], name=f"{marker['base']} whitened")
