@@ -125,7 +125,7 @@ def test_the_committed_score_table_agrees_with_evaluations_auto_rule() -> None:
     summary = json.loads(path.read_text())
     moved = any(r["moved_over_tolerance"] for r in summary["rows"])
     assert summary["tolerance"] == P.EVAL_TOLERANCE
-    assert P.EVAL_AUTO_KEEPS_FP32 == moved
+    assert moved == P.EVAL_AUTO_KEEPS_FP32
 
 
 @pytest.mark.parametrize("bad", ["bf17", "half", "float32", ""])
