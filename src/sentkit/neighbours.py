@@ -43,13 +43,14 @@ def normalise_rows(x: np.ndarray) -> np.ndarray:
 
 
 # Exact search scores QUERY_BLOCK queries x ROW_BLOCK rows at a time: the block and the selection's
-# temporaries take about 17 bytes a score (~17 MiB at 256 x 4096) whatever the number of queries and rows.
+# temporaries take about 17 bytes a score (~17 MiB at 256 x 4096), and a block of rows ROW_BLOCK x dim
+# floats, whatever the number of queries and rows.
 QUERY_BLOCK, ROW_BLOCK = 256, 4096
 
 
 def spans(total: int, block: int) -> list[tuple[int, int]]:
-    """``[0, total)`` cut into ceil(total / block) spans of near-equal length (none shorter than
-    block / 2 when total > block: no one-row tail, which BLAS would multiply by another kernel)."""
+    """``[0, total)`` cut into ceil(total / block) spans of near-equal length: past one block, each about
+    half a block or more, never a one-row tail (BLAS would multiply it by another kernel)."""
     parts = -(-total // max(1, block))
     return [(i * total // parts, (i + 1) * total // parts) for i in range(parts)]
 
