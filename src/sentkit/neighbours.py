@@ -387,7 +387,11 @@ def get_index(
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
-    if settings:  # so has a model loaded with another pooling or attention
+    settings = dict(settings or {})
+    used = getattr(encoder, "precision", None)  # an encoder in half precision has vectors, so an index, of its own
+    if "precision" not in settings and isinstance(used, str) and used != "fp32":
+        settings["precision"] = used
+    if settings:  # so has a model loaded with another pooling, attention or precision
         key["settings"] = dict(sorted(settings.items()))
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)
     d = d / config_id(key, 20)

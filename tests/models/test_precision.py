@@ -294,3 +294,18 @@ def test_the_explore_page_loads_every_model_in_its_precision(tiny_model_dir: Pat
         assert explorer.encoder(str(tiny_model_dir)).precision == "bf16"
     finally:
         explorer.close()
+
+
+def test_an_index_built_in_python_from_a_half_precision_encoder_has_its_own_key(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from sentkit.neighbours import get_index
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"The {w} sat on a mat in the house.\n" for w in ("cat", "dog", "bird", "fox")))
+    name = str(tiny_model_dir)
+    folders = {
+        p: get_index(name, corpus, sentkit.load(name, precision=p), cache_dir=tmp_path / "idx", progress=False)[2]
+        for p in ("fp32", "bf16")
+    }
+    assert folders["fp32"] != folders["bf16"]

@@ -298,7 +298,7 @@ class Explorer:
 
                 if model not in self._trusted:  # checked again: the folder may have changed since it was added
                     self._check_from_page(model)
-                arithmetic = {"precision": self.precision} if self.precision is not None else {}
+                arithmetic: dict[str, Any] = {"precision": self.precision} if self.precision is not None else {}
                 self._encoders[model] = load(model, allow_code=model in self._trusted, **arithmetic)
             return self._encoders[model]
 
