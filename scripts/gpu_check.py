@@ -117,6 +117,8 @@ NAMES = {
     "grad_cache": "gradient caching with dropout replay",
     "matmul": "throughput: the matmul rate against the datasheet",
     "encode": "throughput: encode",
+    "encode_bf16": "throughput: encode in bf16 (its dtype, vectors against fp32)",
+    "encode_fp16": "throughput: encode in fp16 (its dtype, vectors against fp32)",
     "declutr": "throughput: a DeCLUTR training step",
     "simcse": "throughput: a SimCSE training step",
     "mlm": "throughput: an MLM training step",
@@ -358,7 +360,7 @@ class Workspace:
 
     @property
     def rates(self) -> dict[str, float]:
-        """The matmul rates (FLOP/s) of float32 and bf16 on this run's device, measured once."""
+        """The matmul rates (FLOP/s) of float32, bf16 and fp16 on this run's device, measured once."""
         import torch
 
         s = self.sizes
@@ -366,7 +368,7 @@ class Workspace:
             "matmul rates",
             lambda: {  # type: ignore[no-any-return]
                 k: matmul_rate(dtype, s.device, s.matmul, clock=s.clock)
-                for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+                for k, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))
             },
         )
 
@@ -888,48 +890,89 @@ def slow_report(probe: Probe) -> dict[str, Any]:
 
 def check_encode(ws: Workspace) -> dict[str, Any]:
     """`encode` of synthetic sentences: its model FLOPs/s as a share of the float32 matmul rate."""
-    import sentkit
+    return encode_run(ws, "encode", "fp32")
+
+
+def check_encode_half(ws: Workspace, precision: str) -> dict[str, Any]:
+    """`encode` in `precision` (bf16 or fp16: `sentkit.load(name, precision=...)`): every Linear of the model computes
+    in that dtype (a silent float32 fails), its model FLOPs/s as a share of that dtype's matmul rate reaches the encode
+    floor (a CPU fallback fails), and its vectors agree with float32's (cosine >= 0.99 for each text)."""
+    return encode_run(ws, f"encode_{precision}", precision)
+
+
+def encode_texts(ws: Workspace) -> list[str]:
     from check_support import WORDS
+
+    rng = random.Random(1)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(ws.sizes.sentences)]
+
+
+HALF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+MIN_HALF_COSINE = 0.99  # a text's vector in half precision against float32's
+
+
+def encode_run(ws: Workspace, key: str, precision: str) -> dict[str, Any]:
+    """One measured `encode` pass in `precision` (after a warm-up, and on a CPU after an unslowed reference pass that
+    sets the floor); in half precision also the Linear dtypes and the agreement with float32's vectors."""
+    import numpy as np
+
+    import sentkit
 
     s = ws.sizes
     model = ws.model(0.0)
-    rng = random.Random(1)
-    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40))) for _ in range(s.sentences)]
-    enc: Any = sentkit.load(str(model), device=s.device)  # a TransformerEncoder: its model is probed
-    factor, sync = slowed(ws, "encode")
+    texts = encode_texts(ws)
+    enc: Any = sentkit.load(str(model), device=s.device, precision=precision)  # a TransformerEncoder: probed
+    factor, sync = slowed(ws, key)
     probe = Probe(s.clock, shape_of_call=encode_call_shape, sync=sync)
     probe.attach(enc.model)
     probe.sync = None
     enc.encode(texts[:256], batch_size=s.encode_batch)  # warm-up: not measured, not slowed
     shape = Shape.of(enc.model.config)
+    rate_of = ws.rates[precision]
 
-    def measured_pass() -> tuple[float, int, float, int]:
+    def measured_pass() -> tuple[float, int, float, int, Any]:
         first = len(probe.times)
         probe.skip = first
-        enc.encode(texts, batch_size=s.encode_batch)
+        vectors = enc.encode(texts, batch_size=s.encode_batch)
         last = len(probe.times) - 1
-        return (*probe.rate(first, last, lambda lengths, _: forward_flops(shape, lengths)), last - first)
+        return (*probe.rate(first, last, lambda lengths, _: forward_flops(shape, lengths)), last - first, vectors)
 
     reference: dict[str, Any] = {}
     floor = s.floors["encode"]
+    what = f"{'float32' if precision == 'fp32' else precision} matmul rate"
     if s.cpu:  # the reference run: unslowed, its share sets the floor
         ref_rate = measured_pass()[0]
-        floor = s.cpu_floor * ref_rate / ws.rates["fp32"]
-        reference = {"reference run's share (unslowed)": round(ref_rate / ws.rates["fp32"], 4)}
+        floor = s.cpu_floor * ref_rate / rate_of
+        reference = {"reference run's share (unslowed)": round(ref_rate / rate_of, 4)}
+    probe.dtypes.clear()
     probe.factor, probe.sync = factor, sync
-    rate, tokens, seconds, batches = measured_pass()
-    verdict = share_verdict("encode", rate / ws.rates["fp32"], floor, "float32 matmul rate")
-    return {
+    rate, tokens, seconds, batches, vectors = measured_pass()
+    verdict = share_verdict(key, rate / rate_of, floor, what)
+    out: dict[str, Any] = {
         "ok": "below the floor" not in verdict,
         "batches measured": batches,
         "tokens/s": round(tokens / seconds),
         "model TFLOP/s": round(rate / 1e12, 4),
         **verdict,
         **reference,
-        **peak_shares(ws, rate, "fp32"),
+        **peak_shares(ws, rate, "fp32" if precision == "fp32" else "bf16"),
         "Linear output dtypes": sorted(probe.dtypes),
         **slow_report(probe),
     }
+    if precision != "fp32":
+        if probe.dtypes != {HALF_DTYPES[precision]}:
+            out["ok"] = False
+            out["wrong dtype"] = (
+                f"encode in {precision} ran its Linear layers in {', '.join(sorted(probe.dtypes)) or 'nothing'}, not "
+                f"{HALF_DTYPES[precision]}: the model was not cast (a silent float32)"
+            )
+        ref = sentkit.load(str(model), device=s.device).encode(texts, batch_size=s.encode_batch)
+        cos = (ref * vectors).sum(1) / np.linalg.norm(ref, axis=1) / np.linalg.norm(vectors, axis=1)
+        out["cosine to float32 (min, mean)"] = [round(float(cos.min()), 5), round(float(cos.mean()), 5)]
+        if not cos.min() >= MIN_HALF_COSINE:
+            out["ok"] = False
+            out["disagrees"] = f"a text's vector has cosine {cos.min():.4f} < {MIN_HALF_COSINE} to its float32 vector"
+    return out
 
 
 def check_train(ws: Workspace, method: str) -> dict[str, Any]:
@@ -1035,10 +1078,19 @@ CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     "grad_cache": check_grad_cache,
     "matmul": check_matmul,
     "encode": check_encode,
+    **{f"encode_{p}": functools.partial(check_encode_half, precision=p) for p in ("bf16", "fp16")},
     **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm", "mntp")},
     "two_procs": check_two_processes,
 }
-THROUGHPUT = ("encode", "declutr", "simcse", "mlm", "mntp")  # the checks SENTKIT_GPU_CHECK_SLOW can slow
+THROUGHPUT = (
+    "encode",
+    "encode_bf16",
+    "encode_fp16",
+    "declutr",
+    "simcse",
+    "mlm",
+    "mntp",
+)  # the checks SENTKIT_GPU_CHECK_SLOW can slow
 
 
 # ----------------------------------------------------------------------------- main

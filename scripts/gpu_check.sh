@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Check sentkit on this machine's GPU(s) in one command: bf16/fp16 against fp32, resume bit for bit,
-# gradient caching with dropout on CUDA generators, the throughput of encode and of DeCLUTR, SimCSE and
+# gradient caching with dropout on CUDA generators, the throughput of encode (fp32, and bf16 / fp16 with their
+# dtypes and vectors checked against fp32) and of DeCLUTR, SimCSE and
 # MLM training steps (BERT-base, model FLOPs as a share of the GPU's measured matmul rate, against
 # floors a CPU fallback, a silent fp32 or a stall per step fails), and with 2+ GPUs a 2-process NCCL
 # run killed and resumed. What it checks, how long it takes and how to read the result:

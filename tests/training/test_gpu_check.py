@@ -318,6 +318,25 @@ def test_the_throughput_checks_fail_below_their_floors(
     assert res["Linear output dtypes"] == ["bfloat16"] and res["steps measured"] == "5-7 of 8"
 
 
+SHARE_OF = {"encode": "float32", "encode_fp16": "fp16"}  # the matmul rate a throughput check is a share of
+
+
+def test_encode_in_half_precision_that_stays_float32_fails_on_its_dtypes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bf16 asked, but the weights left in float32 (a silent float32): the check fails with a line that says so."""
+    import torch
+
+    from sentkit.models import encoder as E
+
+    monkeypatch.setattr(E, "dtype_of", lambda precision: torch.float32)
+    out = tmp_path / "out"
+    assert gpu_check.main(["--cpu", "--out", str(out), "--only", "encode_bf16"]) == gpu_check.FAILED
+    res = json.loads((out / "gpu_check.json").read_text())["checks"][gpu_check.NAMES["encode_bf16"]]
+    assert res["ok"] is False and res["Linear output dtypes"] == ["float32"]
+    assert "not bfloat16: the model was not cast (a silent float32)" in res["wrong dtype"]
+
+
 def _slowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str) -> dict[str, Any]:
     monkeypatch.setenv("SENTKIT_GPU_CHECK_SLOW", slow)
     out = tmp_path / "out"
@@ -328,7 +347,7 @@ def _slowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: str) -> d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slowed", [("declutr", "mlm", "mntp"), ("encode", "simcse")])
+@pytest.mark.parametrize("slowed", [("declutr", "mlm", "mntp", "encode_fp16"), ("encode", "encode_bf16", "simcse")])
 def test_each_floor_fails_a_step_slowed_10_times(
     slowed: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -345,7 +364,7 @@ def test_each_floor_fails_a_step_slowed_10_times(
     for k in set(gpu_check.THROUGHPUT) - set(slowed):
         assert "below the floor" not in checks[k] and "slowed by" not in checks[k]
     for k, r in checks.items():  # on a CPU each floor is a quarter of the share its unslowed reference run reached
-        share = r["share of the float32 matmul rate" if k == "encode" else "share of the bf16 matmul rate"]
+        share = r[f"share of the {SHARE_OF.get(k, 'bf16')} matmul rate"]
         ref = r["reference run's share (unslowed)"]
         assert r["floor"] == pytest.approx(0.25 * ref, abs=1e-4), k
         assert (share < 0.25 * ref) == (k in slowed), (k, share, ref)
@@ -370,8 +389,8 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The corpus cannot be written: every check that needs it fails with that error (tried once),
-    the two that need no corpus (the matmul rate, encode) pass, the JSON is written, the runs'
-    folder is removed, exit 1."""
+    the four that need no corpus (the matmul rate, encode in each precision) pass, the JSON is written, the runs'
+    folder is removed, exit 1 (the encode checks need no corpus either)."""
     import check_support
 
     calls: list[Path] = []
@@ -384,8 +403,8 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
     out = tmp_path / "out"
     assert gpu_check.main(["--cpu", "--out", str(out)]) == gpu_check.FAILED == 1
     data = json.loads((out / "gpu_check.json").read_text())
-    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 11
-    no_corpus = {gpu_check.NAMES["matmul"], gpu_check.NAMES["encode"]}
+    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 13
+    no_corpus = {gpu_check.NAMES[k] for k in ("matmul", "encode", "encode_bf16", "encode_fp16")}
     for name, res in data["checks"].items():
         if name in no_corpus:
             assert res["ok"] is True, (name, res)
@@ -393,7 +412,7 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
             assert res["ok"] is False and "No space left on device" in res["error"], name
     assert len(calls) == 1
     assert [p.name for p in out.iterdir()] == ["gpu_check.json"]
-    assert "2 of 11 checks passed" in capsys.readouterr().out
+    assert "4 of 13 checks passed" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the CPU self-test
