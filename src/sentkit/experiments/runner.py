@@ -146,6 +146,20 @@ def logged_train_seconds(out: Path, model: Any) -> float:
     return float(marker.get("train_loop_seconds", 0.0)) + float(marker.get("resumed_seconds", 0.0) or 0.0)
 
 
+def training_cpu(model: Path, this_process: float | None) -> float | None:
+    """The one CPU cost of a cell's training: the CPU seconds of every process that trained the model, a
+    resumed run's earlier processes included. A recipe of phases records it in its `sentkit.json`
+    (``cpu_seconds``: its phases, each across the processes that ran it); any other run is this process's
+    CPU plus the training loop's CPU in the processes it resumed from (``resumed_cpu_seconds``); None when
+    an earlier process trained the model (`this_process` None) and it recorded no CPU time."""
+    marker = read_marker(model) or {}
+    if "cpu_seconds" in marker:
+        return round(float(marker["cpu_seconds"]), 1)
+    if this_process is None:
+        return None
+    return round(this_process + float(marker.get("resumed_cpu_seconds", 0.0) or 0.0), 1)
+
+
 TRAINED_EARLIER = "trained_earlier"
 
 
@@ -238,9 +252,10 @@ def run_cell(run: CellRun, spec: ExperimentSpec, *, retrained: list[str] | None 
     )
     if mteb_tasks:
         res["mteb"] = _run_mteb(encoder, mteb_tasks, res, run, fingerprint)
-    # CPU seconds of this process (all its threads): what a run costs whatever else shares the machine
-    # (a model trained by an earlier process: its training CPU time is unknown, not this process's load time)
-    cpu = {"train": None if earlier else round(cpu1 - cpu0, 1), "evaluate": round(time.process_time() - cpu1, 1)}
+    # CPU seconds (all threads): what a run costs whatever else shares the machine; training across every process
+    # of a resumed run (training_cpu). A model trained by an earlier process: unknown unless its folder recorded it.
+    train_cpu = training_cpu(run.folder / "model", None if earlier else cpu1 - cpu0)
+    cpu = {"train": train_cpu, "evaluate": round(time.process_time() - cpu1, 1)}
     res["experiment"] = {
         "name": spec.name,
         "cell": run.cell.name,

@@ -24,6 +24,7 @@ import torch
 
 from sentkit.config import ConfigError, save_json, to_dict
 from sentkit.data.corpus import CorpusError, Fix
+from sentkit.models.lora import base_precision, half_base
 from sentkit.training.batching import StepUnits
 from sentkit.training.checkpoint import (
     CheckpointError,
@@ -273,7 +274,14 @@ def _run(
         mlm_model, tokenizer = recipe_cls.load_model(cfg, out)
         limit = position_limit(mlm_model.config)
         recipe = recipe_cls(cfg, mlm_model, tokenizer, limit)
-        module = recipe.module().to(device)
+        module = recipe.module()
+    # --- a frozen base under LoRA in half precision (base_precision): it computes in that precision; the adapters,
+    # their gradients and optimizer state stay float32
+    base = base_precision(cfg.base_precision, mlm_model, device, cfg.precision)
+    if base != "fp32":
+        half_base(module, base)
+        precision = base
+    module = module.to(device)
 
     # --- rank 0 first: the token store, and the checkpoint to resume from; then the other ranks
     # open the same store and read the checkpoint file that rank 0 chose
@@ -451,6 +459,7 @@ def _run(
                 "train_loop_seconds": round(kept_s + time.perf_counter() - t_start, 3),
                 "train_loop_cpu_seconds": round(kept_cpu + time.process_time() - c_start, 3),
                 "resumed_seconds": round(kept_s, 3),
+                "resumed_cpu_seconds": round(kept_cpu, 3),  # the loop CPU of the processes it resumed from
             },
             model_card=model_card(recipe, step, store),
             pooling=enc["pooling"],

@@ -188,7 +188,7 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
     import os
 
     from sentkit.io import atomic_write_text
-    from sentkit.methods import get_method, write_marker
+    from sentkit.methods import get_method, read_marker, write_marker
     from sentkit.training.checkpoint import has_checkpoint
     from sentkit.training.rundir import write_run
 
@@ -230,6 +230,8 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
         t, c = time.perf_counter(), time.process_time()
         method.train(phase_cfg)
         prev = record["phases"].get(folder, {})
+        # a phase resumed from a checkpoint: the loop CPU of the processes that ran it before this one
+        c -= float((read_marker(target) or {}).get("resumed_cpu_seconds", 0.0) or 0.0)
         record["phases"][folder] = {
             "method": method_name,
             "settings": settings,
