@@ -226,7 +226,7 @@ def _write_part(
 ) -> None:
     from sentkit.io import make_temp_dir
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     stats = CorpusStats()
     progress = meter.read if meter is not None else None
     docs: Iterator[DocStream]
@@ -248,6 +248,7 @@ def _write_part(
                 for f in ("documents_read", "kept", "too_short", "pieces_from_splits", "tokens_kept")
             },
             "seconds": time.perf_counter() - t0,
+            "started": started,  # wall clock: the run's time is from the first part's start to the join
             "corpus": stats.as_dict(),
         }
         (tmp / REPORT).write_text(json.dumps(report) + "\n")
@@ -288,7 +289,7 @@ def _finish(
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)
     try:
-        done, stats, seconds = _join(folder, names, tmp / "tokens.bin")
+        done, stats, seconds, part_seconds = _join(folder, names, tmp / "tokens.bin")
         rep = write_store(
             tmp,
             out,
@@ -300,21 +301,26 @@ def _finish(
             seconds=seconds,
             rule=rule,
             what=what,
-            extra={"sharded": {"run": run_id, "parts": plan.count}},
+            extra={"sharded": {"run": run_id, "parts": plan.count, "part_seconds": part_seconds}},
         )
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     remove_parts(folder)
-    return f"{rep.summary(settings.min_doc_tokens)}\nstore written to {out} (joined from {plan.count} parts)"
+    return (
+        f"{rep.summary(settings.min_doc_tokens)} (wall time, from the first part's start to the join; "
+        f"the parts took {part_seconds:.1f} s summed over the shards)\n"
+        f"store written to {out} (joined from {plan.count} parts)"
+    )
 
 
-def _join(folder: Path, names: list[str], tokens: Path) -> tuple[Tokenized, CorpusStats, float]:
+def _join(folder: Path, names: list[str], tokens: Path) -> tuple[Tokenized, CorpusStats, float, float]:
     """Concatenate the parts' tokens.bin into `tokens` (streamed, fsynced), their offsets shifted,
-    their counts summed; the first examples of each skip reason kept in corpus order."""
+    their counts summed; the first examples of each skip reason kept in corpus order. Also returns
+    the run's wall time (from the earliest part's start to now) and the parts' seconds summed."""
     rep, stats = PrepareReport(), CorpusStats()
     offsets, shorts = [np.zeros(1, dtype=np.int64)], []
-    seconds, total = 0.0, 0
+    seconds, total, starts = 0.0, 0, []
     with open(tokens, "wb") as fout:
         for name in names:
             part = folder / name
@@ -328,6 +334,8 @@ def _join(folder: Path, names: list[str], tokens: Path) -> tuple[Tokenized, Corp
             for f in ("documents_read", "kept", "too_short", "pieces_from_splits", "tokens_kept"):
                 setattr(rep, f, getattr(rep, f) + int(r[f]))
             seconds += float(r["seconds"])
+            if "started" in r:
+                starts.append(float(r["started"]))
             for key, value in r["corpus"].items():
                 if key == "examples":
                     for reason, ids in value.items():
@@ -343,4 +351,6 @@ def _join(folder: Path, names: list[str], tokens: Path) -> tuple[Tokenized, Corp
             f"the parts in {folder} hold {tokens.stat().st_size // 4} tokens, their offsets "
             f"{int(all_offsets[-1])}; remove {folder} and run again"
         )
-    return Tokenized(rep, all_offsets, np.concatenate(shorts) if shorts else np.zeros(0, np.int64)), stats, seconds
+    wall = time.time() - min(starts) if starts else seconds
+    tok = Tokenized(rep, all_offsets, np.concatenate(shorts) if shorts else np.zeros(0, np.int64))
+    return tok, stats, wall, seconds

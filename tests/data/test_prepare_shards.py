@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,17 @@ def test_a_single_file_is_one_part_and_torchrun_shares_a_folder(
     res = torchrun("-m", "sentkit.cli.main", *prepare_argv(corpus, out, tiny_model_dir))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "joined from 13 parts" in res.stdout and store(out) == single
+
+
+def test_a_sharded_run_reports_its_wall_time_not_the_sum_of_its_parts(
+    corpus: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sharded"
+    assert main(prepare_argv(corpus, out, tiny_model_dir, "--shard", "0/2")) == 0
+    time.sleep(1.5)  # the second job starts later: the run took at least this long
+    assert main(prepare_argv(corpus, out, tiny_model_dir, "--shard", "1/2")) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    wall, parts = meta["report"]["seconds"], meta["sharded"]["part_seconds"]
+    assert wall >= 1.5 > parts > 0
+    said = capsys.readouterr().out
+    assert f"took {wall:.1f} s (wall time" in said and f"the parts took {parts:.1f} s summed" in said
