@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentkit.config import ConfigError
 from sentkit.models.decoder import is_decoder_config, mntp_sum
 from sentkit.models.pooling import POOLINGS
 from sentkit.objectives.mlm import IGNORE_INDEX
@@ -154,12 +155,41 @@ def first_token_forward(layer: Any) -> Callable[..., torch.Tensor]:
 
 @contextlib.contextmanager
 def first_token_only(layer: Any) -> Iterator[None]:
-    """Within the block, `layer` computes the first position only (see `first_token_forward`)."""
+    """Within the block, `layer` computes the first position only (see `first_token_forward`); never under gradient
+    checkpointing (its recompute in the backward pass, after the block, would run the whole layer)."""
     layer.forward = first_token_forward(layer)  # an instance attribute: parameter names are unchanged
+    checkpointed = getattr(layer, "gradient_checkpointing", None)
+    if checkpointed:
+        layer.gradient_checkpointing = False
     try:
         yield
     finally:
         del layer.forward
+        if checkpointed:
+            layer.gradient_checkpointing = checkpointed
+
+
+# ----------------------------------------------------------------------------- gradient checkpointing
+def enable_checkpointing(model: Any) -> None:
+    """Gradient checkpointing of a transformers model (TrainConfig.gradient_checkpointing): each layer keeps its
+    input alone and recomputes its activations in the backward pass, restoring the RNG state it ran with (the same
+    dropout masks) under torch's non-reentrant checkpoint; a ConfigError if the architecture does not support it."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"gradient_checkpointing: transformers' {type(model).__name__} ({model.config.model_type!r}) does not "
+            "support it; set gradient_checkpointing=false"
+        )
+    kwargs = {"use_reentrant": False, "preserve_rng_state": True}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x; gradient_checkpointing_enable before
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    model.config.use_cache = False  # training keeps no cache (transformers warns of it under checkpointing)
+
+
+def is_checkpointing(model: Any) -> bool:
+    """Whether `enable_checkpointing` was applied to some layer of `model`."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 # ----------------------------------------------------------------------------- model

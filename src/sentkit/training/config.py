@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from sentkit.config import ConfigError, check_precision
+from sentkit.config import PRECISIONS, ConfigError, check_precision
 from sentkit.models.hub import DEFAULT_MODEL
 from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
 from sentkit.registry import suggest
@@ -41,6 +41,10 @@ class TrainConfig:
     lora_r: int | None = None
     lora_alpha: float | None = None  # None: 2 x lora_r
     lora_dropout: float = 0.05
+    # the frozen base under LoRA: auto = bf16 for a decoder on a GPU with native bf16 (precision auto or bf16), else
+    # fp32; bf16 / fp16 need adapters (the adapters and their optimizer state stay float32; saved merged in float32)
+    base_precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    gradient_checkpointing: bool = False  # recompute each layer's activations in the backward pass (less memory)
     # optimisation
     batch_size: int = 16  # units (documents, texts, sequences) per optimizer step, all ranks and micro-batches
     grad_accum: int = 1  # micro-batches per step
@@ -84,6 +88,7 @@ class TrainConfig:
             "dist_timeout",
             "prepare_timeout",
             "snapshots",
+            "gradient_checkpointing",  # the same gradients in less memory: a run out of memory may resume with it
         }
     )
     POSITIVE_INTS: ClassVar[tuple[str, ...]] = ("batch_size", "grad_accum", "epochs", "checkpoint_every", "log_every")
@@ -105,6 +110,7 @@ class TrainConfig:
                 f"lora_alpha must be positive (the adapters' scale is lora_alpha / lora_r), got {self.lora_alpha}"
             )
         check_precision(self.precision)
+        check_base_precision(self.base_precision, self.precision, self.lora_r)
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.txt_mode not in ("file", "lines"):
@@ -135,6 +141,26 @@ class TrainConfig:
             raise ConfigError(f"lr_ratio must be at least 1, got {self.lr_ratio}")
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: pick one")
+
+
+def check_base_precision(base_precision: str, precision: str, lora_r: int | None) -> None:
+    """`base_precision` is a precision; a half-precision base needs adapters and computes in its own precision."""
+    if base_precision not in PRECISIONS:
+        raise ConfigError(
+            f"base_precision must be one of {', '.join(PRECISIONS)}, got {base_precision!r}."
+            f"{suggest(base_precision, list(PRECISIONS))}"
+        )
+    if base_precision in ("bf16", "fp16") and lora_r == 0:
+        raise ConfigError(
+            f"base_precision={base_precision} keeps a frozen base under LoRA adapters, and lora_r=0 trains every "
+            "weight (full fine-tuning of a half-precision base is not supported): set lora_r (e.g. 16) or "
+            "base_precision=fp32"
+        )
+    if base_precision in ("bf16", "fp16") and precision not in ("auto", base_precision):
+        raise ConfigError(
+            f"base_precision={base_precision} computes in {base_precision}, not precision={precision}: "
+            f"set precision=auto (or {base_precision}), or base_precision=fp32"
+        )
 
 
 def config_diff(saved: dict[str, Any], current: Any) -> list[str]:

@@ -80,6 +80,8 @@ class LLM2VecConfig:
     lora_r: int | None = None
     lora_alpha: float | None = None  # None: 2 x lora_r
     lora_dropout: float = 0.05
+    base_precision: str = "auto"  # both phases' frozen base under LoRA (TrainConfig.base_precision)
+    gradient_checkpointing: bool = False  # both phases (TrainConfig.gradient_checkpointing)
     # bookkeeping
     checkpoint_every: int = 100
     resume: bool = False
@@ -125,6 +127,8 @@ class LLM2VecConfig:
             "lora_r": self.lora_r,
             "lora_alpha": self.lora_alpha,
             "lora_dropout": self.lora_dropout,
+            "base_precision": self.base_precision,
+            "gradient_checkpointing": self.gradient_checkpointing,
         }
 
         def named(phase: str) -> dict[str, Any]:

@@ -157,6 +157,10 @@ class Recipe:
                 lora.add_lora(mlm_model, rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
         if not rank and getattr(cfg, "lora_alpha", None) is not None:
             log.warning("lora_alpha=%s has no effect: no LoRA adapters (set lora_r to add them)", cfg.lora_alpha)
+        if getattr(cfg, "gradient_checkpointing", False):  # --set gradient_checkpointing=true: less memory, same grads
+            from sentkit.models.mlm import enable_checkpointing
+
+            enable_checkpointing(mlm_model)
         self.cfg = cfg
         self.mlm_model = mlm_model
         self.tokenizer = tokenizer

@@ -131,6 +131,10 @@ class TSDAEModule(TrainModule):
         self.model = MaskedLM(mlm_model, pooling)
         self.mlm_model = mlm_model
         self.decoder = tied_decoder(mlm_model)
+        from sentkit.models.mlm import enable_checkpointing, is_checkpointing
+
+        if is_checkpointing(mlm_model):  # gradient_checkpointing: the decoder's layers too
+            enable_checkpointing(self.decoder)
         self.decoder_base = self.decoder.base_model
         assert self.model.head is not None, "TSDAE's decoder output is the masked LM's head"
         self.pad_id = pad_id
