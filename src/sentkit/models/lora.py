@@ -85,12 +85,57 @@ def has_lora(model: Any) -> bool:
     return any(is_lora_layer(m) for m in model.modules())
 
 
+def base_precision(setting: str, model: Any, device: Any, precision: str = "auto") -> str:
+    """The precision the frozen base of `model` trains in (TrainConfig.base_precision): `auto` is bf16 for a decoder
+    with adapters on a GPU that computes bf16 natively while `precision` is auto or bf16, else fp32; bf16 / fp16
+    need adapters (a ConfigError without them)."""
+    import torch
+
+    from sentkit.models.decoder import is_decoder_config
+
+    if setting == "fp32":
+        return "fp32"
+    if not has_lora(model):
+        if setting == "auto":
+            return "fp32"
+        raise ConfigError(
+            f"base_precision={setting} keeps a frozen base under LoRA adapters, and this run has none (lora_r unset "
+            "adds them only to a decoder over 1B parameters): set lora_r (e.g. 16) or base_precision=fp32"
+        )
+    if setting != "auto":
+        return setting
+    native = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    return "bf16" if native and precision in ("auto", "bf16") and is_decoder_config(model.config) else "fp32"
+
+
+def half_base(module: Any, precision: str) -> int:
+    """Cast every frozen floating-point parameter of `module` (the base around its adapters) to `precision` (bf16,
+    fp16) in place: the same Parameter objects, so tied and shared weights stay tied; trainable parameters (the
+    adapters, a method's own layers) stay as they are. Returns the number of tensors cast."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    cast = 0
+    for p in module.parameters():  # each shared tensor once
+        if not p.requires_grad and p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)
+            cast += 1
+    log.info("the frozen base in %s: %d tensors; the adapters stay float32", precision, cast)
+    return cast
+
+
 def merged(model: Any) -> Any:
     """`model` itself when it has no adapters; else a copy with every adapter merged into its layer's weight and the
-    layer back to its plain class (the training model keeps its adapters)."""
+    layer back to its plain class (the training model keeps its adapters). A half-precision base is upcast first, so
+    the merge runs in float32 (each weight: the base's half-precision value, exactly, plus the adapters' update) and
+    the copy is a float32 model."""
+    import torch
+
     if not has_lora(model):
         return model
     out = copy.deepcopy(model)
+    if any(p.is_floating_point() and p.dtype != torch.float32 for p in out.parameters()):
+        out.float()
     for name, module in list(out.named_modules()):
         if is_lora_layer(module):
             module.merge()
