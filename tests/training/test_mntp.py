@@ -435,3 +435,63 @@ def test_two_gloo_processes_end_where_one_does(llama_dir: Path, tiny_corpus: Pat
     worst = max(float((a[k] - b[k]).abs().max()) for k in a)
     assert worst < 1e-5, f"2 processes differ from one by {worst:.2e}"
     assert [int(r["step"]) for r in read_metrics(tmp_path / "two" / "metrics.csv")] == [1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- conventions (issue 56, item 7)
+def test_llm2vec_max_steps_is_one_line_naming_the_phase_keys(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sentkit.cli.main import main
+
+    capsys.readouterr()
+    assert main(llm2vec_args(llama_dir, tiny_corpus, tmp_path / "run", "--max-steps", "7")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--set mntp_steps=7" in err[0] and "--set simcse_steps=7" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def without_eos(llama_dir: Path, out: Path, *, config_eos: bool) -> Path:
+    """A copy of the tiny Llama whose tokenizer has no end-of-sequence token (a padding token instead), and whose
+    config names its eos_token_id or not."""
+    import shutil
+
+    shutil.copytree(llama_dir, out)
+    tok_cfg = json.loads((out / "tokenizer_config.json").read_text())
+    tok_cfg.pop("eos_token", None)
+    tok_cfg["pad_token"] = "<unk>"
+    (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    if not config_eos:
+        cfg = json.loads((out / "config.json").read_text())
+        cfg["eos_token_id"] = None
+        (out / "config.json").write_text(json.dumps(cfg))
+        gen = out / "generation_config.json"
+        if gen.is_file():
+            gen.unlink()
+    return out
+
+
+def test_llm2vec_on_a_tokenizer_without_eos_uses_the_configs_eos(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    from sentkit.cli.main import main
+
+    model = without_eos(llama_dir, tmp_path / "model", config_eos=True)
+    assert AutoTokenizer.from_pretrained(model).eos_token is None
+    out = tmp_path / "run"
+    assert main(llm2vec_args(model, tiny_corpus, out, "--set", "mntp_steps=1", "--set", "simcse_steps=1")) == 0
+    eos_id = AutoConfig.from_pretrained(llama_dir).eos_token_id
+    assert AutoTokenizer.from_pretrained(out / "1-mntp").eos_token_id == eos_id  # saved with the config's
+
+
+def test_a_decoder_without_any_eos_is_refused_in_one_line(
+    llama_dir: Path, tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sentkit.cli.main import main
+
+    model = without_eos(llama_dir, tmp_path / "model", config_eos=False)
+    capsys.readouterr()
+    assert main(llm2vec_args(model, tiny_corpus, tmp_path / "run")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no end-of-sequence token" in err[0] and "eos_token" in err[0], err

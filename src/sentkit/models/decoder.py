@@ -9,6 +9,9 @@ depend on the padding side, and the attention switch (causal or bidirectional).
   from token ids: the padding token may be a real end-of-sequence token of the text) keeps it out of every
   state. `position_ids` counts positions from each row's first token, so a left-padded batch gives the same
   states as a right-padded one and as one text at a time.
+- **No end-of-sequence token**: a tokenizer without one takes the one its model's config names (``eos_token_id``,
+  the first of a list), as generation would stop at it (`ensure_eos`); where neither names one, one error says how
+  to give the tokenizer one.
 - **End of sequence**: last-token pooling reads the state of the last token; decoder tokenizers of these families
   add no end-of-sequence token (GPT-2 adds nothing, Llama a BOS alone, Qwen2 nothing), so with ``last-token`` an
   EOS is appended to every text by the tokenizer itself (its post-processor, saved in tokenizer.json), so that
@@ -33,7 +36,7 @@ from sentkit.registry import suggest
 log = logging.getLogger(__name__)
 
 ATTENTIONS = ("causal", "bidirectional")
-DECODER_DEFAULT_POOLING = "mean"  # LLM2Vec's pooling
+DECODER_DEFAULT_POOLING = "mean"  # every token, the BOS too (LLM2Vec's leaves it out: ``mean-no-specials``)
 EOS_POOLINGS = frozenset({"last-token"})  # poolings that need an end-of-sequence token after the text
 
 
@@ -103,8 +106,9 @@ def check_pooling(config: Any, pooling: str, attention: str | None = None) -> No
     if pooling == "cls" and is_decoder_config(config) and causal:
         raise ConfigError(
             f"pooling=cls reads the first token, which a causal decoder ({config.model_type!r}) computes from itself "
-            "alone: choose pooling mean (LLM2Vec's), last-token or weighted-mean (`--set pooling=mean` to train, "
-            "`--pooling mean` to evaluate or embed), or bidirectional attention (`--set attention=bidirectional`, "
+            "alone: choose pooling mean, mean-no-specials (LLM2Vec's), last-token or weighted-mean (`--set "
+            "pooling=mean` to train, `--pooling mean` to evaluate or embed), or bidirectional attention "
+            "(`--set attention=bidirectional`, "
             "`--attention bidirectional`)"
         )
 
@@ -171,15 +175,42 @@ def append_eos(tokenizer: Any) -> None:
         )
 
 
+def config_eos_id(config: Any, vocab_size: int) -> int | None:
+    """The end-of-sequence id a model's config names (``eos_token_id``: an id, or the first of a list), None where it
+    names none inside the vocabulary."""
+    eos = getattr(config, "eos_token_id", None)
+    if isinstance(eos, (list, tuple)):
+        eos = eos[0] if eos else None
+    return int(eos) if isinstance(eos, int) and 0 <= eos < vocab_size else None
+
+
+def ensure_eos(model: Any, tokenizer: Any) -> None:
+    """Give a decoder's tokenizer without an end-of-sequence token the one its model's config names
+    (`config_eos_id`); a ConfigError in one line where the config names none either."""
+    if tokenizer.eos_token is not None:
+        return
+    eos = config_eos_id(model.config, len(tokenizer))
+    if eos is None:
+        raise ConfigError(
+            f"the tokenizer of this {model.config.model_type!r} decoder has no end-of-sequence token and its "
+            "config.json names none (eos_token_id): set eos_token in the model folder's tokenizer_config.json "
+            '(e.g. "eos_token": "</s>") or eos_token_id in its config.json'
+        )
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(eos)
+    log.info(
+        "decoder tokenizer without an end-of-sequence token: using the config's eos_token_id %d (%r)",
+        eos,
+        tokenizer.eos_token,
+    )
+
+
 def prepare(model: Any, tokenizer: Any, pooling: str) -> None:
-    """Ready a decoder and its tokenizer to encode (see the module docstring): a padding token (the EOS when it has
-    none), right padding, an EOS after each text for `pooling` in `EOS_POOLINGS`, no key/value cache."""
+    """Ready a decoder and its tokenizer to encode (see the module docstring): an end-of-sequence token (the config's
+    when the tokenizer has none, `ensure_eos`), a padding token (the EOS when it has none), right padding, an EOS
+    after each text for `pooling` in `EOS_POOLINGS`, no key/value cache."""
+    if tokenizer.eos_token is None and (tokenizer.pad_token is None or pooling in EOS_POOLINGS):
+        ensure_eos(model, tokenizer)
     if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ConfigError(
-                f"the tokenizer of this {model.config.model_type!r} decoder has neither a padding nor an "
-                "end-of-sequence token to pad with"
-            )
         tokenizer.pad_token = tokenizer.eos_token
         log.info(
             "decoder tokenizer without a padding token: padding with its end-of-sequence token %r", tokenizer.eos_token

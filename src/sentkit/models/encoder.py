@@ -16,6 +16,7 @@ import torch
 
 from sentkit.config import ConfigError
 from sentkit.encoder import as_text_list, check_prompts, resolve_prompt
+from sentkit.errors import InputError
 from sentkit.logs import quiet_transformers
 from sentkit.models import decoder
 from sentkit.models.hub import (
@@ -25,7 +26,15 @@ from sentkit.models.hub import (
     resolve,
     special_affixes,
 )
-from sentkit.models.pooling import POOLINGS, layer_weights, load_with, pooling_of, saveable_poolings
+from sentkit.models.pooling import (
+    POOLINGS,
+    layer_weights,
+    load_with,
+    pooling_of,
+    recorded_pooling,
+    saveable_poolings,
+    text_mask,
+)
 from sentkit.models.precision import dtype_of
 from sentkit.models.precision import resolve as resolve_precision
 
@@ -91,7 +100,7 @@ def usable_device(device: str) -> torch.device:
             raise RuntimeError("no CUDA GPU is available")
         return dev
     except (RuntimeError, AssertionError) as e:
-        raise ValueError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
+        raise InputError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
 
 
 class TransformerEncoder:
@@ -104,7 +113,8 @@ class TransformerEncoder:
     ``prompts`` (name -> text) and ``default_prompt_name`` are sentence-transformers' (read from a folder's
     ``config_sentence_transformers.json``): ``encode(prompt_name=..., prompt=...)`` prepends one to every
     text (`sentkit.encoder.resolve_prompt`); ``include_prompt=False`` (its Pooling module's flag) leaves
-    the prompt's tokens out of the pooling.
+    the prompt's tokens out of the pooling; a pooling whose ``specials`` is False (``mean-no-specials``) leaves
+    out the special tokens the tokenizer puts around every text (`sentkit.models.pooling.text_mask`).
 
     ``precision`` ("auto", "fp32", "bf16", "fp16"; None: fp32) is the transformer's arithmetic
     (`sentkit.models.precision`): the model is cast to it (in place), pooling and everything after it
@@ -148,7 +158,7 @@ class TransformerEncoder:
         try:
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as e:  # e.g. "cuda" on a machine without a GPU
-            raise ValueError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
+            raise InputError(f"device {device!r} cannot be used here: {str(e).splitlines()[0][:200]}") from None
         if any(p.is_floating_point() and p.dtype != dtype for p in self.model.parameters()):
             self.model.to(dtype)
         self.name = name
@@ -192,6 +202,7 @@ class TransformerEncoder:
             )
         try:
             st_pooling, st_max, st_norm, st_dense = _read_st_settings(Path(path))
+            st_pooling = recorded_pooling(_recorded(Path(path)).get("pooling"), st_pooling)  # mean-no-specials
             st_prompts, st_default, st_include = read_st_prompts(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(
@@ -281,9 +292,9 @@ class TransformerEncoder:
         prompt: str | None = None,
     ) -> np.ndarray:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if token_budget is not None and token_budget < 1:
-            raise ValueError(f"token_budget must be None or positive, got {token_budget!r}")
+            raise InputError(f"token_budget must be None or positive, got {token_budget!r}")
         n = len(texts)
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -334,6 +345,8 @@ class TransformerEncoder:
                 states = self.model(**inputs, output_hidden_states=True).hidden_states
                 hidden = self.pool_fn.states([h.float() for h in states])
             mask = batch["attention_mask"]
+            if not self.pool_fn.specials:  # the text's tokens alone (LLM2Vec's convention)
+                mask = text_mask(mask, len(self.prefix), len(self.suffix))
             if skip:  # right-padded: the prompt is the first `skip` positions of every row
                 hidden, mask = hidden[:, skip:], mask[:, skip:]
             emb = apply_dense(self.pool_fn(hidden, mask).float(), self.dense)  # [b, dim]
@@ -418,6 +431,14 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device | str = "
         ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
         mask[i, : len(s)] = 1
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+
+
+def _recorded(path: Path) -> dict[str, Any]:
+    """The ``sentkit.json`` of a folder sentkit saved ({} for any other)."""
+    from sentkit.methods import read_marker
+
+    marker = read_marker(path) if path.is_dir() else None
+    return marker if isinstance(marker, dict) else {}
 
 
 def _read_st_settings(path: Path) -> tuple[str | None, int | None, bool, list[DenseLayer]]:
@@ -591,6 +612,15 @@ def save_st_directory(
             f"pooling {pooling!r} has no sentence-transformers module, so a folder saved with it would "
             f"load with another pooling there; save with one of {', '.join(saveable_poolings())} and "
             f"{load_with(pooling)}"
+        )
+    if not POOLINGS.get(pooling).specials:
+        log.warning(
+            "pooling %s leaves the special tokens out, which sentence-transformers' Pooling cannot: %s records it "
+            "in sentkit.json for sentkit, and SentenceTransformer(%s) pools with %s over every token",
+            pooling,
+            out,
+            out,
+            pooling_of(set(flags), None),
         )
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)

@@ -17,12 +17,21 @@ A pooling is a function ``(hidden [n, L, d], mask [n, L]) -> [n, width * d]`` of
   (Muennighoff 2022, SGPT: later tokens of a causal model have seen more of the text).
 
 The last two are sentence-transformers' Pooling modes ``lasttoken`` and ``weightedmean``, computed as it does.
+
+``mean-no-specials`` and ``weighted-mean-no-specials`` are ``mean`` and ``weighted-mean`` over the text's own tokens:
+the special tokens the tokenizer puts around every text (a Llama or Mistral decoder's BOS, a BERT's [CLS] and [SEP])
+are left out (`text_mask`), and the weights of ``weighted-mean-no-specials`` count 1, 2, ... from the first text token.
+That is LLM2Vec's convention (llm2vec 0.2.3 pools over an ``embed_mask`` of the text tokenized without special
+tokens). sentence-transformers' Pooling cannot express it (its ``include_prompt`` leaves out a prompt, never the
+special tokens of a text without one): a folder saved with it holds the Pooling of ``mean`` / ``weighted-mean``,
+which sentence-transformers uses, and records the pooling in ``sentkit.json``, which sentkit reloads it with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -69,6 +78,14 @@ def position_weights(mask: torch.Tensor) -> torch.Tensor:
     return pos * mask
 
 
+def text_mask(mask: torch.Tensor, prefix: int, suffix: int) -> torch.Tensor:
+    """`mask` [n, L] (1 = token, right padding) without the first `prefix` and the last `suffix` tokens of each row:
+    the special tokens a tokenizer puts before and after every text."""
+    pos = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)  # [1, L]
+    length = mask.sum(dim=1, keepdim=True)  # [n, 1]
+    return mask * ((pos >= prefix) & (pos < length - suffix)).to(mask.dtype)
+
+
 def weighted_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Position-weighted mean over non-padding tokens (`position_weights`). hidden [n, L, d] -> [n, d]."""
     w = position_weights(mask).to(hidden.dtype).unsqueeze(-1)  # [n, L, 1]
@@ -80,12 +97,15 @@ class Pooling:
     """A pooling function, the hidden-state layers it averages first (another than the last: a
     sentence-transformers WeightedLayerPooling module does it), its width in multiples of d, and the flags of
     sentence-transformers' Pooling module that compute the same (none: a folder cannot be saved with it, since
-    sentence-transformers would load it with another pooling)."""
+    sentence-transformers would load it with another pooling). ``specials`` False: the encoder pools over the text
+    tokens alone (`text_mask`), which sentence-transformers cannot express (it pools with the same flags and the
+    special tokens)."""
 
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     layers: tuple[int, ...] = (-1,)
     width: int = 1
     st_flags: tuple[str, ...] = ()
+    specials: bool = True
 
     @property
     def last_layer_only(self) -> bool:
@@ -110,6 +130,12 @@ POOLINGS.add(
 POOLINGS.add("first-last-avg", Pooling(mean_pool, layers=(0, -1), st_flags=("pooling_mode_mean_tokens",)))
 POOLINGS.add("last-token", Pooling(last_token_pool, st_flags=("pooling_mode_lasttoken",)))
 POOLINGS.add("weighted-mean", Pooling(weighted_mean_pool, st_flags=("pooling_mode_weightedmean_tokens",)))
+# LLM2Vec's: the text's tokens alone (see the module docstring)
+POOLINGS.add("mean-no-specials", Pooling(mean_pool, st_flags=("pooling_mode_mean_tokens",), specials=False))
+POOLINGS.add(
+    "weighted-mean-no-specials",
+    Pooling(weighted_mean_pool, st_flags=("pooling_mode_weightedmean_tokens",), specials=False),
+)
 
 
 def layer_weights(pooling: Pooling, num_layers: int) -> list[float]:
@@ -124,7 +150,7 @@ def pooling_of(flags: set[str], weights: list[float] | None) -> str | None:
     layer alone); None when no pooling matches."""
     for name in POOLINGS.names():
         p = POOLINGS.get(name)
-        if not p.st_flags or set(p.st_flags) != flags:
+        if not p.st_flags or set(p.st_flags) != flags or not p.specials:  # sentence-transformers' own poolings
             continue
         if weights is None and p.last_layer_only:
             return name
@@ -136,8 +162,20 @@ def pooling_of(flags: set[str], weights: list[float] | None) -> str | None:
 
 
 def saveable_poolings() -> list[str]:
-    """The poolings a sentence-transformers folder can hold (what training may use)."""
-    return [n for n in POOLINGS.names() if POOLINGS.get(n).st_flags]
+    """The poolings a sentence-transformers folder can hold (what training may use: its pooling modules pool over
+    every token, so the ``-no-specials`` poolings are for encoding, `load_with`)."""
+    return [n for n in POOLINGS.names() if POOLINGS.get(n).st_flags and POOLINGS.get(n).specials]
+
+
+def recorded_pooling(recorded: Any, st_pooling: str | None) -> str | None:
+    """The pooling a folder's ``sentkit.json`` records (`recorded`), where it is a registered pooling that
+    sentence-transformers saves as `st_pooling` (the one its Pooling module reads: ``mean`` for
+    ``mean-no-specials``); else `st_pooling`."""
+    if not (isinstance(recorded, str) and recorded in POOLINGS and st_pooling is not None and st_pooling in POOLINGS):
+        return st_pooling
+    mine, theirs = POOLINGS.get(recorded), POOLINGS.get(st_pooling)
+    same = mine.st_flags == theirs.st_flags and mine.layers == theirs.layers
+    return recorded if same else st_pooling
 
 
 def load_with(pooling: str) -> str:

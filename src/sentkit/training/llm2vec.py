@@ -88,8 +88,14 @@ class LLM2VecConfig:
     overwrite: bool = False
     allow_config_change: bool = False  # --resume with settings that differ from the run's (a failed phase's fix)
     progress: bool = True
+    max_steps: int | None = None  # not taken (two phases, two step counts): --set mntp_steps=N / simcse_steps=N
 
     def __post_init__(self) -> None:
+        if self.max_steps is not None:
+            raise ConfigError(
+                f"--method llm2vec runs two phases with a step count each: instead of --max-steps {self.max_steps}, "
+                f"give --set mntp_steps={self.max_steps} and/or --set simcse_steps={self.max_steps}"
+            )
         if not self.model:
             raise ConfigError(
                 "--method llm2vec needs --model: a decoder language model (a folder or Hugging Face id "

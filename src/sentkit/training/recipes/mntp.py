@@ -7,7 +7,9 @@ masked anew at every step with MLM's rule (LLM2Vec's default collator: `mlm_prob
 as LLM2Vec, "_" (``mask_token=blank``), its EOS (``eos``) or a new token (``new``). A masked token at position i is
 predicted from the output at position i-1 through the model's LM head (`sentkit.models.decoder.mntp_sum`), with
 bidirectional attention on (``attention=bidirectional``, saved in the model's config.json). The output is the causal
-LM with its head (a checkpoint to continue from) and a sentence encoder (mean pooling, LLM2Vec's)."""
+LM with its head (a checkpoint to continue from) and a sentence encoder (mean pooling over every token; LLM2Vec's mean
+leaves the BOS out: load it with ``--pooling mean-no-specials``). A tokenizer without an end-of-sequence token takes
+the config's (`sentkit.models.decoder.ensure_eos`)."""
 
 from __future__ import annotations
 
@@ -112,10 +114,11 @@ class MNTP(MLM):
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
         """The decoder's causal LM (with its LM head) and tokenizer, given a mask token."""
-        from sentkit.models.decoder import set_mask_token
+        from sentkit.models.decoder import ensure_eos, set_mask_token
         from sentkit.models.hub import load_mlm
 
         model, tokenizer = load_mlm(cfg.model, from_scratch=cfg.from_scratch, causal=True)
+        ensure_eos(model, tokenizer)  # packed documents are separated by it (none: the config's)
         set_mask_token(model, tokenizer, cfg.mask_token)
         return model, tokenizer
 
