@@ -4,6 +4,7 @@ exactness below the threshold, neighbours past it, and bad input as one line wit
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,20 @@ def test_not_an_embed_output_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
         assert "not a .npy array" in _err(["index", "--input", str(tmp_path / name), "--output", out], capsys)
     assert "no such file" in _err(["index", "--input", str(tmp_path / "none.npy"), "--output", out], capsys)
     assert not (tmp_path / "ix").exists()
+
+
+def test_a_non_array_npy_says_what_index_needs_not_numpys_pickle_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "fake.npy").write_bytes(b"not numpy at all")  # numpy: "...contains pickled (object) data..."
+    (tmp_path / "pickle.npy").write_bytes(pickle.dumps([1.0, 2.0]))
+    np.savez(tmp_path / "z.npz", a=np.zeros((3, 4), np.float32))
+    (tmp_path / "z.npz").rename(tmp_path / "archive.npy")
+    out = str(tmp_path / "ix")
+    for name, kind in [("fake.npy", "not numpy's format"), ("pickle.npy", "a Python pickle"), ("archive.npy", "zip")]:
+        err = _err(["index", "--input", str(tmp_path / name), "--output", out], capsys)
+        assert kind in err and "needs the .npy of vectors that `sentkit embed --output X.npy` writes" in err, err
+        assert "allow_pickle" not in err and "internal error" not in err, err
 
 
 @pytest.mark.parametrize(("sampled", "bad"), [(True, np.nan), (False, np.inf)])

@@ -123,19 +123,37 @@ def open_vectors(path: str | Path, what: str = "--input") -> np.ndarray:
         raise VectorIndexError(
             f"{what} {p}: not a .npy; the index reads embed's .npy output (`sentkit embed --output vectors.npy`)"
         )
+    need = "the index needs the .npy of vectors that `sentkit embed --output X.npy` writes"
     try:
         x = np.load(p, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise VectorIndexError(
-            f"{what} {p}: not a .npy array ({str(e).splitlines()[0][:120]}); give the .npy "
-            "that `sentkit embed --output X.npy` wrote"
-        ) from None
+    except (ValueError, OSError, EOFError):
+        # numpy's message would advise allow_pickle=True: never right for an index (nor safe)
+        raise VectorIndexError(f"{what} {p}: not a .npy array of numbers ({_file_kind(p)}); {need}") from None
+    if not isinstance(x, np.ndarray):  # an .npz archive renamed .npy
+        x.close()
+        raise VectorIndexError(f"{what} {p}: not a .npy array ({_file_kind(p)}); {need}")
     if x.ndim != 2 or x.dtype not in DTYPES or x.shape[0] == 0 or x.shape[1] == 0:
         raise VectorIndexError(
             f"{what} {p}: holds a {x.dtype} array of shape {tuple(x.shape)}, not the "
             "[n, dim] float32/float16 vectors (n, dim >= 1) of `sentkit embed --output X.npy`"
         )
     return x
+
+
+def _file_kind(p: Path) -> str:
+    """What a file that is not a numeric .npy looks like, from its first bytes, for an error."""
+    try:
+        with open(p, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        return e.strerror or "unreadable"
+    if head.startswith(b"\x93NUMPY"):
+        return "a .npy of Python objects"
+    if head.startswith(b"PK"):
+        return "a zip archive, e.g. an .npz"
+    if head.startswith(b"\x80"):
+        return "a Python pickle"
+    return "an empty file" if not head else "not numpy's format"
 
 
 def _file_facts(p: Path) -> dict[str, Any]:
@@ -171,13 +189,16 @@ def build(
 
     from sentkit.data.store import _replace_dir
     from sentkit.io import check_output_dir, make_temp_dir, remove_stale_temps
+    from sentkit.prepare_shards import naming_output
 
     faiss = _faiss()
     s = settings or IndexSettings()
     src = Path(vectors)
     x = open_vectors(src)
     dst = _check_target(Path(os.path.abspath(out)))
-    check_output_dir(dst, what="--output")
+    with naming_output(out, "--output"):  # not the write check's or the temporary folder's name
+        check_output_dir(dst, what="--output")
+        make_temp_dir(dst).rmdir()  # the folder is written beside it: fail now, not after k-means
     n, d = (int(v) for v in x.shape)
     nlist = min(s.nlist, n) if s.nlist else auto_nlist(n)
     rng = np.random.default_rng(s.seed)
@@ -223,17 +244,18 @@ def build(
         "source": {**before, "sha256": h.hexdigest()},
     }
     remove_stale_temps(dst.parent, dst.name)
-    tmp = make_temp_dir(dst)
-    try:
-        faiss.write_index(index, str(tmp / INDEX_FILE))
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
-        for name in (INDEX_FILE, META_FILE):
-            with open(tmp / name, "rb+") as fh:
-                os.fsync(fh.fileno())
-        _replace_dir(tmp, dst)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with naming_output(out, "--output"):
+        tmp = make_temp_dir(dst)
+        try:
+            faiss.write_index(index, str(tmp / INDEX_FILE))
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
+            for name in (INDEX_FILE, META_FILE):
+                with open(tmp / name, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            _replace_dir(tmp, dst)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
     return meta
 
 

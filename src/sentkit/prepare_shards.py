@@ -20,6 +20,8 @@ run again, does nothing.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -66,13 +68,47 @@ from sentkit.embed_shards import (
     read_manifest,
     remove_parts,
 )
-from sentkit.identity import config_id, digest
+from sentkit.identity import config_id, prepare_input_id
 
 log = logging.getLogger(__name__)
 
 FORMAT = "sentkit-store-parts"
 MAX_PARTS = 1024  # files are grouped so that a corpus of many small files has at most this many parts
 REPORT = "part.json"
+
+
+def output_error(e: OSError, given: str | Path, what: str) -> OSError | None:
+    """`e` reworded to name the output as the user gave it (``<what> <given>: ...``) when it is about a
+    file that a write keeps in or beside that output (its write check, ``.<name>.lock``, temporary
+    siblings, ``<name>.parts``); None for any other error (a corpus file's, say)."""
+    from sentkit.io import PathError, describe_os_error
+
+    if e.filename is None:
+        return None
+    out, p = Path(os.path.realpath(given)), Path(os.path.realpath(e.filename))
+    parts = out.with_name(out.name + PARTS_SUFFIX)
+    ours = out in p.parents or p == parts or parts in p.parents
+    ours = ours or (p.parent == out.parent and p.name.startswith(f".{out.name}."))
+    if not ours:
+        return None
+    if isinstance(e, PathError):  # the write check's: its reason holds, its file name does not
+        return PathError(e.errno or errno.EACCES, e.strerror or str(e), what, given)
+    why = describe_os_error(OSError(e.errno, e.strerror or type(e).__name__))  # with the hint for its errno
+    fix = "" if why != e.strerror else f"; give {what} in a folder you can write to"
+    return PathError(e.errno or errno.EIO, f"cannot write in {p.parent}: {why}{fix}", what, given)
+
+
+@contextlib.contextmanager
+def naming_output(given: str | Path, what: str) -> Iterator[None]:
+    """Errors of the files kept in or beside the output `given` (a lock, a temporary folder) name
+    `given` as the user wrote it, not the lock or temporary file (:func:`output_error`)."""
+    try:
+        yield
+    except OSError as e:
+        named = output_error(e, given, what)
+        if named is None:
+            raise
+        raise named from None
 
 
 def store_parts_folder(out: Path) -> Path:
@@ -86,18 +122,6 @@ def shard_files(corpus: Path) -> list[Path]:
         return corpus_files(corpus)  # empty: the one part's read raises the reader's own error
     return []
 
-
-def _fingerprint(corpus: Path, files: list[Path]) -> str:
-    """The corpus's files by name, size and modification time (cheap at any size)."""
-    lines = []
-    for f in files or [corpus]:
-        try:
-            st = f.stat()
-            entry = [str(f.relative_to(corpus)) if files else f.name, st.st_size, st.st_mtime_ns]
-        except OSError:
-            entry = [str(f), None, None]
-        lines.append(json.dumps(entry).encode("utf-8", "surrogateescape") + b"\n")
-    return digest(b"".join(lines))
 
 
 def prepare_shard(
@@ -124,7 +148,7 @@ def prepare_shard(
         "corpus": str(corpus),
         "files": len(files),
         "block": plan.block,
-        "input": _fingerprint(corpus_p, files),
+        "input": prepare_input_id(corpus_p, files),
         "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
         "window": window,
         **{k: getattr(settings, k) for k in settings.__dataclass_fields__},

@@ -22,7 +22,11 @@ NO_MODEL = "no-such-model-xyz"  # proves a check ran before any model was loaded
 
 
 def _err(capsys: pytest.CaptureFixture[str]) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln or "Traceback" in ln]
+    lines = [
+        ln
+        for ln in capsys.readouterr().err.splitlines()
+        if ": error: " in ln or ": internal error: " in ln or "Traceback" in ln
+    ]
     assert len(lines) == 1, lines
     return lines[0]
 
@@ -323,13 +327,14 @@ def test_describe_error_kinds() -> None:
 
     try:
         check_embeddings(np.zeros(3), 2, what="model m")
-    except ValueError as e:  # one of sentkit's own checks
+    except ValueError as e:  # one of sentkit's own checks: an InputError, still a ValueError
         assert describe_error(e) == ("model m: expected an array of shape [2, dim], got (3,)", 2)
     try:
         np.zeros(2).reshape(3)
     except ValueError as e:  # raised inside numpy: a bug of sentkit, reported as such
         msg, rc = describe_error(e)
     assert rc == 1 and msg.startswith("internal error: ValueError") and "SENTKIT_DEBUG=1" in msg
+    assert msg.endswith("please report it (rerun with SENTKIT_DEBUG=1 or -vv to see the traceback)")
     msg, rc = describe_error(PermissionError(errno.EACCES, "Permission denied", "/data/x"))
     assert rc == 1 and msg.startswith("/data/x: Permission denied")
     msg, rc = describe_error(OSError(errno.ENOSPC, "No space left on device"))
@@ -353,7 +358,7 @@ def test_main_reports_every_error_in_one_line(
     monkeypatch.setattr(embed_commands, "cmd_similarity", boom)
     assert main(["similarity", "--model", "m", "a", "b"]) == 1
     line = _err(capsys)
-    assert line.startswith("sentkit similarity: error: internal error: KeyError") and "SENTKIT_DEBUG=1" in line
+    assert line.startswith("sentkit similarity: internal error: KeyError") and "SENTKIT_DEBUG=1" in line
     monkeypatch.setenv("SENTKIT_DEBUG", "1")
     with pytest.raises(KeyError):
         main(["similarity", "--model", "m", "a", "b"])
@@ -399,3 +404,56 @@ def test_embed_never_overwrites_a_file_it_did_not_write(
                 main(["embed", "--model", str(tiny_model_dir), "--input", str(src), "--output", str(tmp_path / name)])
                 == 0
             )
+
+
+def test_an_output_under_a_file_is_named_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the write check's file inside it (``<out>/.sentkit-write-check``)."""
+    (tmp_path / "afile").write_text("x\n")
+    out = tmp_path / "afile" / "x"
+    np.save(tmp_path / "v.npy", np.ones((4, 8), dtype=np.float32))
+    for flag, argv in [
+        ("--out", ["prepare", "--corpus", str(_texts(tmp_path)), "--model", NO_MODEL]),
+        ("--output", ["index", "--input", str(tmp_path / "v.npy")]),
+    ]:
+        rc = main([*argv, flag, str(out)])
+        line = _err(capsys)
+        assert rc == 2 and line.endswith(f"error: {flag} {out}: {tmp_path / 'afile'} is a file, not a folder"), line
+
+
+@pytest.mark.parametrize("shard", [[], ["--shard", "0/2"]])
+def test_prepare_names_its_out_not_its_lock(
+    shard: list[str],
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sentkit import io
+
+    def denied(path: Path) -> None:  # the lock beside --out cannot be created
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+    monkeypatch.setattr(io, "file_lock", denied)
+    out = tmp_path / "store"
+    argv = ["prepare", "--corpus", str(_texts(tmp_path)), "--out", str(out), "--model", str(tiny_model_dir), *shard]
+    rc = main(argv)
+    line = _err(capsys)
+    assert rc == 1 and f"error: --out {out}: cannot write in {tmp_path}: Permission denied" in line, line
+    assert ".lock" not in line
+
+
+def test_index_names_its_output_not_its_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sentkit import io
+
+    def full(path: Path) -> Path:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path.with_name(f".{path.name}.x-1.abc.tmp")))
+
+    monkeypatch.setattr(io, "make_temp_dir", full)
+    np.save(tmp_path / "v.npy", np.ones((4, 8), dtype=np.float32))
+    out = tmp_path / "ix"
+    rc = main(["index", "--input", str(tmp_path / "v.npy"), "--output", str(out)])
+    line = _err(capsys)
+    assert rc == 1 and f"error: --output {out}: cannot write in {tmp_path}: No space left on device" in line, line
+    assert ".tmp" not in line and not out.exists()

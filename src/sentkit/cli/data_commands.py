@@ -77,6 +77,13 @@ def check_positive(args: argparse.Namespace, *names: str) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from sentkit.prepare_shards import naming_output
+
+    with naming_output(args.out, "--out"):  # not its lock's or temporary folder's name
+        return _prepare(args)
+
+
+def _prepare(args: argparse.Namespace) -> int:
     from sentkit.data.store import LengthRule, check_store_target, prepare_store
     from sentkit.embed_shards import Shard
     from sentkit.io import file_lock
