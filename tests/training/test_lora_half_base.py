@@ -74,7 +74,8 @@ def test_lora_on_a_bf16_base_trains_the_adapters_and_saves_a_float32_merge(
         layer = k[: -len(".lora_A.default.weight")]
         weight = state[f"{layer}.base_layer.weight"].float()
         delta = state[f"{layer}.lora_B.default.weight"] @ state[k] * scale
-        torch.testing.assert_close(saved[layer.rsplit("mlm_model.", 1)[1] + ".weight"], weight + delta, atol=1e-7, rtol=0)
+        name = layer.rsplit("mlm_model.", 1)[1] + ".weight"  # the layer in the saved (merged) model
+        torch.testing.assert_close(saved[name], weight + delta, atol=1e-7, rtol=0)
         checked += 1
     assert checked
 
