@@ -16,7 +16,9 @@ description is known without importing any method's code, so `sentkit --help`, `
 model import no torch, gensim or numba; a method's module is imported only when that method trains
 or loads. It is also the one place to read which methods exist (a name given twice is ruff's F601),
 and a module cannot register a name the table does not list. Code outside sentkit (a plug-in, a
-test) adds its own entry with `register_method`.
+test) adds its own entry with `register_method`; an installed distribution adds one with an entry point
+of group ``sentkit.methods`` (``NAME = "module:attr"``), imported only when the methods are listed or a
+name the table lacks is asked for (`PLUGINS`), so its method trains from `sentkit train --method NAME`.
 
 A method is a config dataclass plus two functions:
 - ``train(cfg) -> Path``: train from ``cfg.corpus`` and save an encoder directory at ``cfg.out``;
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.registry import UnknownNameError, suggest
+from sentkit.registry import Plugins, UnknownNameError, suggest
 
 MARKER_FILE = "sentkit.json"
 
@@ -164,8 +166,25 @@ def register_method(name: str, target: str | object, description: str = "") -> M
     return entry
 
 
+def _add_plugin(name: str, obj: Any) -> None:
+    """The entry point `name` of group ``sentkit.methods``, loaded: a Method, a Recipe or an estimator
+    class, added to `METHODS` like a line of its own (its description: the Method's, else the first
+    line of the class's docstring)."""
+    if not (isinstance(obj, Method) or callable(getattr(obj, "as_method", None))):
+        raise TypeError(f"{obj!r} is neither a Method nor a class with as_method (a Recipe or an estimator)")
+    description = obj.description if isinstance(obj, Method) else getattr(obj, "description", None)
+    if not isinstance(description, str) or not description:
+        description = ((getattr(obj, "__doc__", None) or "").strip().splitlines() or [""])[0]
+    register_method(name, obj, description)
+
+
+# the plug-in methods of installed distributions (entry points of group sentkit.methods)
+PLUGINS = Plugins("sentkit.methods", "method", _add_plugin)
+
+
 def method_names() -> list[str]:
-    """Every method's name (imports nothing)."""
+    """Every method's name: the table's (imports nothing) and the plug-ins' (imports those)."""
+    PLUGINS.load_all()
     return sorted(METHODS)
 
 
@@ -177,6 +196,8 @@ def unknown_method(name: str) -> UnknownNameError:
 def method_target(name: str) -> Any:
     """The object method `name`'s entry names (imports its module only): a Recipe or estimator
     class, or a Method."""
+    if name not in METHODS:
+        PLUGINS.load_all()  # a plug-in's name (an installed distribution's entry point)
     if name not in METHODS:
         raise unknown_method(name)
     target = METHODS[name].target

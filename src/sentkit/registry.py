@@ -1,14 +1,17 @@
-"""Name -> object registries with helpful errors (closest-name suggestions)."""
+"""Name -> object registries with helpful errors (closest-name suggestions), and the plug-ins that
+installed distributions add to them through entry points (`Plugins`)."""
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from sentkit.errors import SentkitError
+from sentkit.errors import SentkitError, one_line
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def suggest(name: str, choices: list[str]) -> str:
@@ -73,3 +76,49 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return sorted(self._items.items())
+
+
+class Plugins:
+    """The entry points of one group (``sentkit.methods``, ``sentkit.tasks``, ``sentkit.kinds``) of the
+    installed distributions: each is imported and handed to `add(name, object)` at most once per
+    process, when a registry first lists its names or misses a name (`load_all`), never at import time.
+    One that fails to import, or that `add` refuses (a name taken, an object of the wrong type), is one
+    warning naming its distribution, and is skipped: a broken plug-in never stops a command."""
+
+    def __init__(self, group: str, what: str, add: Callable[[str, Any], None]) -> None:
+        self.group = group
+        self.what = what  # "method", "task", "task kind": what the warning calls one
+        self._add = add
+        self.loaded = False
+        self._loading = False
+
+    def load_all(self) -> None:
+        """Import every entry point of the group not imported yet (once; a re-entrant call is a no-op)."""
+        if self.loaded or self._loading:
+            return
+        from importlib.metadata import entry_points
+
+        self._loading = True
+        try:
+            for ep in sorted(entry_points(group=self.group), key=lambda e: e.name):
+                try:
+                    self._add(ep.name, ep.load())
+                except Exception as e:  # a plug-in's own bug: warn, skip it, go on
+                    dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "(no distribution)"
+                    log.warning(
+                        "%s plug-in %r (entry point %s = %s of distribution %s) is skipped: %s; fix or uninstall %s",
+                        self.what,
+                        ep.name,
+                        self.group,
+                        ep.value,
+                        dist,
+                        one_line(f"{type(e).__name__}: {e}"),
+                        dist.split(" ")[0],
+                    )
+        finally:
+            self._loading = False
+            self.loaded = True
+
+    def reset(self) -> None:
+        """Look at the entry points again at the next `load_all` (tests; a distribution installed since)."""
+        self.loaded = False

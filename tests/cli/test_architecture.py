@@ -1,14 +1,19 @@
 """docs/architecture.md held to the code: every module says what it holds, the page's two rules hold,
-its import arrows are exactly the real ones (and point up its table), and its two examples, a toy
-method and a toy task, work exactly as the page writes them (they are read from the page)."""
+its import arrows are exactly the real ones (and point up its table), and its examples, a toy method,
+a toy task and a toy kind of task, work exactly as the page writes them (they are read from the page):
+from Python, and from the command line through the entry points the page declares, in a distribution
+installed for the test as a ``*.dist-info`` folder on PYTHONPATH."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -27,7 +32,7 @@ PAGE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 # ----------------------------------------------------------------------------- the page's parts
 def page_example(name: str) -> str:
     """The code block the page marks `<!-- example: NAME -->`, unindented."""
-    m = re.search(rf"<!-- example: {re.escape(name)} -->\s*```python\n(.*?)\n\s*```", PAGE, re.S)
+    m = re.search(rf"<!-- example: {re.escape(name)} -->\s*```\w+\n(.*?)\n\s*```", PAGE, re.S)
     assert m, f"docs/architecture.md has no example {name!r}"
     lines = m.group(1).split("\n")
     indent = min(len(x) - len(x.lstrip()) for x in lines if x.strip())
@@ -282,6 +287,13 @@ def test_a_task_added_as_the_page_says_is_evaluated_under_tasks_all(
     assert res["ToySTS"]["test"]["spearman"] == pytest.approx(spearmanr(cos, gold)[0], abs=1e-9)
 
 
+def toy_pairs_task() -> str:
+    """The page's toy task made a task of the toy kind, as the page says (``pairs.py`` of its plug-in)."""
+    old = 'name="ToySTS", kind="sts", metric="spearman", folder="TOYSTS"'
+    assert old in page_example("toy-task"), "the page's toy task no longer names its fields as this test reads them"
+    return page_example("toy-task").replace(old, 'name="ToyPairs", kind="pair-auc", metric="auc", folder="TOYPAIRS"')
+
+
 @pytest.fixture()
 def kind_registry(task_registry):  # type: ignore[no-untyped-def]
     """The task kinds and their runners as they were before the test (the example adds a kind)."""
@@ -306,10 +318,7 @@ def test_a_task_kind_added_as_the_page_says_is_evaluated(
     import_page_module(page_example("toy-kind"), tmp_path, monkeypatch)
     assert "pair-auc" in T.KINDS
     # a task of the new kind, with the toy task's loader shape (score<TAB>a<TAB>b), as the page says
-    task = page_example("toy-task").replace(
-        '"ToySTS", "sts", "spearman", "TOYSTS"', '"ToyPairs", "pair-auc", "auc", "TOYPAIRS"'
-    )
-    import_page_module(task, tmp_path, monkeypatch)
+    import_page_module(toy_pairs_task(), tmp_path, monkeypatch)
     data = tmp_path / "data"
     (data / "TOYPAIRS").mkdir(parents=True)
     rng = np.random.default_rng(1)
@@ -359,3 +368,114 @@ def test_the_tests_mirror_the_rooms() -> None:
     stray = sorted(str(d) for d in with_tests if d not in rooms)
     assert rooms >= {Path("data"), Path("evaluation"), Path("cli")} and with_tests, (rooms, with_tests)
     assert not stray, f"test folders that are no room of src/sentkit: {stray} (docs/architecture.md)"
+
+
+# ----------------------------------------------------------------------------- the page's plug-in
+def install_page_plugin(site: Path, broken: bool = False) -> None:
+    """The page's plug-in `sentkit_toy` installed into `site` without pip: its modules (the page's
+    examples) and a ``*.dist-info`` whose ``entry_points.txt`` holds the page's pyproject.toml entry
+    points; `broken`: also a distribution whose two entry points fail to load."""
+    pkg = site / "sentkit_toy"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""The plug-in of docs/architecture.md."""\n')
+    modules = {
+        "method": page_example("toy-method"),
+        "kind": page_example("toy-kind"),
+        "tasks": page_example("toy-task"),
+        "pairs": toy_pairs_task(),
+    }
+    for name, code in modules.items():
+        (pkg / f"{name}.py").write_text(code, encoding="utf-8")
+    groups = tomllib.loads(page_example("entry-points"))["project"]["entry-points"]
+    assert set(groups) == {"sentkit.methods", "sentkit.tasks", "sentkit.kinds"}, groups
+    dists = {"sentkit_toy-0.1": ("sentkit-toy", "0.1", groups)}
+    if broken:
+        bad = {"sentkit.methods": {"ghost": "sentkit_ghost.nowhere:Ghost"}, "sentkit.tasks": {"Ghost": "sentkit_ghost"}}
+        dists["sentkit_ghost-0.2"] = ("sentkit-ghost", "0.2", bad)
+    for folder, (name, version, eps) in dists.items():
+        info = site / f"{folder}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        text = "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in e.items()) + "\n" for g, e in eps.items())
+        (info / "entry_points.txt").write_text(text)
+
+
+def sentkit_cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`sentkit ARGS` in a fresh process that has `site` on its path (as if the plug-in were installed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    env.pop("SENTKIT_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sentkit.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_pages_plugin_trains_and_is_evaluated_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    install_page_plugin(site, broken=True)
+
+    listed = sentkit_cli(site, "train", "--list-methods")
+    assert listed.returncode == 0, listed.stderr
+    assert any(
+        re.fullmatch(r"toy\s+Toy: mean of random word vectors \(an example\)\.", x) for x in listed.stdout.splitlines()
+    )
+    assert "declutr" in listed.stdout and "ghost" not in listed.stdout
+    # the broken distribution: one warning naming it, and nothing else stops
+    (warning,) = [x for x in listed.stderr.splitlines() if "sentkit-ghost" in x]
+    assert "method plug-in 'ghost'" in warning and "sentkit-ghost 0.2" in warning and "ModuleNotFoundError" in warning
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, doc in enumerate(make_docs(4, 80)):
+        (corpus / f"{i}.txt").write_text(doc + "\n")
+    out = tmp_path / "toy"
+    trained = sentkit_cli(
+        site, "-q", "train", "--method", "toy", "--corpus", str(corpus), "--out", str(out), "--set", "dim=6",
+        "--set", "progress=false",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    assert json.loads((out / "sentkit.json").read_text())["method"] == "toy"
+
+    # data for both plug-in tasks, of words the toy model knows
+    words = json.loads((out / "state.json").read_text())["words"][:8]
+    rng = np.random.default_rng(2)
+    sts = [(" ".join(rng.choice(words, 3)), " ".join(rng.choice(words, 3)), round(float(rng.uniform(0, 5)), 2))
+           for _ in range(20)]  # fmt: skip
+    pairs = []
+    for i in range(30):
+        a = " ".join(rng.choice(words, 3))
+        pairs.append((a, a if i % 2 else " ".join(rng.choice(words, 3)), i % 2))
+    data = tmp_path / "data"
+    for folder, rows in (("TOYSTS", sts), ("TOYPAIRS", pairs)):
+        (data / folder).mkdir(parents=True)
+        (data / folder / "pairs.tsv").write_text("".join(f"{y}\t{a}\t{b}\n" for a, b, y in rows), encoding="utf-8")
+    report = tmp_path / "r.json"
+    evaluated = sentkit_cli(
+        site, "-q", "evaluate", "--model", str(out), "--tasks", "all", "--data-dir", str(data), "--output",
+        str(report), "--cache-dir", str(tmp_path / "cache"),
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    run = json.loads(report.read_text())
+    res = run["results"]
+    assert sorted(res) == ["ToyPairs", "ToySTS"] and not run["errors"]
+    assert res["ToyPairs"]["kind"] == "pair-auc" and res["ToySTS"]["kind"] == "sts"
+    # a new task is reported, not averaged: neither joins DeCLUTR's averages
+    avg = run["declutr_average"]
+    assert avg["n_downstream"] == 0 and avg["downstream"] is None and set(avg["per_task"]) == {"ToyPairs", "ToySTS"}
+
+    # oracles: the toy model's own vectors, loaded here through the page's module
+    from sklearn.metrics import roc_auc_score
+
+    toy = importlib.import_module(import_page_module(page_example("toy-method"), tmp_path, monkeypatch))
+    enc = toy.Toy.load(out)
+
+    def cosines(rows: list[tuple[str, str, float]]) -> np.ndarray:
+        a, b = enc.encode([r[0] for r in rows]), enc.encode([r[1] for r in rows])
+        return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+
+    assert res["ToySTS"]["test"]["spearman"] == pytest.approx(spearmanr(cosines(sts), [r[2] for r in sts])[0], abs=1e-6)
+    assert res["ToyPairs"]["auc"] == pytest.approx(100 * roc_auc_score([r[2] for r in pairs], cosines(pairs)), abs=1e-4)
+
+    unknown = sentkit_cli(site, "-q", "evaluate", "--model", str(out), "--tasks", "ToyPair", "--data-dir", str(data))
+    assert unknown.returncode == 2 and "Did you mean 'ToyPairs'?" in unknown.stderr, unknown.stderr

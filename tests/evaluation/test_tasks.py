@@ -163,5 +163,17 @@ def test_every_task_kind_has_a_runner_and_add_task_refuses_another() -> None:
 
     assert set(get_args(TaskKind)) == set(RUNNERS.names())
     with pytest.raises(ValueError, match="needs its runner in sentkit.evaluation.runner.RUNNERS"):
-        add_task(TaskSpec("Odd", "votes", "acc", "ODD", ("x",), "", "", "", load_probing))  # type: ignore[arg-type]
+        add_task(
+            TaskSpec(
+                name="Odd",
+                kind="votes",
+                metric="acc",
+                folder="ODD",
+                files=("x",),
+                splits="",
+                citation="",
+                licence="",
+                loader=load_probing,
+            )
+        )
     assert "Odd" not in TASKS

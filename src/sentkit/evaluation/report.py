@@ -110,14 +110,23 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def declutr_members() -> tuple[list[str], list[str]]:
+    """The downstream and the probing tasks DeCLUTR's averages take, in the report's order: those whose
+    spec says `in_declutr_average` (a new task joins only by saying so)."""
+    down = [n for n in DOWNSTREAM if get_task(n).in_declutr_average]
+    return down, [n for n in PROBING if get_task(n).in_declutr_average]
+
+
 def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
-    """Downstream average (with and without SNLI) and probing average over the tasks present."""
+    """Downstream average (with and without SNLI) and probing average over the tasks present of those
+    that join DeCLUTR's averages (`declutr_members`: SentEval's 18 and 10)."""
     raw = {n: declutr_score(n, r) for n, r in results.items()}
     scores: dict[str, float] = {n: v for n, v in raw.items() if v is not None}
-    down = [n for n in DOWNSTREAM if n in scores]
+    members, probers = declutr_members()
+    down = [n for n in members if n in scores]
     without = set(cohort("downstream_without_snli"))
     down_nosnli = [n for n in down if n in without]
-    probe = [n for n in PROBING if n in scores]
+    probe = [n for n in probers if n in scores]
     return {
         "per_task": scores,
         "downstream": _mean([scores[n] for n in down]),
@@ -125,8 +134,8 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
         "probing": _mean([scores[n] for n in probe]),
         "n_downstream": len(down),
         "n_probing": len(probe),
-        "missing_downstream": [n for n in DOWNSTREAM if n not in scores],
-        "missing_probing": [n for n in PROBING if n not in scores],
+        "missing_downstream": [n for n in members if n not in scores],
+        "missing_probing": [n for n in probers if n not in scores],
     }
 
 
@@ -513,14 +522,15 @@ def run_averages(run: dict[str, Any], *, include_subsets: bool = False) -> dict[
     a run with MTEB tasks, the MTEB leaderboard's two (its tasks scored on a local subset only with
     `include_subsets`): {average: (value, tasks)}."""
     avg = declutr_average(run["results"])
-    down = [n for n in DOWNSTREAM if n in avg["per_task"]]
+    members, probers = declutr_members()
+    down = [n for n in members if n in avg["per_task"]]
     out: dict[str, tuple[float | None, list[str]]] = {
         "downstream": (avg["downstream"], down),
         "downstream_without_snli": (
             avg["downstream_without_snli"],
             [n for n in down if n in cohort("downstream_without_snli")],
         ),
-        "probing": (avg["probing"], [n for n in PROBING if n in avg["per_task"]]),
+        "probing": (avg["probing"], [n for n in probers if n in avg["per_task"]]),
     }
     m = mteb_average(run, include_subsets=include_subsets)
     out["mteb"] = (m["mean_task"], m["tasks"])

@@ -223,10 +223,12 @@ class TaskKindRunner:
 
 
 def register_kind(cls: type[TaskKindRunner]) -> type[TaskKindRunner]:
-    """Class decorator: a new kind of task, its runner in RUNNERS and its score reader beside it."""
+    """Class decorator: a new kind of task, its runner in RUNNERS and its score reader beside it. A kind
+    of sentkit's own is also named in `tasks.TaskKind` (so that `tasks.py` adds its tasks before this
+    module is imported); it is registered here, once, like a plug-in's."""
     from sentkit.evaluation.tasks import KIND_SCORES, KINDS
 
-    if not cls.kind or cls.kind in KINDS:
+    if not cls.kind or cls.kind in RUNNERS:
         raise ValueError(f"task kind {cls.kind!r} is empty or already registered")
     runner = cls()
     RUNNERS.add(cls.kind, runner.run)

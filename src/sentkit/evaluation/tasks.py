@@ -7,6 +7,11 @@ A task is one `add_task(TaskSpec(...))`: its `group` puts it in `DOWNSTREAM` or 
 `cohorts` the averages it joins (`cohort(name)` lists a cohort: the report's and the averages' task
 lists are derived from it, never typed), its quirks (`f1`, `features`, `noreg`, `nhid`) what the
 runner does beside the kind's protocol, and its `columns` where `load_columns` finds its fields.
+`TaskSpec` takes keywords only and checks them when it is built (an unknown, missing or wrong-typed
+field is one line); a task joins the DeCLUTR averages only with `in_declutr_average=True`, which the
+SentEval tasks set. Installed distributions add tasks and kinds through entry points (groups
+``sentkit.tasks`` and ``sentkit.kinds``, `TASK_PLUGINS` and `KIND_PLUGINS`), imported when the tasks
+are listed or a name is missed, so `sentkit evaluate --tasks NAME` finds them.
 This module is the one place that lists task names; `tests/evaluation/test_task_names.py` fails on
 a list of task names anywhere else in src/.
 
@@ -20,16 +25,17 @@ from __future__ import annotations
 import codecs
 import os
 import pickle
+import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
 from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
-from sentkit.errors import SentkitError
-from sentkit.registry import Registry, loose_key
+from sentkit.errors import InputError, SentkitError
+from sentkit.registry import Plugins, Registry, loose_key, suggest
 
 TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]  # the built-in kinds
 # Every kind a task may have: the built-ins, and those added with `sentkit.evaluation.runner.register_kind`
@@ -106,16 +112,51 @@ class Columns:
         return float(text) if self.score else int(text)
 
 
-@dataclass(frozen=True)
+class TaskSpecError(InputError, TypeError):
+    """A `TaskSpec` built with a positional argument, or an unknown, missing or wrong-typed field."""
+
+
+def _is_a(value: Any, hint: Any) -> bool:
+    """Whether `value` fits `hint`, a `TaskSpec` field's type (the few shapes its fields use)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return value in args
+    if origin in (Union, types.UnionType):
+        return any(_is_a(value, a) for a in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(v, args[0]) for v in value)
+        return len(value) == len(args) and all(_is_a(v, a) for v, a in zip(value, args))
+    if origin is Callable or hint is Callable:
+        return callable(value)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):  # a bool is no number here; a float field takes an int
+        return isinstance(value, (int, float) if hint is float else int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+# the cohorts that are DeCLUTR's averages (sentkit.evaluation.report.declutr_average): a task joins
+# them only with in_declutr_average=True
+DECLUTR_COHORTS = ("downstream", "downstream_without_snli", "probing")
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskSpec:
-    """Metadata of one task and how to load it.
+    """Metadata of one task and how to load it, given by keyword (``TaskSpec(name=..., kind=...)``),
+    and checked when built like MTEB's task metadata: an unknown, missing or wrong-typed field is a
+    `TaskSpecError` of one line.
 
     `metric` is the key of its headline score in its results (`sentkit.evaluation.report.main_score`
     reads it). `cohorts` are the averages it joins (any of `COHORTS`); empty: derived from its group
     and kind (`task_cohorts`). `cohort_rank` gives its place in a cohort's list where that is not its
     registration order. The quirks: `f1` (also score F1; its DeCLUTR score is the mean of accuracy
     and F1), `features` (`protocols.pair_features` kind of a pair), `noreg` (no L2 search), `nhid`
-    (force the classifier's hidden size, 0: logistic regression)."""
+    (force the classifier's hidden size, 0: logistic regression). `in_declutr_average`: the task counts
+    in DeCLUTR's downstream or probing average (`DECLUTR_COHORTS`); False for a new task unless it
+    says so, True on the 18 downstream and 10 probing tasks of SentEval that DeCLUTR averages."""
 
     name: str
     kind: str  # one of KINDS: a TaskKind, or a kind added with register_kind
@@ -137,12 +178,65 @@ class TaskSpec:
     noreg: bool = False
     nhid: int | None = None
     columns: Columns | None = None
+    in_declutr_average: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TaskSpec:
+        if args or kwargs:  # (copy and pickle call it with neither)
+            _check_arguments(args, kwargs)
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(TaskSpec)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _is_a(value, hints[f.name]):
+                raise TaskSpecError(
+                    f"TaskSpec {self.name!r}: {f.name}={value!r} is a {type(value).__name__}, not {f.type}"
+                )
+        if not self.name.strip():
+            raise TaskSpecError("TaskSpec: name is empty; give the task a name")
+        unknown = [c for c in self.cohorts if c not in COHORTS]
+        if unknown:
+            raise TaskSpecError(
+                f"TaskSpec {self.name!r}: unknown cohort {unknown[0]!r}.{suggest(unknown[0], list(COHORTS))} "
+                f"Cohorts: {', '.join(COHORTS)}"
+            )
+        declutr = [c for c in self.cohorts if c in DECLUTR_COHORTS]
+        if declutr and not self.in_declutr_average:
+            raise TaskSpecError(
+                f"TaskSpec {self.name!r}: cohort {declutr[0]!r} is DeCLUTR's average; set in_declutr_average=True "
+                "to join it, or leave it out of cohorts"
+            )
+        if self.in_declutr_average and self.group not in ("downstream", "probing"):
+            raise TaskSpecError(
+                f"TaskSpec {self.name!r}: a {self.group} task is in no DeCLUTR average; drop in_declutr_average"
+            )
 
     def paths(self, data_dir: Path) -> list[Path]:
         return [data_dir / self.folder / f for f in self.files]
 
     def missing(self, data_dir: Path) -> list[Path]:
         return [p for p in self.paths(data_dir) if not p.is_file()]
+
+
+def _check_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A `TaskSpec(...)` call's arguments: keywords only, each a field, every field without a default given."""
+    names = [f.name for f in fields(TaskSpec)]
+    what = f"TaskSpec {kwargs['name']!r}" if isinstance(kwargs.get("name"), str) else "TaskSpec"
+    if args:
+        raise TaskSpecError(
+            f"{what}: takes keywords only, got {len(args)} positional argument(s); name each field "
+            f"(TaskSpec(name=..., kind=..., metric=..., ...))"
+        )
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        raise TaskSpecError(
+            f"{what}: unknown field {unknown[0]!r}.{suggest(unknown[0], names)} Fields: {', '.join(names)}"
+        )
+    required = [f.name for f in fields(TaskSpec) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [n for n in required if n not in kwargs]
+    if missing:
+        raise TaskSpecError(f"{what}: missing field(s) {', '.join(missing)}; every task gives {', '.join(required)}")
 
 
 TASKS: Registry[TaskSpec] = Registry("task")
@@ -158,12 +252,15 @@ _GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING}
 
 def add_task(spec: TaskSpec) -> TaskSpec:
     """Register a task: its name and aliases, and its group's list (`--tasks all` and the group's name
-    then include it). Its kind must be one of `KINDS` (each has a runner in evaluation/runner.py)."""
+    then include it). Its kind must be one of `KINDS` (each has a runner in evaluation/runner.py), or
+    a plug-in kind (an entry point of group ``sentkit.kinds``, imported here when first needed)."""
     if spec.kind not in KINDS:
-        raise ValueError(
+        KIND_PLUGINS.load_all()
+    if spec.kind not in KINDS:
+        raise InputError(
             f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(sorted(KINDS))}; a new "
             "kind needs its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass "
-            "decorated with @register_kind"
+            "decorated with @register_kind (in a plug-in: an entry point of group sentkit.kinds)"
         )
     if spec.group not in (*_GROUPS, "user"):
         raise ValueError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
@@ -181,16 +278,17 @@ SUPERVISED_KINDS = ("cv", "kfold", "split", "relatedness")  # the kinds scored b
 
 def task_cohorts(spec: TaskSpec) -> tuple[str, ...]:
     """The cohorts (averages) `spec` joins: its own `cohorts`, else by group and kind: a downstream task
-    joins `downstream` and `downstream_without_snli`, `supervised` when a classifier scores it,
-    `unsupervised_sts` when a cosine does (kind `sts`, or `relatedness`: its cosine Spearman
-    `NAME-cos`) and `cosine_sts` for kind `sts`; a probing task `probing`."""
+    joins `downstream` and `downstream_without_snli` (DeCLUTR's averages) when `in_declutr_average`,
+    `supervised` when a classifier scores it, `unsupervised_sts` when a cosine does (kind `sts`, or
+    `relatedness`: its cosine Spearman `NAME-cos`) and `cosine_sts` for kind `sts`; a probing task
+    `probing` when `in_declutr_average`."""
     if spec.cohorts:
         return spec.cohorts
     if spec.group == "probing":
-        return ("probing",)
+        return ("probing",) if spec.in_declutr_average else ()
     if spec.group != "downstream":
         return ()
-    out = ["downstream", "downstream_without_snli"]
+    out = ["downstream", "downstream_without_snli"] if spec.in_declutr_average else []
     if spec.kind in SUPERVISED_KINDS:
         out.append("supervised")
     if spec.kind in ("sts", "relatedness"):
@@ -222,9 +320,42 @@ def find_task(name: str) -> TaskSpec | None:
 
 
 def get_task(name: str) -> TaskSpec:
-    """Look a task up by name or alias (case, '-' and '_' ignored)."""
+    """Look a task up by name or alias (case, '-' and '_' ignored), the plug-ins' included."""
+    if _norm(name) not in _ALIASES:
+        TASK_PLUGINS.load_all()
     canonical = _ALIASES.get(_norm(name), name)
     return TASKS.get(canonical)
+
+
+def _add_plugin_task(name: str, obj: Any) -> None:
+    """The entry point `name` of group ``sentkit.tasks``, loaded: a `TaskSpec` (added here unless its
+    module added it) or a module whose import added task `name` with `add_task`."""
+    if isinstance(obj, TaskSpec) and (obj.name not in TASKS or TASKS.get(obj.name) is not obj):
+        add_task(obj)
+    if _norm(name) not in _ALIASES:
+        raise InputError(f"loading it added no task {name!r} (it names a TaskSpec, or a module that calls add_task)")
+
+
+def _add_plugin_kind(name: str, obj: Any) -> None:
+    """The entry point `name` of group ``sentkit.kinds``, loaded: a `TaskKindRunner` subclass of kind
+    `name`, registered here unless its module did (``@register_kind``)."""
+    from sentkit.evaluation.runner import RUNNERS, TaskKindRunner, register_kind
+
+    if not (isinstance(obj, type) and issubclass(obj, TaskKindRunner)):
+        raise TypeError(f"{obj!r} is not a TaskKindRunner subclass")
+    if obj.kind != name:
+        raise InputError(f"its class {obj.__name__} is of kind {obj.kind!r}, not {name!r}")
+    if name not in RUNNERS:
+        register_kind(obj)
+    elif type(getattr(RUNNERS.get(name), "__self__", None)) is not obj:
+        raise InputError(f"task kind {name!r} is taken (another runner has it); give the kind another name")
+
+
+# the plug-ins of installed distributions: tasks (entry points of group sentkit.tasks) and kinds of task
+# (sentkit.kinds), each imported when the tasks are listed (`available_tasks`), a name is missed
+# (`get_task`) or a task of an unknown kind is added (`add_task`)
+TASK_PLUGINS = Plugins("sentkit.tasks", "task", _add_plugin_task)
+KIND_PLUGINS = Plugins("sentkit.kinds", "task kind", _add_plugin_kind)
 
 
 def default_data_dir() -> Path:
@@ -552,7 +683,12 @@ def load_coco(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
 _CIT_SENTEVAL = "Conneau & Kiela (2018), SentEval, LREC"
 _CIT_PROBING = "Conneau et al. (2018), What you can cram into a single vector, ACL"
 
-# in SentEval's order (DOWNSTREAM, PROBING and the report's columns follow it)
+# in SentEval's order (DOWNSTREAM, PROBING and the report's columns follow it).
+# Every task below sets in_declutr_average=True: DeCLUTR (Giorgi et al. 2021, arXiv:2006.03659v4)
+# averages all of SentEval: "SentEval is divided into 18 downstream tasks [...]
+# and ten probing tasks" (section 4), "each of the ten probing tasks reports a simple accuracy, which we
+# averaged" (appendix C.2), and "we compute average downstream scores without considering SNLI" (section
+# 4: the cohort downstream_without_snli). A task added later joins those averages only by saying so.
 for _name, _folder, _files, _cit, _desc in (
     ("MR", "MR", ("rt-polarity.pos", "rt-polarity.neg"), "Pang & Lee (2005), ACL", "movie review sentiment"),
     ("CR", "CR", ("custrev.pos", "custrev.neg"), "Hu & Liu (2004), KDD", "product review sentiment"),
@@ -561,167 +697,187 @@ for _name, _folder, _files, _cit, _desc in (
 ):
     add_task(
         TaskSpec(
-            _name,
-            "cv",
-            "acc",
-            _folder,
-            _files,
-            "k-fold CV with inner k-fold for L2",
-            _cit,
-            "research use; no explicit licence",
-            load_binary,
+            name=_name,
+            kind="cv",
+            metric="acc",
+            folder=_folder,
+            files=_files,
+            splits="k-fold CV with inner k-fold for L2",
+            citation=_cit,
+            licence="research use; no explicit licence",
+            loader=load_binary,
             description=_desc,
+            in_declutr_average=True,
         )
     )
 
 add_task(
     TaskSpec(
-        "SST2",
-        "split",
-        "acc",
-        "SST2",
-        ("sentiment-train", "sentiment-dev", "sentiment-test"),
-        "train / dev / test",
-        "Socher et al. (2013), EMNLP",
-        "research use",
-        load_columns,
+        name="SST2",
+        kind="split",
+        metric="acc",
+        folder="SST2",
+        files=("sentiment-train", "sentiment-dev", "sentiment-test"),
+        splits="train / dev / test",
+        citation="Socher et al. (2013), EMNLP",
+        licence="research use",
+        loader=load_columns,
         aliases=("SST-2", "SSTBinary"),
         description="binary sentiment",
         columns=Columns(a=0, y=1, nclasses=2),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "SST5",
-        "split",
-        "acc",
-        "SST5",
-        ("sentiment-train", "sentiment-dev", "sentiment-test"),
-        "train / dev / test",
-        "Socher et al. (2013), EMNLP",
-        "research use",
-        load_columns,
+        name="SST5",
+        kind="split",
+        metric="acc",
+        folder="SST5",
+        files=("sentiment-train", "sentiment-dev", "sentiment-test"),
+        splits="train / dev / test",
+        citation="Socher et al. (2013), EMNLP",
+        licence="research use",
+        loader=load_columns,
         aliases=("SST-5", "SSTFine"),
         description="fine-grained sentiment, 5 classes",
         columns=Columns(a=1, y=0, nclasses=5, sep=" ", maxsplit=1),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "TREC",
-        "kfold",
-        "acc",
-        "TREC",
-        ("train_5500.label", "TREC_10.label"),
-        "train (k-fold for L2) / test",
-        "Li & Roth (2002), COLING",
-        "research use; no explicit licence",
-        load_trec,
+        name="TREC",
+        kind="kfold",
+        metric="acc",
+        folder="TREC",
+        files=("train_5500.label", "TREC_10.label"),
+        splits="train (k-fold for L2) / test",
+        citation="Li & Roth (2002), COLING",
+        licence="research use; no explicit licence",
+        loader=load_trec,
         description="question type, 6 classes",
         cohort_rank=(("supervised", 3.5),),
+        in_declutr_average=True,
     )
 )  # the reports list it after MPQA
 add_task(
     TaskSpec(
-        "MRPC",
-        "kfold",
-        "acc",
-        "MRPC",
-        ("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
-        "train (k-fold for L2) / test",
-        "Dolan et al. (2004), COLING",
-        "Microsoft Research licence",
-        load_columns,
+        name="MRPC",
+        kind="kfold",
+        metric="acc",
+        folder="MRPC",
+        files=("msr_paraphrase_train.txt", "msr_paraphrase_test.txt"),
+        splits="train (k-fold for L2) / test",
+        citation="Dolan et al. (2004), COLING",
+        licence="Microsoft Research licence",
+        loader=load_columns,
         pair=True,
         description="paraphrase, acc and F1",
         f1=True,
         columns=Columns(a=3, b=4, y=0, nclasses=2, keys=("train", "test"), header=True, encoding="utf-8-sig"),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "SICKE",
-        "split",
-        "acc",
-        "SICK",
-        ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
-        "train / trial(dev) / test",
-        "Marelli et al. (2014), SemEval",
-        "CC BY-NC-SA 3.0",
-        load_columns,
+        name="SICKE",
+        kind="split",
+        metric="acc",
+        folder="SICK",
+        files=("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+        splits="train / trial(dev) / test",
+        citation="Marelli et al. (2014), SemEval",
+        licence="CC BY-NC-SA 3.0",
+        loader=load_columns,
         aliases=("SICK-E", "SICKEntailment"),
         pair=True,
         description="entailment, 3 classes",
         columns=Columns(a=1, b=2, y=4, nclasses=3, header=True, labels=SICK_LABELS),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "SICKR",
-        "relatedness",
-        "spearman",
-        "SICK",
-        ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
-        "train / trial(dev) / test",
-        "Marelli et al. (2014), SemEval",
-        "CC BY-NC-SA 3.0",
-        load_columns,
+        name="SICKR",
+        kind="relatedness",
+        metric="spearman",
+        folder="SICK",
+        files=("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"),
+        splits="train / trial(dev) / test",
+        citation="Marelli et al. (2014), SemEval",
+        licence="CC BY-NC-SA 3.0",
+        loader=load_columns,
         aliases=("SICK-R", "SICKRelatedness"),
         pair=True,
         description="relatedness 1-5",
         cohort_rank=(("unsupervised_sts", 19),),  # the reports list SICKR-cos last
         columns=Columns(a=1, b=2, y=3, nclasses=5, header=True, score=True),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "STSB",
-        "relatedness",
-        "spearman",
-        "STSB",
-        ("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
-        "train / dev / test",
-        "Cer et al. (2017), SemEval",
-        "CC BY-SA 4.0 (scores)",
-        load_columns,
+        name="STSB",
+        kind="relatedness",
+        metric="spearman",
+        folder="STSB",
+        files=("sts-train.csv", "sts-dev.csv", "sts-test.csv"),
+        splits="train / dev / test",
+        citation="Cer et al. (2017), SemEval",
+        licence="CC BY-SA 4.0 (scores)",
+        loader=load_columns,
         aliases=("STS-B", "STSBenchmark"),
         pair=True,
         description="similarity 0-5",
         cohort_rank=(("unsupervised_sts", 18),),  # after STS12-16
         columns=Columns(a=5, b=6, y=4, nclasses=5, score=True),
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "SNLI",
-        "split",
-        "acc",
-        "SNLI",
-        ("s1.train", "s2.train", "labels.train", "s1.dev", "s2.dev", "labels.dev", "s1.test", "s2.test", "labels.test"),
-        "train / dev / test",
-        "Bowman et al. (2015), EMNLP",
-        "CC BY-SA 4.0",
-        load_snli,
+        name="SNLI",
+        kind="split",
+        metric="acc",
+        folder="SNLI",
+        files=(
+            "s1.train",
+            "s2.train",
+            "labels.train",
+            "s1.dev",
+            "s2.dev",
+            "labels.dev",
+            "s1.test",
+            "s2.test",
+            "labels.test",
+        ),
+        splits="train / dev / test",
+        citation="Bowman et al. (2015), EMNLP",
+        licence="CC BY-SA 4.0",
+        loader=load_snli,
         pair=True,
         description="entailment, features [u, v, u*v, |u-v|]",
         cohorts=("downstream", "supervised"),
         features="snli",
         noreg=True,
+        in_declutr_average=True,
     )
 )
 add_task(
     TaskSpec(
-        "COCO",
-        "ranking",
-        "mean_recall",
-        "COCO",
-        ("train.pkl", "valid.pkl", "test.pkl"),
-        "train / valid / test (5 x 1k-image test folds)",
-        "Lin et al. (2014), ECCV",
-        "CC BY 4.0 (annotations)",
-        load_coco,
+        name="COCO",
+        kind="ranking",
+        metric="mean_recall",
+        folder="COCO",
+        files=("train.pkl", "valid.pkl", "test.pkl"),
+        splits="train / valid / test (5 x 1k-image test folds)",
+        citation="Lin et al. (2014), ECCV",
+        licence="CC BY 4.0 (annotations)",
+        loader=load_coco,
         aliases=("ImageCaptionRetrieval",),
         description="image-caption retrieval, recall@1/5/10 and median rank",
+        in_declutr_average=True,
     )
 )
 for _name, _cit in (
@@ -734,38 +890,42 @@ for _name, _cit in (
     _sts_files = tuple(f"STS.{kind}.{s}.txt" for s in STS_SUBSETS[_name] for kind in ("input", "gs"))
     add_task(
         TaskSpec(
-            _name,
-            "sts",
-            "spearman",
-            _name,
-            _sts_files,
-            "test only (unsupervised cosine)",
-            f"{_cit}, SemEval",
-            "per-source terms",
-            load_sts,
+            name=_name,
+            kind="sts",
+            metric="spearman",
+            folder=_name,
+            files=_sts_files,
+            splits="test only (unsupervised cosine)",
+            citation=f"{_cit}, SemEval",
+            licence="per-source terms",
+            loader=load_sts,
             pair=True,
             description="cosine similarity per subset",
+            in_declutr_average=True,
         )
     )
 
+# a probing task's quirks, as fields of its spec: SentEval forces logistic regression for WordContent
+_PROBING_QUIRKS: dict[str, dict[str, Any]] = {"WC": {"nhid": 0}}
 for _name, _file in PROBING_FILES.items():
     add_task(
         TaskSpec(
-            _name,
-            "split",
-            "acc",
-            "PROBING",
-            (_file,),
-            "tr / va / te",
-            _CIT_PROBING,
-            "BSD (SentEval)",
-            load_probing,
+            name=_name,
+            kind="split",
+            metric="acc",
+            folder="PROBING",
+            files=(_file,),
+            splits="tr / va / te",
+            citation=_CIT_PROBING,
+            licence="BSD (SentEval)",
+            loader=load_probing,
             group="probing",
             aliases=(PROBING_ALIASES[_name],),
             description="probing task",
-            nhid=0 if _name == "WC" else None,
+            in_declutr_average=True,
+            **_PROBING_QUIRKS.get(_name, {}),
         )
-    )  # SentEval forces LR for WordContent
+    )
 
 
 def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = False) -> TaskData:
@@ -791,6 +951,8 @@ def load_task(name: str, data_dir: str | Path | None = None, *, raw: bool = Fals
 
 
 def available_tasks(data_dir: str | Path | None = None) -> list[str]:
+    """The downstream and probing tasks (the plug-ins' included) whose files are under `data_dir`."""
+    TASK_PLUGINS.load_all()
     d = resolve_data_dir(data_dir)
     return [t for t in ALL_TASKS if not TASKS.get(t).missing(d)]
 

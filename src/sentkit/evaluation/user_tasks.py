@@ -534,15 +534,15 @@ def register(tasks: list[UserTask]) -> list[str]:
         files = tuple(str(f) for f in ([t.path] if t.path is not None else t.files.values()))
         metric = {"retrieval": "ndcg_at_10", "sts": "spearman"}.get(t.type, "acc")
         spec = TaskSpec(
-            t.name,
-            kind_of(t),
-            metric,
-            "",
-            files,  # type: ignore[arg-type]
-            t.type,
-            "user task",
-            "user data",
-            _cached_loader(data),
+            name=t.name,
+            kind=kind_of(t),
+            metric=metric,
+            folder="",
+            files=files,  # type: ignore[arg-type]
+            splits=t.type,
+            citation="user task",
+            licence="user data",
+            loader=_cached_loader(data),
             group="user",  # type: ignore[arg-type]
             pair=t.type in ("pair-classification", "sts"),
             description=t.type,
