@@ -53,6 +53,26 @@ def test_refuses_a_file_as_out(store: Path, tiny_model_dir: Path, tmp_path: Path
     assert f.read_text() == "x"
 
 
+@pytest.mark.parametrize("method", ["declutr", "tfidf"])
+def test_an_out_under_a_file_exits_2_in_one_line(
+    method: str,
+    store: Path,
+    tiny_corpus: Path,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    corpus, model = (store, ["--model", str(tiny_model_dir)]) if method == "declutr" else (tiny_corpus, [])
+    rc = cli(["-q", "train", "--method", method, "--corpus", str(corpus), "--out", str(f / "run"), *model])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [
+        f"sentkit train: error: --out {f / 'run'}: {f} is a file, not a folder; choose a --out that is not under a file"
+    ]
+    assert f.read_text() == "x"
+
+
 def test_earlier_run_needs_resume_or_overwrite(store: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     train(_cfg(store, out, tiny_model_dir, max_steps=1), Declutr)

@@ -98,6 +98,9 @@ def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[st
     overwrite = bool(getattr(cfg, "overwrite", False))
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: is a file, not a folder; choose a folder name")
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():  # `--out notes.txt/run`: the folder cannot be made
+        raise RunDirError(f"--out {out}: {above} is a file, not a folder; choose a --out that is not under a file")
     entries = [e for e in _list(out) if e != LOCK_FILE and not (e.startswith(".") and e.endswith(".tmp"))]
     if not entries or _scaffolding_only(out, entries):
         # nothing to lose: empty, or what a run that failed or was killed before its first checkpoint
