@@ -3,10 +3,12 @@ carries the exit code and the one line `sentkit` prints (checked on the real cla
 
 from __future__ import annotations
 
+import ast
 import errno
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +76,99 @@ def test_main_exits_with_the_class_exit_code(
     monkeypatch.setattr("sentkit.cli.main.build_parser", lambda: real)
     assert main(["embed"]) == 1
     assert capsys.readouterr().err.strip() == "sentkit embed: error: the store went away mid-run"
+
+
+# ----------------------------------------------------------------------------- user input is a SentkitError
+PLAIN = ("ValueError", "TypeError", "FileNotFoundError")  # what sentkit raised for user input before InputError
+# The plain raises that stay: each checks how sentkit's own code or a plug-in's calls it, never a value a user
+# gives on the command line or in a file. (module, function, exception): the reason. A new one is reported as
+# an internal error ("please report it"), so a check of user input must raise InputError (a ValueError),
+# InputTypeError or MissingInputError (sentkit.errors) instead.
+INTERNAL_CONTRACT = {
+    ("config.py", "from_dict", "TypeError"): "a caller passed a class that is not a dataclass: code",
+    ("registry.py", "Registry.register.deco", "ValueError"): "code registers a name twice",
+    ("methods.py", "register_method", "ValueError"): "a plug-in's code registers a method name twice",
+    ("methods.py", "method_target", "ValueError"): "METHODS or a plug-in's entry names no 'module:attr': code",
+    ("methods.py", "get_method", "ValueError"): "a method's code is not a Method or names itself otherwise",
+    ("methods.py", "_add_plugin", "TypeError"): "a plug-in's object is neither a Method nor a class: code",
+    ("training/recipe.py", "Recipe.as_method", "ValueError"): "a Recipe's name disagrees with METHODS: code",
+    ("hill/common.py", "HillModel.as_method", "ValueError"): "an estimator's name disagrees with METHODS: code",
+    ("hill/seq2seq.py", "make_embedding", "ValueError"): "sentkit builds the pretrained matrix for its vocabulary",
+    ("evaluation/runner.py", "register_kind", "ValueError"): "code registers a task kind twice",
+    ("evaluation/classifier.py", "_make_groups", "ValueError"): "sentkit's protocols build every job",
+    ("evaluation/tasks.py", "Split.__post_init__", "ValueError"): "sentkit's loaders build the splits",
+    ("evaluation/tasks.py", "load_columns", "ValueError"): "called only for a spec with columns",
+    ("data/sentences.py", "iter_document_sentences", "TypeError"): "Python API: the command line passes a path",
+    ("encoder.py", "as_text_list", "TypeError"): "Python API: encode() from code; the command line reads text",
+    ("evaluation/report.py", "load_run", "TypeError"): "caught there, raised again as an InputError naming the file",
+    ("evaluation/report.py", "_check_mteb", "TypeError"): "caught there, raised again as an InputError naming the file",
+    ("explore/trust.py", "_module_dirs", "ValueError"): "caught by its caller, which says modules.json cannot be read",
+}
+
+
+def plain_raises() -> dict[tuple[str, str, str], int]:
+    """{(module path under src/sentkit, enclosing function's qualified name, exception): line} of every
+    ``raise ValueError/TypeError/FileNotFoundError`` in sentkit's source."""
+    root = Path(sentkit.__file__).parent
+    found: dict[tuple[str, str, str], int] = {}
+
+    def visit(node: ast.AST, where: list[str], rel: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, [*where, child.name], rel)
+                continue
+            if isinstance(child, ast.Raise) and child.exc is not None:
+                exc = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+                if isinstance(exc, ast.Name) and exc.id in PLAIN:
+                    found.setdefault((rel, ".".join(where), exc.id), child.lineno)
+            visit(child, where, rel)
+
+    for f in sorted(root.rglob("*.py")):
+        visit(ast.parse(f.read_text(encoding="utf-8")), [], f.relative_to(root).as_posix())
+    return found
+
+
+def test_user_input_errors_are_sentkit_errors() -> None:
+    found = plain_raises()
+    new = [f"src/sentkit/{m}:{line} ({fn}): raise {exc}" for (m, fn, exc), line in found.items()
+           if (m, fn, exc) not in INTERNAL_CONTRACT]  # fmt: skip
+    assert not new, (
+        "plain raises of a standard error: a check of user input raises sentkit.errors.InputError "
+        "(InputTypeError, MissingInputError); a check of how code calls sentkit goes in INTERNAL_CONTRACT "
+        f"with its reason: {new}"
+    )
+    stale = sorted(set(INTERNAL_CONTRACT) - set(found))
+    assert not stale, f"INTERNAL_CONTRACT lists raises that are gone: {stale}"
+
+
+def test_the_user_input_classes_keep_their_standard_base() -> None:
+    from sentkit.errors import InputTypeError, MissingInputError
+
+    assert describe_error(MissingInputError("vocabulary file v.txt not found")) == (
+        "vocabulary file v.txt not found",
+        2,
+    )
+    assert isinstance(MissingInputError("x"), FileNotFoundError) and isinstance(InputTypeError("x"), TypeError)
+    assert describe_error(InputTypeError("expected an encoder, got int"))[1] == 2
+
+
+def test_a_plain_error_that_escapes_is_an_internal_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where a ValueError was raised does not matter (sentkit's code or a library's): not a SentkitError,
+    it is a bug, reported as one; the traceback with SENTKIT_DEBUG=1 or -vv."""
+    from sentkit.cli import embed_commands
+
+    def fail(args: object) -> int:
+        from sentkit.methods import register_method
+
+        register_method("declutr", "x:y")  # a plain ValueError raised in sentkit's own code: code calls it wrong
+        return 0
+
+    monkeypatch.setattr(embed_commands, "cmd_similarity", fail)
+    assert main(["similarity", "--model", "m", "a", "b"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sentkit similarity: internal error: ValueError: method 'declutr' is already registered")
+    assert err.endswith("; please report it (rerun with SENTKIT_DEBUG=1 or -vv to see the traceback)")
+    with pytest.raises(ValueError):
+        main(["-vv", "similarity", "--model", "m", "a", "b"])

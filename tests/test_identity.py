@@ -7,6 +7,7 @@ the package outside `identity.py` and a short allowlist."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -160,7 +161,8 @@ def test_encoder_fingerprints(folder: Path) -> None:
 
 
 def test_neighbour_index_keys(folder: Path, tmp_path: Path) -> None:
-    from sentkit.neighbours import corpus_fingerprint, get_index, model_fingerprint
+    from sentkit.identity import corpus_files_id, model_name_id
+    from sentkit.neighbours import get_index
 
     corpus = tmp_path / "corpus"
     files = [
@@ -169,10 +171,10 @@ def test_neighbour_index_keys(folder: Path, tmp_path: Path) -> None:
     ]
     lines = "".join(f"{f.resolve()}|{f.stat().st_size}|{f.stat().st_mtime_ns}\n" for f in files)
     cfp = {"path": str(corpus.resolve()), "files": 2, "digest": sha(lines)[:16]}
-    assert corpus_fingerprint(corpus) == cfp
+    assert corpus_files_id(corpus) == cfp
     mfp = sha(f"{folder.resolve()}|{oracle_signature(folder)}")[:16]
-    assert model_fingerprint(folder) == mfp
-    assert model_fingerprint("some-name") == sha("some-name")[:16]
+    assert model_name_id(folder) == mfp
+    assert model_name_id("some-name") == sha("some-name")[:16]
 
     class Enc:
         def encode(self, texts: list[str], **kw: Any) -> np.ndarray:
@@ -184,7 +186,7 @@ def test_neighbour_index_keys(folder: Path, tmp_path: Path) -> None:
 
 
 def test_evaluation_cache_folder_name() -> None:
-    from sentkit.evaluation.cache import folder_name
+    from sentkit.evaluation.cache import folder_name  # sentkit.identity.cache_folder_name
 
     assert folder_name("plain-name_1.0") == "plain-name_1.0"
     assert folder_name("exp/cell/seed-0/fp") == f"exp_cell_seed-0_fp-{sha('exp/cell/seed-0/fp')[:16]}"
@@ -194,11 +196,12 @@ def test_evaluation_cache_folder_name() -> None:
 def test_mteb_revisions(folder: Path, tmp_path: Path) -> None:
     from sentkit import __version__
     from sentkit.evaluation import mteb_adapter as M
+    from sentkit.identity import mteb_revision
 
-    assert M._safe_revision(None) == "no_revision_available"
-    assert M._safe_revision("abc-1.2") == "abc-1.2"
-    assert M._safe_revision("a/b c") == sha("a/b c")[:20]
-    assert M._safe_revision("x" * 65) == sha("x" * 65)[:20]
+    assert mteb_revision(None) == "no_revision_available"
+    assert mteb_revision("abc-1.2") == "abc-1.2"
+    assert mteb_revision("a/b c") == sha("a/b c")[:20]
+    assert mteb_revision("x" * 65) == sha("x" * 65)[:20]
     assert M.model_identity(str(folder), variant="pooling=max")[1] == sha(f"{oracle_content(folder)}|pooling=max")[:40]
     assert M.model_identity(str(folder))[1] == oracle_content(folder)[:40]
     wv = f"word vectors glove-average (sentkit {__version__})"
@@ -223,19 +226,19 @@ def test_experiment_cache_key() -> None:
 
 def test_shard_ids(tmp_path: Path) -> None:
     from sentkit.embed_shards import record_path
+    from sentkit.identity import prepare_input_id
     from sentkit.io import temp_name
-    from sentkit.prepare_shards import _fingerprint
 
     corpus = tmp_path / "c"
     files = [touch(corpus / "a.txt", "aaa"), touch(corpus / "b" / "c.txt", "cc")]
     lines = b"".join(
         json.dumps([str(f.relative_to(corpus)), f.stat().st_size, f.stat().st_mtime_ns]).encode() + b"\n" for f in files
     )
-    assert _fingerprint(corpus, files) == sha(lines)
+    assert prepare_input_id(corpus, files) == sha(lines)
     one = touch(tmp_path / "one.jsonl", "{}")
-    assert _fingerprint(one, []) == sha(json.dumps(["one.jsonl", 2, MTIME_NS]).encode() + b"\n")
+    assert prepare_input_id(one, []) == sha(json.dumps(["one.jsonl", 2, MTIME_NS]).encode() + b"\n")
     gone = tmp_path / "gone.jsonl"
-    assert _fingerprint(gone, []) == sha(json.dumps([str(gone), None, None]).encode() + b"\n")
+    assert prepare_input_id(gone, []) == sha(json.dumps([str(gone), None, None]).encode() + b"\n")
 
     short = tmp_path / "v.npy"
     assert record_path(short) == tmp_path / "v.npy.manifest.json"
@@ -256,13 +259,13 @@ def test_prepare_run_id_is_the_config_id() -> None:
 
 def test_probing_ids() -> None:
     from sentkit.data.probing.build import BuildSettings, _settings_key
-    from sentkit.data.probing.parse import _doc_hash, corpus_fingerprint
-    from sentkit.identity import hasher
+    from sentkit.data.probing.parse import _doc_hash
+    from sentkit.identity import hasher, parsed_corpus_id
 
     s = BuildSettings()
     assert _settings_key(s) == sha(json.dumps(dataclasses.asdict(s), sort_keys=True))[:16]
     shards = [{"docs_sha256": sha("a")}, {"docs_sha256": sha("b")}]
-    assert corpus_fingerprint(shards) == sha(sha("a") + sha("b"))
+    assert parsed_corpus_id(shards) == sha(sha("a") + sha("b"))
     h = hasher()
     _doc_hash(h, "one")
     _doc_hash(h, "two \udcff")
@@ -270,7 +273,7 @@ def test_probing_ids() -> None:
 
 
 def test_tokenizer_fingerprint() -> None:
-    from sentkit.data.store import tokenizer_fingerprint
+    from sentkit.identity import tokenizer_fingerprint
 
     vocab = {"b": 1, "a": 0, "[CLS]": 2}
     tok = SimpleNamespace(get_vocab=lambda: vocab)
@@ -278,7 +281,7 @@ def test_tokenizer_fingerprint() -> None:
 
 
 def test_model_fingerprints() -> None:
-    from sentkit.encoder import derived_fingerprint, prompted_fingerprint
+    from sentkit.identity import derived_fingerprint, prompted_fingerprint
     from sentkit.models.wordvectors import GloveAverage
 
     g = GloveAverage.__new__(GloveAverage)
@@ -298,7 +301,7 @@ def test_model_fingerprints() -> None:
 
 
 def test_hill_directory_digest(folder: Path) -> None:
-    from sentkit.hill.common import directory_digest
+    from sentkit.identity import directory_digest
 
     h = hashlib.sha256()
     for f in sorted(p for p in folder.iterdir() if p.is_file()):  # .lock, config.json, train.log
@@ -307,7 +310,8 @@ def test_hill_directory_digest(folder: Path) -> None:
 
 
 def test_io_ids(tmp_path: Path) -> None:
-    from sentkit.io import host_tag, sha256_file
+    from sentkit.identity import host_tag
+    from sentkit.io import sha256_file
 
     assert host_tag() == hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
     f = touch(tmp_path / "f", b"bytes" * 1000)
@@ -344,3 +348,41 @@ def test_hashlib_only_in_identity() -> None:
             bad.append(f"{rel}:{n}: {line.strip()}")
     assert not bad, "hashlib outside sentkit/identity.py (use sentkit.identity):\n" + "\n".join(bad)
     assert used == set(HASHLIB_ALLOWED), f"allowed but unused (drop them): {sorted(set(HASHLIB_ALLOWED) - used)}"
+
+
+# ----------------------------------------------------------------------------- ids built in one module
+# What hashes raw bytes into an id. Outside identity.py a module calls the id functions it names (config_id,
+# fingerprint, corpus_files_id, ...); it builds no id of its own from `digest`. `hasher` (bytes hashed as they
+# stream past, read once) is allowed where the stream is: each with why.
+RAW_HASHING = {
+    "digest": {},
+    "hasher": {
+        "cli/embed_commands.py": "the input's bytes as embed reads them once (a sharded run's input id)",
+        "data/probing/parse.py": "the documents as the parser reads them (a shard's docs_sha256)",
+        "index.py": "a vector file's bytes as the index reads them (its source sha256)",
+    },
+}
+
+
+def test_ids_are_built_in_identity() -> None:
+    bad, used = [], set()
+    defined = []
+    for f in sorted(SRC.rglob("*.py")):
+        rel = f.relative_to(SRC).as_posix()
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "sentkit.identity" and rel != "identity.py":
+                for alias in node.names:
+                    allowed = RAW_HASHING.get(alias.name)
+                    if allowed is None:
+                        continue
+                    if rel in allowed:
+                        used.add((alias.name, rel))
+                    else:
+                        bad.append(f"{rel}:{node.lineno}: imports {alias.name} from sentkit.identity")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "corpus_fingerprint":
+                defined.append(f"{rel}:{node.lineno}")
+    assert not bad, "an id built outside sentkit/identity.py (add a named id function there):\n" + "\n".join(bad)
+    allowed_all = {(name, rel) for name, files in RAW_HASHING.items() for rel in files}
+    assert used == allowed_all, f"allowed but unused (drop them): {sorted(allowed_all - used)}"
+    assert not defined, f"two things were called corpus_fingerprint; identity.py names each: {defined}"

@@ -17,7 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sentkit.config import ConfigError
-from sentkit.identity import digest
+from sentkit.errors import InputError, InputTypeError
+from sentkit.identity import derived_fingerprint as derived_fingerprint  # built in sentkit.identity
+from sentkit.identity import prompted_fingerprint as prompted_fingerprint
 
 
 @runtime_checkable
@@ -58,7 +60,7 @@ class CallableEncoder:
         """Call `fn` on batches of `batch_size` texts; checks the shape and returns float32."""
         items, single = as_text_list(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         parts = [
             check_embeddings(self.fn(list(b)), len(b), what=f"encoder {self.name}") for b in batched(items, batch_size)
         ]
@@ -67,7 +69,7 @@ class CallableEncoder:
         else:
             dims = {p.shape[1] for p in parts}
             if len(dims) != 1:
-                raise ValueError(f"encoder {self.name}: batches gave different dimensions {sorted(dims)}")
+                raise InputError(f"encoder {self.name}: batches gave different dimensions {sorted(dims)}")
             out = np.concatenate(parts)
         return out[0] if single else out
 
@@ -85,16 +87,6 @@ class TextsOnlyEncoder(CallableEncoder):
         if name == "wrapped":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.wrapped, name)
-
-
-def derived_fingerprint(kind: str, base: Any, *arrays: np.ndarray) -> str | None:
-    """The fingerprint of an encoder made of ``base`` and fitted ``arrays`` (whitened, SIF-weighted): a
-    hash of ``kind``, the base's own fingerprint and the arrays' bytes; None when the base has none."""
-    fp = getattr(base, "fingerprint", None)
-    base_fp = fp() if callable(fp) else fp
-    if base_fp is None:
-        return None
-    return digest(f"{kind}|{base_fp}".encode() + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays), 20)
 
 
 def takes_encoder_arguments(fn: Callable[..., Any]) -> bool:
@@ -117,7 +109,7 @@ def as_encoder(obj: Any) -> Encoder:
         return obj if takes_encoder_arguments(obj.encode) else TextsOnlyEncoder(obj)  # type: ignore[no-any-return]
     if callable(obj):
         return CallableEncoder(obj)
-    raise TypeError(f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}")
+    raise InputTypeError(f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}")
 
 
 def as_text_list(texts: Any) -> tuple[list[str], bool]:
@@ -144,11 +136,11 @@ def check_embeddings(emb: Any, n: int, *, what: str = "encoder") -> np.ndarray:
     """Validate an encoder's output: shape [n, dim], finite; returns float32."""
     arr = np.asarray(emb)
     if arr.ndim != 2 or arr.shape[0] != n:
-        raise ValueError(f"{what}: expected an array of shape [{n}, dim], got {arr.shape}")
+        raise InputError(f"{what}: expected an array of shape [{n}, dim], got {arr.shape}")
     arr = arr.astype(np.float32, copy=False)
     if not np.isfinite(arr).all():
         bad = int((~np.isfinite(arr)).any(axis=1).sum())
-        raise ValueError(f"{what}: {bad} of {n} embeddings contain NaN or inf")
+        raise InputError(f"{what}: {bad} of {n} embeddings contain NaN or inf")
     return arr
 
 
@@ -172,7 +164,7 @@ def encode_texts(
 
     items, single = as_text_list(texts)
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
     out = np.zeros((len(items), dim), dtype=np.float32)
     order = np.argsort([len(t) for t in items], kind="stable")
     for s in tqdm(range(0, len(items), batch_size), desc=desc, unit=" batch", disable=not show_progress):
@@ -272,14 +264,44 @@ def prompts_of(encoder: Any) -> tuple[dict[str, str], str | None]:
 
 
 def role_prompt_name(encoder: Any, role: str) -> str:
-    """The prompt name a side of a search uses: "query" for queries; for documents the first of
-    "document", "passage", "corpus" that the encoder has (else "document", ST's empty default)."""
+    """The prompt name a side of a search uses, in sentkit's retrieval tasks, neighbours and ``--mteb``
+    alike: "query" for queries; for documents the first of "document", "passage", "corpus" that the
+    encoder's own prompts set (else "document", ST's empty default).
+
+    sentence-transformers' ``encode_document`` looks for the same names in its ``prompts``, which always
+    hold an empty "document": an E5-style model (``query`` + ``passage``) gets no document prompt there,
+    nor under mteb's sentence-transformers wrapper, while sentkit uses its ``passage`` prompt (as mteb's
+    own E5 entries do: ``document`` = "passage: "); `warn_document_prompt` says so once."""
     if role == "query":
         return "query"
     if role != "document":
-        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        raise InputError(f"role must be one of {ROLES}, got {role!r}")
     prompts, _ = prompts_of(encoder)
-    return next((n for n in DOCUMENT_PROMPT_NAMES if n in prompts), "document")
+    name = next((n for n in DOCUMENT_PROMPT_NAMES if n in prompts), "document")
+    warn_document_prompt(name, prompts.get(name, ""))
+    return name
+
+
+_DOCUMENT_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_document_prompt(name: str, text: str) -> None:
+    """Once per (name, text): a document prompt other than "document" that sentence-transformers'
+    ``encode_document`` (and mteb running a SentenceTransformer) would not use."""
+    if name == "document" or not text or (name, text) in _DOCUMENT_WARNED:
+        return
+    _DOCUMENT_WARNED.add((name, text))
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "this model's prompts have no 'document' but %r (%r): sentkit encodes documents with it (retrieval "
+        "tasks, neighbours, --mteb), while sentence-transformers' encode_document and mteb's "
+        "SentenceTransformer wrapper use their empty 'document' prompt; for the same document vectors there, "
+        'add "document": %r to the prompts in config_sentence_transformers.json',
+        name,
+        text,
+        text,
+    )
 
 
 def takes_prompts(encoder: Any) -> bool:
@@ -317,17 +339,6 @@ def prompt_used(encoder: Any, *, prompt_name: str | None = None, prompt: str | N
     """The prompt text an ``encode_with_prompt(encoder, ..., prompt_name=, prompt=)`` call prepends
     (None or "" for none): what caches of its vectors must be keyed on."""
     return resolve_prompt(*prompts_of(encoder), prompt_name=prompt_name, prompt=prompt)
-
-
-def prompted_fingerprint(
-    fingerprint: str | None, prompt_text: str | None, *, include_prompt: bool = True
-) -> str | None:
-    """An embedding-cache key for vectors encoded with `prompt_text`: `fingerprint` itself when there is
-    no prompt (so caches of unprompted runs stay valid), else a hash of both."""
-    if fingerprint is None or not prompt_text:
-        return fingerprint
-    key = f"{fingerprint}|prompt={prompt_text}|include_prompt={include_prompt}"
-    return f"{fingerprint}-p{digest(key, 12)}"
 
 
 class PromptedEncoder:

@@ -30,3 +30,13 @@ class SentkitError(Exception):
 class InputError(SentkitError, ValueError):
     """A value a user gave (a file's content, an argument, an array) that sentkit cannot use; the
     message says which and how to fix it."""
+
+
+class InputTypeError(SentkitError, TypeError):
+    """A value a user gave is of a kind sentkit cannot use (an object given where an encoder is
+    expected, say); the message says what was expected."""
+
+
+class MissingInputError(SentkitError, FileNotFoundError):
+    """A file or folder a user named (or that a command needs, e.g. task data) does not exist; the
+    message names it and how to get it."""

@@ -13,7 +13,17 @@ Every key, revision, folder name and fingerprint sentkit writes comes from these
   its model files, `is_model_file`: caches, checkpoints, logs and hidden files are not the model),
   the same wherever the folder is; MTEB revisions and `sentkit.loading.content_id` (which names
   any model spec, not only a folder, and which sharded embed runs compare before they join) use it;
-- `fingerprint(encoder, name)`: the key embedding caches file an encoder's vectors under.
+- `fingerprint(encoder, name)`: the key embedding caches file an encoder's vectors under, and the
+  fingerprints encoders give themselves: `derived_fingerprint` (whitened, SIF, pooled bags),
+  `prompted_fingerprint` (vectors encoded with a prompt), `word_vectors_fingerprint`,
+  `directory_digest` (a Hill et al. model folder), `tokenizer_fingerprint` (token stores, checkpoints);
+- the ids of named things each module writes: `corpus_files_id` and `model_name_id` (the neighbour
+  index's key), `prepare_input_id` (a sharded prepare's input), `parsed_corpus_id` (a probing build's
+  parsed documents: by content, unlike `corpus_files_id`), `cache_folder_name` (an embedding cache's
+  folder), `mteb_revision` and `variant_id` (MTEB revisions), `host_tag` (temporary names) and
+  `long_name_id` (a record's name too long to keep).
+
+Every other module calls these; none builds an id from `digest` itself (tests/test_identity.py).
 
 Each keeps the exact bytes the code it replaced gave (tests/test_identity.py pins each site to a
 hashlib oracle): a changed id would orphan every cache and stop committed results from matching.
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -140,3 +151,145 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
             pooled += f"|precision={encoder.precision}"
         return digest(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}", 20)
     return None
+
+
+# ----------------------------------------------------------------------------- the ids of named things
+# Each below was built in the module that writes it; the bytes it hashes are unchanged (tests/test_identity.py).
+
+
+def corpus_files_id(corpus: str | Path) -> dict[str, Any]:
+    """The neighbour-index cache's id of a corpus file or folder (`sentkit.neighbours`): its resolved
+    path, its number of files and 16 hex digits of one ``PATH|SIZE|MTIME_NS`` line per file. Cheap at
+    any size; changes when a file does. (Not `parsed_corpus_id`, which identifies parsed documents.)"""
+    p = Path(corpus).resolve()
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    lines = "".join(f"{f}|{st.st_size}|{st.st_mtime_ns}\n" for f, st in ((f, f.stat()) for f in files))
+    return {"path": str(p), "files": len(files), "digest": digest(lines, 16)}
+
+
+def model_name_id(model: str | Path) -> str:
+    """The neighbour-index cache's id of a model as named, without loading it: a folder's resolved path
+    and `folder_signature`, else the name; 16 hex digits."""
+    p = Path(model)
+    key = f"{p.resolve()}|{folder_signature(p)}" if p.is_dir() else str(model)
+    return digest(key, 16)
+
+
+def prepare_input_id(corpus: Path, files: list[Path]) -> str:
+    """A sharded prepare's id of its input (`sentkit.prepare_shards`): sha256 of one JSON line
+    ``[NAME, SIZE, MTIME_NS]`` per file (NAME relative to `corpus`; the corpus itself when `files` is
+    empty; ``[PATH, null, null]`` for a file that cannot be read)."""
+    lines = []
+    for f in files or [corpus]:
+        try:
+            st = f.stat()
+            entry = [str(f.relative_to(corpus)) if files else f.name, st.st_size, st.st_mtime_ns]
+        except OSError:
+            entry = [str(f), None, None]
+        lines.append(json.dumps(entry).encode("utf-8", "surrogateescape") + b"\n")
+    return digest(b"".join(lines))
+
+
+def parsed_corpus_id(shards: list[dict[str, Any]]) -> str:
+    """A probing build's id of the documents it parsed (`sentkit.data.probing.parse`): sha256 of its
+    shards' ``docs_sha256`` in order, by content and not by file. (Not `corpus_files_id`, which
+    identifies a corpus's files by name, size and mtime for the neighbour index.)"""
+    return digest("".join(s["docs_sha256"] for s in shards))
+
+
+def directory_digest(d: Path) -> str:
+    """A Hill et al. model folder's fingerprint (`sentkit.hill.common`): sha256 (16 hex digits) of the
+    name and bytes of every file in it (sub-folders such as the neighbour-index cache are left out)."""
+    h = hasher()
+    for f in sorted(p for p in d.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0")
+        update_file(h, f)
+    return str(h.hexdigest())[:16]
+
+
+def host_tag() -> str:
+    """A short hash (sha1, 6 hex digits) of this host's name, part of every temporary name (`sentkit.io`)."""
+    return digest(socket.gethostname().encode("utf-8", "replace"), 6, algorithm="sha1")
+
+
+def long_name_id(raw: bytes) -> str:
+    """12 hex digits naming a file name too long to keep whole (`sentkit.embed_shards.record_path`)."""
+    return digest(raw, 12)
+
+
+def cache_folder_name(fingerprint: str) -> str:
+    """The embedding cache's folder of a fingerprint (`sentkit.evaluation.cache`): the fingerprint
+    itself when it is a plain name, else a sanitised prefix plus a hash of it (so that "..", "a/b" or
+    two long fingerprints with one prefix never share a folder or leave the cache root)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in fingerprint)
+    if safe == fingerprint and 0 < len(safe) <= 120 and not safe.startswith("."):
+        return safe
+    return f"{safe.lstrip('.')[:100]}-{digest(fingerprint, 16)}"
+
+
+def derived_fingerprint(kind: str, base: Any, *arrays: Any) -> str | None:
+    """The fingerprint of an encoder made of ``base`` and fitted ``arrays`` (whitened, SIF-weighted): a
+    hash of ``kind``, the base's own fingerprint and the arrays' bytes; None when the base has none."""
+    import numpy as np
+
+    fp = getattr(base, "fingerprint", None)
+    base_fp = fp() if callable(fp) else fp
+    if base_fp is None:
+        return None
+    return digest(f"{kind}|{base_fp}".encode() + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays), 20)
+
+
+def prompted_fingerprint(
+    fingerprint: str | None, prompt_text: str | None, *, include_prompt: bool = True
+) -> str | None:
+    """An embedding-cache key for vectors encoded with `prompt_text`: `fingerprint` itself when there is
+    no prompt (so caches of unprompted runs stay valid), else a hash of both."""
+    if fingerprint is None or not prompt_text:
+        return fingerprint
+    key = f"{fingerprint}|prompt={prompt_text}|include_prompt={include_prompt}"
+    return f"{fingerprint}-p{digest(key, 12)}"
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A short hash (sha1, 16 hex digits) that changes whenever the tokenizer's vocabulary or rules
+    change: what a token store and a training run's checkpoints record of their tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        # Calling a tokenizer changes its truncation / padding settings, which are not the
+        # vocabulary or rules: hash a copy with both off (the state after a plain call), so a
+        # fresh and a used tokenizer agree, and stores prepared before this agree too.
+        from tokenizers import Tokenizer
+
+        copy = Tokenizer.from_str(backend.to_str())
+        copy.no_truncation()
+        copy.no_padding()
+        blob = copy.to_str()
+    else:
+        blob = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return digest(blob, 16, algorithm="sha1")
+
+
+def word_vectors_fingerprint(lowercase: bool, dim: int, vocab_size: int, vectors: Any) -> str:
+    """An averaged word-vector encoder's fingerprint (`sentkit.models.wordvectors.GloveAverage`): its
+    settings and about a thousand of its vectors' rows, 16 hex digits."""
+    import numpy as np
+
+    head = f"glove-average|lower={lowercase}|dim={dim}|n={vocab_size}".encode()
+    return digest(head + np.ascontiguousarray(vectors[:: max(1, vocab_size // 997)]).tobytes(), 16)
+
+
+def mteb_revision(fingerprint: str | None) -> str:
+    """An MTEB results folder's revision for a model fingerprint (`sentkit.evaluation.mteb_adapter`):
+    the fingerprint when it is a safe name of at most 64 characters, else 20 hex digits of it."""
+    import re
+
+    if not fingerprint:
+        return "no_revision_available"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fingerprint).strip("._")
+    return safe if safe == fingerprint and len(safe) <= 64 else digest(fingerprint, 20)
+
+
+def variant_id(content: str, variant: str) -> str:
+    """An MTEB revision's id of a model's content and a variant of it (a pooling other than its own):
+    sha256 of ``CONTENT|VARIANT`` (`sentkit.evaluation.mteb_adapter.model_identity`)."""
+    return digest(f"{content}|{variant}")

@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from sentkit.errors import SentkitError
-from sentkit.identity import digest, file_digest
+from sentkit.identity import file_digest, host_tag
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,6 @@ class PathError(SentkitError, OSError):
     def exit_code(self) -> int:  # type: ignore[override]
         """2 when the path given is wrong (a folder for a file, missing, taken); 1 otherwise."""
         return 2 if self.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST, errno.EINVAL) else 1
-
-
-def host_tag() -> str:
-    """A short hash of this host's name, part of every temporary name."""
-    return digest(socket.gethostname().encode("utf-8", "replace"), 6, algorithm="sha1")
 
 
 # Room for ".", ".<host>-<pid>." and "<random>.tmp" within the usual 255-byte limit of a file name.

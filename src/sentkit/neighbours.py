@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from sentkit.data.sentences import ReadReport, iter_document_sentences
-from sentkit.identity import NEIGHBOURS_DIR, config_id, digest, folder_signature
+from sentkit.errors import InputError
+from sentkit.identity import NEIGHBOURS_DIR, config_id, corpus_files_id, model_name_id
 from sentkit.io import cache_writable
 
 log = logging.getLogger(__name__)
@@ -168,22 +169,6 @@ def exact_top_k(
     return stream_top_k(queries.shape[0], rows.shape[0], k, block, score, query_block=query_block, row_block=row_block)
 
 
-def corpus_fingerprint(corpus: str | Path) -> dict[str, Any]:
-    """Path, sizes and mtimes of a corpus's files (changes when a file changes)."""
-    p = Path(corpus).resolve()
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    lines = "".join(f"{f}|{st.st_size}|{st.st_mtime_ns}\n" for f, st in ((f, f.stat()) for f in files))
-    return {"path": str(p), "files": len(files), "digest": digest(lines, 16)}
-
-
-def model_fingerprint(model: str | Path) -> str:
-    """The index cache's key for a model name, computed without loading it: a folder's path and
-    files (`sentkit.identity.folder_signature`), else the name."""
-    p = Path(model)
-    key = f"{p.resolve()}|{folder_signature(p)}" if p.is_dir() else str(model)
-    return digest(key, 16)
-
-
 def default_cache_dir(model: str | Path) -> Path:
     """``<model>/neighbours`` for a writable model folder, else ``$SENTKIT_CACHE`` or
     ``~/.cache/sentkit/neighbours``."""
@@ -248,9 +233,9 @@ class NeighbourIndex:
         else:
             emb = np.load(d / EMB_FILE, mmap_mode="r", allow_pickle=False)
         if emb.ndim != 2 or emb.shape[0] != len(sentences) or meta.get("n") != len(sentences):
-            raise ValueError(f"{emb.shape[0]} embeddings for {len(sentences)} sentences (meta says {meta.get('n')})")
+            raise InputError(f"{emb.shape[0]} embeddings for {len(sentences)} sentences (meta says {meta.get('n')})")
         if not meta.get("sparse") and emb.dtype != np.float32:
-            raise ValueError(f"embeddings are {emb.dtype}, not float32")
+            raise InputError(f"embeddings are {emb.dtype}, not float32")
         return cls(sentences, emb, bool(meta.get("sparse")))
 
 
@@ -380,8 +365,8 @@ def get_index(
         encoder = load(str(model), **(settings or {}))
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
     key: dict[str, Any] = {
-        "model": model_fingerprint(model),
-        "corpus": corpus_fingerprint(corpus),
+        "model": model_name_id(model),
+        "corpus": corpus_files_id(corpus),
         "max_sentences": max_sentences,
     }
     text = prompt_used(encoder, **side)

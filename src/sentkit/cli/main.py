@@ -13,7 +13,6 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from sentkit.errors import one_line
@@ -65,23 +64,6 @@ def debug_enabled(verbose: int = 0) -> bool:
     return os.environ.get("SENTKIT_DEBUG", "").strip().lower() not in ("", "0", "false", "no") or verbose > 1
 
 
-def _raised_in_sentkit(e: BaseException) -> bool:
-    """Whether the innermost frame of `e`'s traceback is sentkit's own code: a plain ValueError or
-    TypeError raised there is one of sentkit's checks that predates :class:`SentkitError`."""
-    import sentkit
-
-    tb = e.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    pkg = Path(sentkit.__file__).resolve().parent
-    try:
-        return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(pkg)
-    except (OSError, ValueError):
-        return False
-
-
 def command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
     """The sub-parser of `command` (``prepare``, ``train``, ...)."""
     for action in parser._actions:
@@ -129,31 +111,32 @@ def _with_fixes(e: BaseException, sub: argparse.ArgumentParser | None) -> str | 
     return f"{message}; rerun with {' or '.join(rendered)}"
 
 
+INTERNAL = "internal error"  # what `main` prints instead of "error" when describe_error's line starts with it
+
+
 def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None) -> tuple[str, int]:
     """The one-line ``<what>: <why>`` and exit status for an error that ends a command.
 
-    Exit 2: the input or the command line is wrong (config, corpus, a missing file, a check of
-    sentkit's own: a ValueError or TypeError raised in sentkit's code, or any exception class that
-    sentkit defines). Exit 1: the environment failed (permissions, disk full, read-only folder,
-    memory) or an internal error (reported as such, with the way to see the traceback)."""
+    The error's class decides, never where it was raised: a :class:`SentkitError` carries its exit
+    code (2: the input or the command line is wrong; 1: the environment failed) and its line; of the
+    standard library's errors, an ``OSError`` is read by its errno (a missing file: 2; permissions, a
+    full disk: 1), ``MemoryError`` is 1 and a ``UnicodeDecodeError`` (input that is not UTF-8) is 2.
+    Anything else, a plain ``ValueError`` or ``TypeError`` included, is a bug of sentkit: the line
+    starts with ``internal error:``, says how to see the traceback and asks for a report; exit 1."""
     from sentkit.errors import SentkitError
     from sentkit.io import describe_os_error
 
     if isinstance(e, SentkitError):  # the class carries the exit code and the line
         return one_line(_with_fixes(e, sub) or e.user_line()), e.exit_code
-    if isinstance(e, FileNotFoundError) and e.errno is None:
-        return one_line(str(e)), 2  # sentkit's own "input X does not exist"
     if isinstance(e, OSError):
         return one_line(describe_os_error(e)), 2 if isinstance(e, FileNotFoundError) else 1
     if isinstance(e, MemoryError):
         return "out of memory; use smaller batches (--batch-size, --block) or a machine with more memory", 1
     if isinstance(e, UnicodeDecodeError):
         return one_line(f"not UTF-8 text ({e.reason} at byte {e.start})"), 2
-    if isinstance(e, (ValueError, TypeError)) and _raised_in_sentkit(e):
-        return one_line(str(e)) or type(e).__name__, 2
     return (
-        one_line(f"internal error: {type(e).__name__}: {e}")
-        + " (rerun with SENTKIT_DEBUG=1 to see the traceback, and please report it)",
+        one_line(f"{INTERNAL}: {type(e).__name__}: {e}")
+        + "; please report it (rerun with SENTKIT_DEBUG=1 or -vv to see the traceback)",
         1,
     )
 
@@ -187,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug_enabled(args.verbose):
             raise
         msg, code = describe_error(e, command_parser(parser, args.command))
-        print(f"sentkit {args.command}: error: {msg}", file=sys.stderr)
+        said = msg if msg.startswith(f"{INTERNAL}:") else f"error: {msg}"
+        print(f"sentkit {args.command}: {said}", file=sys.stderr)
         return code
     return int(rc or 0)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sentkit.errors import InputError
+
 
 class Packing:
     """Sequence i is ``stream[i * body : (i + 1) * body]`` of the virtual stream
@@ -14,7 +16,7 @@ class Packing:
 
     def __init__(self, offsets: np.ndarray, body: int, sep_id: int) -> None:
         if body < 1:
-            raise ValueError(f"body must be at least 1 token, got {body}")
+            raise InputError(f"body must be at least 1 token, got {body}")
         self.offsets = np.asarray(offsets, dtype=np.int64)  # [docs + 1]
         n_docs = len(self.offsets) - 1
         # virtual start of document d: its token offset plus the d separators before it

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from sentkit.data.corpus import CorpusError, CorpusStats, Fix
+from sentkit.errors import InputError, MissingInputError
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,7 @@ class TokenizedCorpus:
         table = np.array([vocab.index_.get(w, -1) for w in self.words], dtype=np.int64)
         if unk:
             if vocab.unk_id is None:
-                raise ValueError("vocabulary has no <unk> token")
+                raise InputError("vocabulary has no <unk> token")
             table[table < 0] = vocab.unk_id
         mapped = table[self.tokens] if self.tokens.size else np.zeros(0, np.int64)
         keep = mapped >= 0
@@ -397,9 +398,9 @@ class Vocabulary:
 
     def __init__(self, min_count: int = 1, max_size: int | None = None, specials: Sequence[str] = ()) -> None:
         if min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {min_count}")
+            raise InputError(f"min_count must be >= 1, got {min_count}")
         if max_size is not None and max_size < 1:
-            raise ValueError(f"max_size must be >= 1 or None, got {max_size}")
+            raise InputError(f"max_size must be >= 1 or None, got {max_size}")
         self.min_count = min_count
         self.max_size = max_size
         self.specials = tuple(specials)
@@ -442,7 +443,7 @@ class Vocabulary:
         if unk:
             u = self.unk_id
             if u is None:
-                raise ValueError("vocabulary has no <unk> token")
+                raise InputError("vocabulary has no <unk> token")
             return [idx.get(w, u) for w in tokens]
         return [idx[w] for w in tokens if w in idx]
 
@@ -457,7 +458,7 @@ class Vocabulary:
     def load(cls, path: str | Path, specials: Sequence[str] = ()) -> Vocabulary:
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"vocabulary file {p} not found")
+            raise MissingInputError(f"vocabulary file {p} not found")
         words, counts = [], []
         for line in p.read_text(encoding="utf-8").split("\n"):
             if not line:

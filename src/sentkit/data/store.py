@@ -42,7 +42,7 @@ from sentkit.data.corpus import (
     corpus_size,
     iter_document_streams,
 )
-from sentkit.identity import digest
+from sentkit.identity import tokenizer_fingerprint
 from sentkit.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 
 log = logging.getLogger(__name__)
@@ -50,24 +50,6 @@ log = logging.getLogger(__name__)
 STORE_FORMAT = "sentkit-token-store"
 STORE_VERSION = 1
 STORE_FILES = frozenset({"tokens.bin", "offsets.npy", "meta.json"})
-
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A short hash that changes whenever the tokenizer's vocabulary or rules change."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        # Calling a tokenizer changes its truncation / padding settings, which are not the
-        # vocabulary or rules: hash a copy with both off (the state after a plain call), so a
-        # fresh and a used tokenizer agree, and stores prepared before this agree too.
-        from tokenizers import Tokenizer
-
-        copy = Tokenizer.from_str(backend.to_str())
-        copy.no_truncation()
-        copy.no_padding()
-        blob = copy.to_str()
-    else:
-        blob = json.dumps(sorted(tokenizer.get_vocab().items()))
-    return digest(blob, 16, algorithm="sha1")
 
 
 def read_store_meta(path: str | Path) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from sentkit.errors import SentkitError
-from sentkit.identity import digest
+from sentkit.identity import cache_folder_name as folder_name
 from sentkit.io import atomic_open, cache_writable
 
 logger = logging.getLogger(__name__)
@@ -41,16 +41,6 @@ def default_cache_root() -> Path:
 
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
-
-
-def folder_name(fingerprint: str) -> str:
-    """The cache folder of a fingerprint: the fingerprint itself when it is a plain name, else a
-    sanitised prefix plus a hash of it (so that "..", "a/b" or two long fingerprints with one
-    prefix never share a folder or leave the cache root)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in fingerprint)
-    if safe == fingerprint and 0 < len(safe) <= 120 and not safe.startswith("."):
-        return safe
-    return f"{safe.lstrip('.')[:100]}-{digest(fingerprint, 16)}"
 
 
 class ShardError(SentkitError, ValueError):

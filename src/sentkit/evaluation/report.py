@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sentkit.errors import InputError, MissingInputError
 from sentkit.evaluation.tasks import (
     ALL_TASKS,
     DOWNSTREAM,
@@ -434,20 +435,20 @@ def load_run(path: str | Path) -> dict[str, Any]:
     warning; an unknown task name is dropped, with a warning."""
     p = Path(path)
     if p.is_dir():
-        raise ValueError(f"{p} is a folder, not a results file (give the JSON that `sentkit evaluate -o` wrote)")
+        raise InputError(f"{p} is a folder, not a results file (give the JSON that `sentkit evaluate -o` wrote)")
     if not p.is_file():
-        raise FileNotFoundError(f"results file {p} does not exist")
+        raise MissingInputError(f"results file {p} does not exist")
     try:
         data = json.loads(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError:
-        raise ValueError(f"{p}: not a results file (not UTF-8 text; a UTF-16 or binary file?)") from None
+        raise InputError(f"{p}: not a results file (not UTF-8 text; a UTF-16 or binary file?)") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not a JSON results file ({e})") from None
+        raise InputError(f"{p}: not a JSON results file ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise ValueError(f"{p}: not a sentkit results file (no 'results' object)")
+        raise InputError(f"{p}: not a sentkit results file (no 'results' object)")
     for key in ("model", "config", "timings", "errors"):
         if not isinstance(data.get(key, {}), dict):
-            raise ValueError(f"{p}: not a sentkit results file ('{key}' is not an object)")
+            raise InputError(f"{p}: not a sentkit results file ('{key}' is not an object)")
     results: dict[str, Any] = {}
     for name, res in data["results"].items():
         try:
@@ -463,7 +464,7 @@ def load_run(path: str | Path) -> dict[str, Any]:
             score = declutr_score(canonical, res)
             detail(canonical, res)
         except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise ValueError(f"{p}: task {name}: malformed results ({type(e).__name__}: {e})") from None
+            raise InputError(f"{p}: task {name}: malformed results ({type(e).__name__}: {e})") from None
         if score is None:
             log.warning("%s: task %s has no finite score (NaN or null); shown as —", p, name)
         results[canonical] = res
@@ -471,7 +472,7 @@ def load_run(path: str | Path) -> dict[str, Any]:
     _check_mteb(p, data.get("mteb"))
     total = data.get("timings", {}).get("total_s")
     if total is not None and not isinstance(total, int | float):
-        raise ValueError(f"{p}: timings.total_s is {total!r}, not a number")
+        raise InputError(f"{p}: timings.total_s is {total!r}, not a number")
     return data
 
 
@@ -485,7 +486,7 @@ def _check_mteb(p: Path, section: Any) -> None:
         or not isinstance(section.get("errors", {}), dict)
         or not isinstance(section.get("average", {}), dict)
     ):
-        raise ValueError(f"{p}: malformed 'mteb' section (expected tasks, errors and average objects)")
+        raise InputError(f"{p}: malformed 'mteb' section (expected tasks, errors and average objects)")
     for name, t in section.get("tasks", {}).items():
         try:
             if not isinstance(t, dict):
@@ -493,7 +494,7 @@ def _check_mteb(p: Path, section: Any) -> None:
             _finite(t.get("main_score"))
             _finite((section.get("average") or {}).get("mean_task"))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{p}: MTEB task {name}: malformed results ({type(e).__name__}: {e})") from None
+            raise InputError(f"{p}: MTEB task {name}: malformed results ({type(e).__name__}: {e})") from None
 
 
 # how a model setting (``model.settings``) reads in a label: the bare value, or ``key=value`` (any other key)

@@ -21,7 +21,7 @@ import numpy as np
 
 from sentkit.config import to_dict
 from sentkit.encoder import as_encoder, check_embeddings
-from sentkit.errors import SentkitError
+from sentkit.errors import MissingInputError, SentkitError
 from sentkit.evaluation import protocols as P
 from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 from sentkit.evaluation.config import EvalConfig, make_config
@@ -366,7 +366,7 @@ def evaluate(
     ddir = resolve_data_dir(data_dir)
     names = [] if tasks == NO_TASKS else expand_tasks(tasks, ddir)
     if not names and tasks != NO_TASKS:
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"no SentEval task files found under {ddir}: see `sentkit data check --data-dir {ddir}`, "
             f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir"
         )

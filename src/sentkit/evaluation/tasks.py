@@ -34,7 +34,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import numpy as np
 
 from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
-from sentkit.errors import InputError, SentkitError
+from sentkit.errors import InputError, InputTypeError, MissingInputError, SentkitError
 from sentkit.registry import Plugins, Registry, loose_key, suggest
 
 TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]  # the built-in kinds
@@ -263,7 +263,7 @@ def add_task(spec: TaskSpec) -> TaskSpec:
             "decorated with @register_kind (in a plug-in: an entry point of group sentkit.kinds)"
         )
     if spec.group not in (*_GROUPS, "user"):
-        raise ValueError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
+        raise InputError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
     TASKS.add(spec.name, spec)
     for alias in (spec.name, *spec.aliases):
         _ALIASES[_norm(alias)] = spec.name
@@ -302,7 +302,7 @@ def cohort(name: str) -> list[str]:
     """The registered tasks of cohort `name` (one of `COHORTS`), in registration order unless a task's
     `cohort_rank` places it elsewhere."""
     if name not in COHORTS:
-        raise ValueError(f"unknown cohort {name!r}: one of {', '.join(COHORTS)}")
+        raise InputError(f"unknown cohort {name!r}: one of {', '.join(COHORTS)}")
     members = [
         (dict(s.cohort_rank).get(name, float(i)), s.name)
         for i, s in enumerate(TASKS.get(n) for n in ALL_TASKS)
@@ -342,7 +342,7 @@ def _add_plugin_kind(name: str, obj: Any) -> None:
     from sentkit.evaluation.runner import RUNNERS, TaskKindRunner, register_kind
 
     if not (isinstance(obj, type) and issubclass(obj, TaskKindRunner)):
-        raise TypeError(f"{obj!r} is not a TaskKindRunner subclass")
+        raise InputTypeError(f"{obj!r} is not a TaskKindRunner subclass")
     if obj.kind != name:
         raise InputError(f"its class {obj.__name__} is of kind {obj.kind!r}, not {name!r}")
     if name not in RUNNERS:
@@ -393,7 +393,7 @@ def require_files(task: str, paths: list[Path], data_dir: Path) -> None:
     """Raise FileNotFoundError naming the task, the first missing path and the fix."""
     for p in paths:
         if not p.is_file():
-            raise FileNotFoundError(
+            raise MissingInputError(
                 f"task {task}: missing file {p} (data folder {data_dir}, from {data_dir_origin_of(data_dir)}). "
                 f"Fetch it with `{download_hint(task, data_dir)}` (or point --data-dir / SENTKIT_DATA at a "
                 f"folder that has it)."
@@ -493,7 +493,7 @@ def load_trec(data_dir: Path, spec: TaskSpec, raw: bool = False) -> TaskData:
     def parse(line: str) -> tuple[list[str], int, str]:
         target, sample = line.strip().split(":", 1)
         if target not in TREC_LABELS:
-            raise ValueError(f"unknown TREC class {target!r}")
+            raise InputError(f"unknown TREC class {target!r}")
         toks = sample.split(" ", 1)[1].split()
         return toks, TREC_LABELS[target], _join(toks)
 

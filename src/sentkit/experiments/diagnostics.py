@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.errors import InputError
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.kinds import AsIs
 from sentkit.experiments.runner import CellRun, plan, resolve_settings
@@ -127,7 +128,7 @@ def diagnose(spec: ExperimentSpec, *, only: list[str] | None = None, force: bool
         key = f"{run.cell.name}/seed-{run.seed}"
         dest = diagnostics_path(spec, run)
         if dest is None:
-            raise ValueError(f"experiment {spec.name!r} has no `results` folder")
+            raise InputError(f"experiment {spec.name!r} has no `results` folder")
         if dest.is_file() and not force:
             status[key] = "unchanged"
             continue

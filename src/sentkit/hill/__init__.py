@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sentkit.errors import InputError
+
 
 def model_class(name: str) -> Any:
     """The estimator class of method ``name`` (imports its module only); an unknown name raises
@@ -22,7 +24,7 @@ def model_class(name: str) -> Any:
 
     cls = method_target(name)
     if not (isinstance(cls, type) and issubclass(cls, HillModel)):
-        raise ValueError(f"method {name!r} is not an estimator (fit / encode / save / load)")
+        raise InputError(f"method {name!r} is not an estimator (fit / encode / save / load)")
     return cls
 
 

@@ -19,8 +19,9 @@ import numpy as np
 from sentkit.data.corpus import Fix
 from sentkit.data.sentences import CorpusSource, ReadReport, TokenizedCorpus, read_corpus, tokenize
 from sentkit.encoder import encode_texts
-from sentkit.errors import SentkitError
+from sentkit.errors import InputError, MissingInputError, SentkitError
 from sentkit.hill.configs import HillConfig
+from sentkit.identity import directory_digest
 
 if TYPE_CHECKING:
     from sentkit.methods import Method
@@ -303,7 +304,7 @@ class HillModel(Generic[C]):
         d = Path(path)
         f = d / CONFIG_FILE
         if not f.is_file():
-            raise FileNotFoundError(f"{f} not found: {d} is not a saved {cls.__name__} model")
+            raise MissingInputError(f"{f} not found: {d} is not a saved {cls.__name__} model")
         try:
             cfg = from_dict(cls.config_cls, json.loads(f.read_text(encoding="utf-8")), where=str(f))
             obj = cls(cfg)  # type: ignore[arg-type]
@@ -313,24 +314,12 @@ class HillModel(Generic[C]):
             raise
         except (ValueError, KeyError, EOFError, RuntimeError, UnicodeDecodeError, zipfile.BadZipFile) as e:
             # a truncated .npy / model.pt, garbage JSON, a missing key: one line, not numpy's traceback
-            raise ValueError(
+            raise InputError(
                 f"{d}: cannot load this {cls.method or cls.__name__} model ({type(e).__name__}: "
                 f"{e}); the folder is damaged or incomplete, train it again"
             ) from None
         obj.fingerprint_ = directory_digest(d)
         return obj
-
-
-def directory_digest(d: Path) -> str:
-    """sha256 (16 hex digits) of the method and the contents of every file of a model folder
-    (sub-folders such as the neighbour-index cache are left out)."""
-    from sentkit.identity import hasher, update_file
-
-    h = hasher()
-    for f in sorted(p for p in d.iterdir() if p.is_file()):
-        h.update(f.name.encode() + b"\0")
-        update_file(h, f)
-    return str(h.hexdigest())[:16]
 
 
 def save_array(path: Path, arr: np.ndarray) -> None:

@@ -7,6 +7,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from sentkit.errors import InputError
+
 T = TypeVar("T")
 
 
@@ -17,7 +19,7 @@ def add_noise(tokens: Sequence[T], p_drop: float, p_swap: float, rng: np.random.
     every word was deleted, one word drawn uniformly is kept. Pure: ``rng`` is the only
     source of randomness and ``tokens`` is not modified."""
     if not (0.0 <= p_drop < 1.0 and 0.0 <= p_swap <= 1.0):
-        raise ValueError(f"need 0 <= p_drop < 1 and 0 <= p_swap <= 1, got {p_drop}, {p_swap}")
+        raise InputError(f"need 0 <= p_drop < 1 and 0 <= p_swap <= 1, got {p_drop}, {p_swap}")
     n = len(tokens)
     if n == 0:
         return []

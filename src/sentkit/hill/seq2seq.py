@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from sentkit.data.sentences import Vocabulary
+from sentkit.errors import InputError
 from sentkit.hill.common import HillModel, RateLogger
 from sentkit.hill.configs import HillConfig
 
@@ -284,7 +285,7 @@ class RecurrentModel(HillModel[C]):
         missing, unexpected = net.load_state_dict(sd, strict=False)
         bad = [k for k in missing if not k.startswith(self._frozen_prefixes())]
         if bad or unexpected:
-            raise ValueError(f"{d}: model.pt does not match the config ({bad or unexpected})")
+            raise InputError(f"{d}: model.pt does not match the config ({bad or unexpected})")
         self.net_ = net.eval()
 
     def _load_in_vocab(self, d: Path, state: dict[str, Any]) -> Vocabulary:

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sentkit.errors import InputError, MissingInputError
+
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
 POS_FILES = {"n": "data.noun", "v": "data.verb", "a": "data.adj", "r": "data.adv"}
 INSTALL_HINT = "apt-get install wordnet-base"
@@ -36,7 +38,7 @@ def parse_data_line(line: str) -> Synset | None:
         head, gloss = line.rstrip("\n"), ""
     parts = head.split()
     if len(parts) < 4:
-        raise ValueError(f"malformed WordNet data line: {line[:80]!r}")
+        raise InputError(f"malformed WordNet data line: {line[:80]!r}")
     offset, pos, w_cnt = int(parts[0]), parts[2], int(parts[3], 16)
     lemmas = tuple(_ADJ_MARKER.sub("", parts[4 + 2 * i]).lower() for i in range(w_cnt))
     gloss = gloss.strip()
@@ -52,7 +54,7 @@ def wordnet_files(wordnet_dir: str | Path = DEFAULT_WORDNET_DIR) -> list[Path]:
     d = Path(wordnet_dir)
     files = [d / f for f in POS_FILES.values() if (d / f).is_file()]
     if not files:
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"WordNet data files (data.noun, data.verb, ...) not found in {d}: "
             f"install them with `{INSTALL_HINT}` (Debian/Ubuntu) or pass wordnet_dir"
         )

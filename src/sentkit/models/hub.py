@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.config import ConfigError
+from sentkit.errors import InputError
 from sentkit.logs import quiet_transformers
 from sentkit.registry import Registry, suggest
 
@@ -103,7 +104,7 @@ def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
     for i in range(len(full) - len(body) + 1):
         if full[i : i + len(body)] == body:
             return list(full[:i]), list(full[i + len(body) :])
-    raise ValueError("cannot locate the special tokens of this tokenizer")
+    raise InputError("cannot locate the special tokens of this tokenizer")
 
 
 def load_tokenizer(name_or_path: str) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.config import ConfigError
+from sentkit.errors import InputError
 
 
 # ----------------------------------------------------------------------------- the maths
@@ -27,9 +28,9 @@ def sif_weights(counts: np.ndarray, a: float = 1e-3) -> np.ndarray:
     lacks has p = 0 and weight 1 (the paper's code gives words missing from its frequency file 1.0)."""
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 1 or (c < 0).any():
-        raise ValueError("counts must be a 1-d array of non-negative numbers")
+        raise InputError("counts must be a 1-d array of non-negative numbers")
     if a <= 0:
-        raise ValueError(f"a must be positive, got {a}")
+        raise InputError(f"a must be positive, got {a}")
     total = c.sum()
     p = c / total if total > 0 else c
     return (a / (a + p)).astype(np.float32)
@@ -46,7 +47,7 @@ def first_components(x: np.ndarray, k: int = 1) -> np.ndarray:
     """The first k right singular vectors of x [n, d] (rows not centred), float32 [k, d]."""
     x64 = np.asarray(x, dtype=np.float64)
     if x64.ndim != 2 or len(x64) < 1 or not 0 <= k <= x64.shape[1]:
-        raise ValueError(f"need a matrix [n >= 1, d >= k], got {x64.shape} with k = {k}")
+        raise InputError(f"need a matrix [n >= 1, d >= k], got {x64.shape} with k = {k}")
     s, u = np.linalg.eigh(x64.T @ x64)  # x^T x = V S^2 V^T, ascending
     return u[:, np.argsort(s)[::-1][:k]].T.astype(np.float32)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.errors import InputError
+
 
 # ----------------------------------------------------------------------------- the maths
 def fit_whitening(x: np.ndarray, dim: int | None = None, eps: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
@@ -21,10 +23,10 @@ def fit_whitening(x: np.ndarray, dim: int | None = None, eps: float = 1e-9) -> t
     cov = U diag(s) U^T (k = dim, default d; eps keeps flat directions finite)."""
     x64 = np.asarray(x, dtype=np.float64)
     if x64.ndim != 2 or len(x64) < 2:
-        raise ValueError(f"whitening needs a matrix of at least 2 rows, got shape {x64.shape}")
+        raise InputError(f"whitening needs a matrix of at least 2 rows, got shape {x64.shape}")
     k = x64.shape[1] if dim is None else int(dim)
     if not 1 <= k <= x64.shape[1]:
-        raise ValueError(f"dim must be between 1 and {x64.shape[1]}, got {dim}")
+        raise InputError(f"dim must be between 1 and {x64.shape[1]}, got {dim}")
     mu = x64.mean(axis=0)
     xc = x64 - mu
     cov = xc.T @ xc / len(x64)

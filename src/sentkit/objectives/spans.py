@@ -14,6 +14,8 @@ from typing import Literal
 
 import numpy as np
 
+from sentkit.errors import InputError
+
 Strategy = Literal["default", "adjacent", "subsuming"]
 STRATEGIES: tuple[str, ...] = ("default", "adjacent", "subsuming")
 
@@ -28,11 +30,11 @@ class SpanSettings:
 
     def __post_init__(self) -> None:
         if self.num_anchors < 1 or self.num_positives < 1:
-            raise ValueError("num_anchors and num_positives must be at least 1")
+            raise InputError("num_anchors and num_positives must be at least 1")
         if not 1 <= self.min_span_len <= self.max_span_len:
-            raise ValueError(f"need 1 <= min_span_len <= max_span_len, got {self.min_span_len} and {self.max_span_len}")
+            raise InputError(f"need 1 <= min_span_len <= max_span_len, got {self.min_span_len} and {self.max_span_len}")
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+            raise InputError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
 
     @property
     def min_doc_tokens(self) -> int:
@@ -63,7 +65,7 @@ def sample_spans(num_tokens: int, cfg: SpanSettings, rng: np.random.Generator) -
     """Sample A anchors and A*P positives from a document of `num_tokens` tokens."""
     n, lo, hi, num_a = num_tokens, cfg.min_span_len, cfg.max_span_len, cfg.num_anchors
     if n < cfg.min_doc_tokens:
-        raise ValueError(
+        raise InputError(
             f"document has {n} tokens; needs at least num_anchors * max_span_len * 2 = {cfg.min_doc_tokens}"
         )
     # Anchor blocks: starts of non-overlapping windows of max_span_len tokens.
@@ -94,7 +96,7 @@ def _positive(n: int, a_start: int, a_end: int, cfg: SpanSettings, rng: np.rando
         room = max(a_start, n - a_end)
         max_len = min(hi, room)
         if max_len < lo:
-            raise ValueError(f"no room for an adjacent positive of at least {lo} tokens")
+            raise InputError(f"no room for an adjacent positive of at least {lo} tokens")
         p_len = _beta_len(rng, 2, 4, lo, max_len)
         starts = []
         if a_start - p_len >= 0:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from sentkit.errors import SentkitError
+from sentkit.errors import InputError, SentkitError
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     state = torch.load(path, map_location=map_location, weights_only=False)
     missing = [k for k in REQUIRED if not isinstance(state, dict) or k not in state]
     if missing:
-        raise ValueError(f"missing {', '.join(missing)}")
+        raise InputError(f"missing {', '.join(missing)}")
     return state  # type: ignore[no-any-return]
 
 

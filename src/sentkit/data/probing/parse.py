@@ -32,7 +32,7 @@ from typing import Any
 from sentkit.data.corpus import CorpusError, CorpusStats, corpus_files, iter_documents
 from sentkit.data.sentences import split_sentences
 from sentkit.errors import SentkitError
-from sentkit.identity import digest, hasher
+from sentkit.identity import hasher, parsed_corpus_id
 from sentkit.io import atomic_open, atomic_write_text, remove_stale_temps
 
 log = logging.getLogger(__name__)
@@ -267,7 +267,7 @@ def parse_corpus(
     bar.close()
     if not shards:
         raise CorpusError(f"corpus {corpus}: no document to parse ({report.corpus.skipped_text()})")
-    report.fingerprint = corpus_fingerprint(shards)
+    report.fingerprint = parsed_corpus_id(shards)
     return report
 
 
@@ -278,10 +278,6 @@ def _key_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
 def _rate(report: ParseReport) -> str:
     r = report.sentences_per_second
     return "?" if r is None else f"{r:.0f}"
-
-
-def corpus_fingerprint(shards: list[dict[str, Any]]) -> str:
-    return digest("".join(s["docs_sha256"] for s in shards))
 
 
 def _check_shard(cache: Path, shard: dict[str, Any], digest: str) -> None:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from sentkit.errors import MissingInputError
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.charts import averages_chart
@@ -209,7 +210,7 @@ def report_lines(
     runs = as_runs(all_results)
     summary = summarise(runs)
     if not summary:
-        raise FileNotFoundError("no results files found: run `sentkit experiment run` (or `sentkit experiment import`)")
+        raise MissingInputError("no results files found: run `sentkit experiment run` (or `sentkit experiment import`)")
     title = title or (f"Results: {spec.name}" if spec else "Results")
     order = [c.name for c in spec.cells] if spec else []
     cells = [c for c in order if c in summary] + [c for c in summary if c not in order]

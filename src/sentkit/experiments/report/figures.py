@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sentkit.errors import InputError
+
 FIGURE = re.compile(r"(?<![\w./])\d+\.\d+(?![\w.]*\d)(?!\w)")
 VERSION = re.compile(
     r"\b(?:Python|python|torch|numpy|transformers|version|CUDA|ROCm|gensim|mteb|WordNet|spaCy|section|sections|"
@@ -94,7 +96,7 @@ class Source:
 
             toml = self.root / "experiments" / f"{name}.toml"
             if not toml.is_file():
-                raise ValueError(f"no study {name!r} (no experiments/{name}.toml)")
+                raise InputError(f"no study {name!r} (no experiments/{name}.toml)")
             spec = load_experiment(toml)
             results = self.root / (spec.results or f"experiments/results/{name}")
             runs = as_runs(collect(results))
@@ -104,13 +106,13 @@ class Source:
     def score(self, cell: str, key: str) -> tuple[float, float, int]:
         study, _, name = cell.partition("/")
         if not name:
-            raise ValueError(f"{cell!r} is not STUDY/CELL")
+            raise InputError(f"{cell!r} is not STUDY/CELL")
         summary = self.study(study)[2]
         if name not in summary:
-            raise ValueError(f"study {study} has no results of a cell {name!r}")
+            raise InputError(f"study {study} has no results of a cell {name!r}")
         key = AVERAGE_NAMES.get(key, key)
         if key not in summary[name]:
-            raise ValueError(f"{cell} has no score {key!r}")
+            raise InputError(f"{cell} has no score {key!r}")
         return summary[name][key]
 
 
@@ -119,7 +121,7 @@ def _cell_score(src: Source, cell: str, words: list[str]) -> list[float]:
         mean, std, _ = src.score(cell, words[0])
         return [mean, std]
     if len(words) != 1:
-        raise ValueError(f"unexpected {' '.join(words[1:])!r}")
+        raise InputError(f"unexpected {' '.join(words[1:])!r}")
     return [src.score(cell, words[0])[0]]
 
 
@@ -131,16 +133,16 @@ def _cpu_hours(src: Source, cell: str, words: list[str]) -> list[float]:
     if words == ["range"]:
         mine = [r for r in runs if r.cell == name]
         if not mine:
-            raise ValueError(f"study {study} has no results of a cell {name!r}")
+            raise InputError(f"study {study} has no results of a cell {name!r}")
         if any(c.name == name and c.refs for c in spec.cells):
-            raise ValueError(f"{cell} continues other cells: its cost is cpu-h, not a range of its own")
+            raise InputError(f"{cell} continues other cells: its cost is cpu-h, not a range of its own")
         per_seed = [sum(r.experiment.phase_cpu.values()) or r.experiment.train_cpu or train_seconds(r) for r in mine]
         return [min(per_seed) / 3600, max(per_seed) / 3600]
     if words:
-        raise ValueError(f"unexpected {' '.join(words)!r} after cpu-h")
+        raise InputError(f"unexpected {' '.join(words)!r} after cpu-h")
     cost = chain_train_cpu(spec, runs).get(name)
     if cost is None:
-        raise ValueError(f"{cell} has no training cost")
+        raise InputError(f"{cell} has no training cost")
     return [cost.seconds / 3600]
 
 
@@ -150,10 +152,10 @@ def _json_value(src: Source, target: str, words: list[str]) -> list[float]:
     for part in pointer.split("/") if pointer else []:
         data = data[int(part)] if isinstance(data, list) else data[part]
     if isinstance(data, bool) or not isinstance(data, int | float):
-        raise ValueError(f"{target} is {data!r}, not a number")
+        raise InputError(f"{target} is {data!r}, not a number")
     scale = {"x100": 100.0}
     if any(w not in scale for w in words):
-        raise ValueError(f"unexpected {' '.join(words)!r} after a JSON reference")
+        raise InputError(f"unexpected {' '.join(words)!r} after a JSON reference")
     return [float(data) * (scale[words[0]] if words else 1.0)]
 
 
@@ -161,12 +163,12 @@ def _paper(src: Source, _: str, words: list[str]) -> list[float]:
     from sentkit.experiments import paper
 
     if len(words) != 2:
-        raise ValueError("a paper figure is: paper METHOD KEY")
+        raise InputError("a paper figure is: paper METHOD KEY")
     method, embs = words[0].removesuffix("+embs"), words[0].endswith("+embs")
     row = paper.hill_row(method, {"pretrained_inputs": embs, "pretrained_embeddings": embs})
     scores = paper.hill_scores(row) if row is not None else {}
     if words[1] not in scores:
-        raise ValueError(f"Hill et al. give no {words[1]!r} for {words[0]!r}")
+        raise InputError(f"Hill et al. give no {words[1]!r} for {words[0]!r}")
     return [scores[words[1]]]
 
 
@@ -183,17 +185,17 @@ def resolve(src: Source, ref: str) -> list[float]:
     if " - " in ref:  # a difference of two single figures
         sides = [resolve(src, side) for side in ref.split(" - ")]
         if len(sides) != 2 or any(len(side) != 1 for side in sides):
-            raise ValueError(f"{ref!r}: a difference is of two references of one figure each")
+            raise InputError(f"{ref!r}: a difference is of two references of one figure each")
         return [abs(sides[0][0] - sides[1][0])]
     words = ref.split()
     if not words:
-        raise ValueError("an empty reference")
+        raise InputError("an empty reference")
     if "#" in words[0] and words[0].split("#")[0].endswith(".json"):
         return _json_value(src, words[0], words[1:])
     if words[0] in SOURCES:
         return SOURCES[words[0]](src, words[0], words[1:])
     if len(words) < 2:
-        raise ValueError(f"{ref!r}: give STUDY/CELL and what of it")
+        raise InputError(f"{ref!r}: give STUDY/CELL and what of it")
     kind = REFERENCES.get(words[1])
     if kind is not None:
         return kind(src, words[0], words[1:])
