@@ -189,16 +189,14 @@ def build(
 
     from sentkit.data.store import _replace_dir
     from sentkit.io import check_output_dir, make_temp_dir, remove_stale_temps
-    from sentkit.prepare_shards import naming_output
 
     faiss = _faiss()
     s = settings or IndexSettings()
     src = Path(vectors)
     x = open_vectors(src)
     dst = _check_target(Path(os.path.abspath(out)))
-    with naming_output(out, "--output"):  # not the write check's or the temporary folder's name
-        check_output_dir(dst, what="--output")
-        make_temp_dir(dst).rmdir()  # the folder is written beside it: fail now, not after k-means
+    check_output_dir(dst, what="--output")
+    make_temp_dir(dst).rmdir()  # the folder is written beside it: fail now, not after k-means
     n, d = (int(v) for v in x.shape)
     nlist = min(s.nlist, n) if s.nlist else auto_nlist(n)
     rng = np.random.default_rng(s.seed)
@@ -244,18 +242,17 @@ def build(
         "source": {**before, "sha256": h.hexdigest()},
     }
     remove_stale_temps(dst.parent, dst.name)
-    with naming_output(out, "--output"):
-        tmp = make_temp_dir(dst)
-        try:
-            faiss.write_index(index, str(tmp / INDEX_FILE))
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
-            for name in (INDEX_FILE, META_FILE):
-                with open(tmp / name, "rb+") as fh:
-                    os.fsync(fh.fileno())
-            _replace_dir(tmp, dst)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+    tmp = make_temp_dir(dst)
+    try:
+        faiss.write_index(index, str(tmp / INDEX_FILE))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
+        for name in (INDEX_FILE, META_FILE):
+            with open(tmp / name, "rb+") as fh:
+                os.fsync(fh.fileno())
+        _replace_dir(tmp, dst)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return meta
 
 

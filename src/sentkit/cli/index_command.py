@@ -60,11 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _index(args: argparse.Namespace) -> int:
     from sentkit.config import from_dict
     from sentkit.index import IndexSettings, build
+    from sentkit.prepare_shards import naming_output
 
     given = {k: getattr(args, k) for k in SETTINGS_FLAGS if getattr(args, k) is not None}
     settings = from_dict(IndexSettings, given, where="sentkit index")
     t = time.perf_counter()
-    meta = build(args.input, args.output, settings, progress=not getattr(args, "quiet", False))
+    with naming_output(args.output, "--output"):  # not the write check's or the temporary folder's name
+        meta = build(args.input, args.output, settings, progress=not getattr(args, "quiet", False))
     print(
         f"indexed {meta['n']} vectors of {meta['dim']} dimensions ({meta['nlist']} lists, {settings.codes} codes, "
         f"cosine) in {time.perf_counter() - t:.1f}s into {args.output}"
