@@ -520,3 +520,62 @@ def test_a_trained_folder_keeps_its_base_prompts_through_the_save_path(no_includ
     )
     assert read_st_prompts(tmp_path / "trained") == (PROMPTS, None, False)
     assert _st(tmp_path / "trained").prompts["document"] == "passage: "
+
+
+# ---------------------------------------------------------------------------------------------
+# An E5-style folder (query + passage, no document): one document prompt in every sentkit path
+# ---------------------------------------------------------------------------------------------
+E5 = {"query": "query: ", "passage": "passage: "}
+
+
+@pytest.fixture(scope="module")
+def e5like(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_prompted(tmp_path_factory.mktemp("prompted") / "e5", prompts=E5)
+
+
+def test_e5_passage_prompt_is_said_once_where_sentence_transformers_reads_it_otherwise(
+    e5like: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sentkit import encoder as E
+
+    E._DOCUMENT_WARNED.clear()
+    enc = sentkit.load(str(e5like), device="cpu")
+    with caplog.at_level("WARNING", logger="sentkit.encoder"):
+        assert role_prompt_name(enc, "document") == role_prompt_name(enc, "document") == "passage"
+        role_prompt_name(sentkit.load(str(make_prompted(e5like.parent / "doc", prompts=PROMPTS))), "document")
+    said = [r.getMessage() for r in caplog.records if "no 'document' but 'passage'" in r.getMessage()]
+    assert len(said) == 1 and "\"document\": 'passage: '" in said[0], said  # once, naming the fix
+    # the oracle of the departure: sentence-transformers' encode_document adds no prompt to this folder's documents
+    st = _st(e5like)
+    np.testing.assert_allclose(st.encode_document(TEXTS[:2]), st.encode(TEXTS[:2], prompt=""), atol=1e-6)
+
+
+def test_e5_documents_get_passage_in_neighbours_user_retrieval_and_mteb(
+    e5like: Path, mteb_tasks: list[str], tmp_path: Path
+) -> None:
+    from sentkit.neighbours import get_index
+
+    st = _st(e5like)
+    passage = {"prompt_name": "passage"}
+    # neighbours: the corpus with "passage: "
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(SENTENCES) + "\n")
+    enc = sentkit.load(str(e5like), device="cpu")
+    index = get_index(str(e5like), corpus, enc, cache_dir=tmp_path / "nb", progress=False)[0]
+    np.testing.assert_allclose(index.embeddings, unit(st.encode(SENTENCES, **passage)), atol=1e-5)
+    # a user retrieval task: queries with "query: ", documents with "passage: "
+    write_retrieval(tmp_path / "beir")
+    out = tmp_path / "r.json"
+    args = ["-q", "evaluate", "--model", str(e5like), "-o", str(out), "--cache-dir", str(tmp_path / "cache")]
+    assert main([*args, "--user-task", f"retrieval:toy={tmp_path / 'beir'}"]) == 0
+    res = json.loads(out.read_text())
+    want = st_ndcg(st, query={"prompt_name": "query"}, document=passage)
+    assert res["results"]["toy"]["ndcg_at_10"] == pytest.approx(want, abs=1e-6)
+    assert res["model"]["prompts"]["document"] == "passage: "
+    # --mteb: the same document prompt, as mteb scores a SentenceTransformer given "document": "passage: " (mteb's
+    # own E5 entries), not as it scores the folder as it is (its empty "document" first)
+    got = sentkit_mteb(e5like, mteb_tasks, tmp_path)["tasks"]["toy"]["main_score"]
+    mteb_e5 = mteb_run(_st(e5like, prompts={"document": "passage: "}), mteb_tasks)["toy"]
+    assert got == pytest.approx(mteb_e5, abs=RETRIEVAL_ROUNDING)
+    assert abs(got - mteb_run(st, mteb_tasks)["toy"]) > 0.1
+    assert got == pytest.approx(want, abs=RETRIEVAL_ROUNDING)  # and the user task's score: one set of vectors

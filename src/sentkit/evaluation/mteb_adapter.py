@@ -303,14 +303,18 @@ class MTEBEncoder:
 
     def _mteb_prompts(self) -> dict[str, str]:
         """The encoder's prompts as mteb's sentence-transformers wrapper holds them: ST's empty "query" and
-        "document" under the model's own, names mteb does not know left out (mteb's own check, once)."""
+        "document" under the model's own, names mteb does not know left out (mteb's own check, once); and
+        "document" the model's document prompt by sentkit's rule (`sentkit.encoder.role_prompt_name`: an
+        E5-style "passage" too, as mteb's E5 entries set it)."""
         if "_valid_prompts" not in self.__dict__:
             from mteb.models.abs_encoder import AbsEncoder
 
-            from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of
+            from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of, role_prompt_name
 
+            own = prompts_of(self.encoder)[0]
+            document = own.get(role_prompt_name(self.encoder, "document"), "")  # sentkit's rule: "passage" too
             valid, _ = AbsEncoder.validate_task_to_prompt_name(
-                {**ST_DEFAULT_PROMPTS, **prompts_of(self.encoder)[0]}, raise_for_invalid_keys=False
+                {**ST_DEFAULT_PROMPTS, **own, "document": document}, raise_for_invalid_keys=False
             )
             self.__dict__["_valid_prompts"] = dict(valid or {})
         return dict(self.__dict__["_valid_prompts"])
@@ -350,26 +354,21 @@ def st_prompt(encoder: Any, model_prompts: dict[str, str], task_metadata: Any, p
     prompt applies): mteb picks a name from `model_prompts` (``get_prompt_name``: "{task}-{type}", the
     task, "{task type}-{type}", the task type, the prompt type); then ST's ``encode_query`` /
     ``encode_document`` / ``encode`` (a query without one: "query"; a document: "document", "passage"
-    or "corpus"; neither type: the default prompt)."""
+    or "corpus"; neither type: the default prompt). One departure, as in sentkit's retrieval tasks and
+    neighbours: an E5-style model (``query`` + ``passage``, no ``document``) encodes documents with its
+    ``passage`` prompt (`sentkit.encoder.role_prompt_name`; `MTEBEncoder._mteb_prompts` holds it as
+    "document"), where sentence-transformers would find its empty "document" first."""
     from mteb.models.abs_encoder import get_prompt_name
 
-    from sentkit.encoder import (
-        DOCUMENT_PROMPT_NAMES,
-        ST_DEFAULT_PROMPTS,
-        prompts_of,
-        resolve_prompt,
-    )
+    from sentkit.encoder import prompts_of, resolve_prompt, role_prompt_name
 
     name = get_prompt_name(model_prompts, task_metadata, prompt_type) if model_prompts else None
     if name:
         return model_prompts.get(name)
     kind = getattr(prompt_type, "value", prompt_type)
     prompts, default = prompts_of(encoder)
-    known = {**ST_DEFAULT_PROMPTS, **prompts}
-    if kind == "query":
-        return resolve_prompt(prompts, default, prompt_name="query")
-    if kind == "document":
-        return resolve_prompt(prompts, default, prompt_name=next(n for n in DOCUMENT_PROMPT_NAMES if n in known))
+    if kind in ("query", "document"):
+        return resolve_prompt(prompts, default, prompt_name=role_prompt_name(encoder, kind))
     return None
 
 
