@@ -47,7 +47,7 @@ import numpy as np
 
 from sentkit.config import ConfigError
 from sentkit.errors import SentkitError
-from sentkit.identity import content_id, digest, files_id, is_model_file
+from sentkit.identity import content_id, files_id, is_model_file, mteb_revision, variant_id
 from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -96,13 +96,6 @@ def meta_name(model: str) -> str:
     elif Path(text).exists():
         text = Path(text).resolve().name
     return "sentkit/" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "model")
-
-
-def _safe_revision(fingerprint: str | None) -> str:
-    if not fingerprint:
-        return "no_revision_available"
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", fingerprint).strip("._")
-    return safe if safe == fingerprint and len(safe) <= 64 else digest(fingerprint, 20)
 
 
 REVISION_CHARS = 40  # a content hash as long as a git commit id, the form mteb's registry gives revisions in
@@ -174,7 +167,7 @@ def model_identity(spec: str, *, variant: str = "") -> tuple[str, str]:
         if published is not None:
             return published
     if variant or folder is None:
-        content = digest(f"{content}|{variant}")
+        content = variant_id(content, variant)
     name = meta_name(text)
     if kind == "registry":
         from sentkit.models.hub import model_aliases
@@ -236,7 +229,7 @@ class MTEBEncoder:
         self.dim: int | None = None
         self.counts = {"requested": 0, "encoded": 0, "from_cache": 0}
         self.encode_s = 0.0
-        self.identity = identity or (meta_name(name), _safe_revision(fingerprint))
+        self.identity = identity or (meta_name(name), mteb_revision(fingerprint))
         self.subset = False
         self._meta: dict[bool, Any] = {}
 
