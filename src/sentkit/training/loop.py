@@ -415,6 +415,7 @@ def _run(
                 save_head=True,
                 pooling=recipe.encoder_settings()["pooling"],
                 **base_prompt_settings(cfg.model),
+                normalize=base_normalizes(cfg.model),
                 extra={
                     "base_model": cfg.model,
                     "steps": step,
@@ -464,9 +465,19 @@ def _run(
             model_card=model_card(recipe, step, store),
             pooling=enc["pooling"],
             **base_prompt_settings(cfg.model),  # a prompted base's prompts stay with what it became
+            normalize=base_normalizes(cfg.model),  # and a base whose vectors are unit length keeps its Normalize
         )
         write_run(out, recipe.name, cfg, status="done", step=step)
     return out
+
+
+def base_normalizes(name_or_path: str) -> bool:
+    """Whether the base is a sentence-transformers folder whose modules end in Normalize (unit-length
+    vectors): the encoder trained from it keeps that module, as it keeps the base's prompts."""
+    from sentkit.models.encoder import _read_st_settings
+    from sentkit.models.hub import resolve
+
+    return bool(name_or_path) and _read_st_settings(Path(resolve(name_or_path)))[2]
 
 
 def model_card(recipe: Recipe, steps: int, store: Any) -> str:

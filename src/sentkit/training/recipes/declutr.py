@@ -230,6 +230,36 @@ def base_report(
     return {"sentence_tokens": round(sent_len, 1), "anisotropy": round(anisotropy, 3), "mlm_loss": round(loss, 2)}
 
 
+def _checkpoint_keys(folder: Path) -> list[str] | None:
+    """The weight names in a model folder's checkpoint (safetensors or PyTorch, sharded or not), read without
+    loading the weights; None when it has none sentkit can read."""
+    import json
+
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (folder / index).is_file():
+            return list(json.loads((folder / index).read_text()).get("weight_map", {}))
+    if (folder / "model.safetensors").is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(folder / "model.safetensors"), "pt") as f:
+            return list(f.keys())
+    if (folder / "pytorch_model.bin").is_file():
+        return list(torch.load(folder / "pytorch_model.bin", map_location="cpu", mmap=True, weights_only=True))
+    return None
+
+
+def base_has_mlm_head(name_or_path: str, mlm_model: Any) -> bool | None:
+    """Whether the base's own weights hold an MLM head (`mlm_model`'s modules beside its base model: BERT's
+    ``cls``, RoBERTa's ``lm_head``); False for a sentence-transformers folder of the bare encoder, whose head
+    `load_mlm` initialised fresh. None when it cannot be told (not a local folder)."""
+    from sentkit.models.hub import resolve
+
+    folder = Path(resolve(name_or_path)) if name_or_path else None
+    head = {n for n, _ in mlm_model.named_children() if n != getattr(mlm_model, "base_model_prefix", None)}
+    keys = _checkpoint_keys(folder) if folder is not None and folder.is_dir() and head else None
+    return None if keys is None else any(k.split(".", 1)[0] in head for k in keys)
+
+
 def mean_anchor_tokens(spans: SpanSettings) -> float:
     """The expected anchor length: Beta(4, 2) has mean 2/3 (objectives/spans.py)."""
     return spans.min_span_len + (spans.max_span_len - spans.min_span_len) * 2 / 3
@@ -316,6 +346,14 @@ class Declutr(Recipe):
         if not getattr(self, "_checked", False) and _main_process() and not self.next_token:
             self._checked = True
             report = base_report(self.mlm_model, self.tokenizer, store, self.prefix, self.suffix, max_len=self.max_len)
+            if report["mlm_loss"] == report["mlm_loss"] and base_has_mlm_head(self.cfg.model, self.mlm_model) is False:
+                # the loss of the head load_mlm just made (random, untrained) says nothing of the encoder
+                log.info(
+                    "masked-LM loss %.2f is that of a fresh MLM head (%s has none): not a sign of a weak base",
+                    report["mlm_loss"],
+                    self.cfg.model,
+                )
+                report["mlm_loss"] = float("nan")
             warn_weak_base(report, self.span_settings)
         return len(store)
 
