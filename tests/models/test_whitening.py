@@ -169,3 +169,19 @@ def test_whiten_a_transformer_pooled_first_last_keeps_its_pooling(
     from sentence_transformers import SentenceTransformer
 
     np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(texts), want, rtol=1e-3, atol=1e-3)
+
+
+def test_fewer_sentences_than_dimensions_is_refused_with_the_fix(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """20 sentences span at most 19 directions of the tiny model's 32: the other 13 would be scaled by 1/sqrt(eps)."""
+    corpus = tmp_path / "few.txt"
+    corpus.write_text("".join(f"Sentence {i} says something about item {i}.\n" for i in range(20)))
+    args = ["whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus)]
+    assert main(["-q", *args, "--out", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "20 sentences cannot whiten 32 dimensions" in err[0], err
+    assert "at least 33" in err[0] and "--dim N, N < 20" in err[0]
+    assert not (tmp_path / "w" / "sentkit.json").exists()  # nothing saved
+    assert main(["-q", *args, "--out", str(tmp_path / "w20"), "--dim", "20"]) == 2
+    assert main(["-q", *args, "--out", str(tmp_path / "w19"), "--dim", "19"]) == 0  # within the sentences' span

@@ -108,6 +108,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
     )
     log.info("whiten: fitting on %d of the %d sentences of %s", len(sentences), total, cfg.corpus)
     x = np.asarray(encoder.encode(sentences, batch_size=cfg.batch_size, show_progress=cfg.progress), dtype=np.float32)
+    check_enough_sentences(len(sentences), x.shape[1], cfg.dim)
     mu, w = fit_whitening(x, cfg.dim)
     info = {
         "base_model": cfg.model,
@@ -142,6 +143,20 @@ def train_whiten(cfg: WhitenConfig) -> Path:
         np.savez(f, mu=mu, w=w)
     write_marker(out, "whiten", base=base, whitening=info, **({"base_pooling": cfg.pooling} if cfg.pooling else {}))
     return out
+
+
+def check_enough_sentences(n: int, d: int, dim: int | None) -> None:
+    """Refuse to keep `dim` (default all `d`) whitened directions from `n` sentences when that is `n` or more: the
+    centred sentences span at most n - 1 directions, and the rest, of no variance, would be scaled by up to
+    1/sqrt(eps) (entries of some 30,000: a whitening of noise)."""
+    k = d if dim is None else dim
+    if n <= k <= d:  # (a --dim above d is fit_whitening's error)
+        raise ConfigError(
+            f"{n} sentences cannot whiten {k} dimensions ({'all of the model' if dim is None else '--dim'}): "
+            f"they span at most {n - 1} directions, the other {k - n + 1} have no variance and would be scaled up "
+            f"about 30,000-fold; fit on more sentences (at least {k + 1}, many more is better: a larger corpus, "
+            f"--max-sentences) or keep fewer directions with --dim N, N < {n}"
+        )
 
 
 def require_inputs(method: str, model: str, corpus: str, out: str, role: str) -> None:
