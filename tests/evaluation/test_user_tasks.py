@@ -156,6 +156,22 @@ def write_beir(folder: Path) -> None:
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq2\td4\t1\n")
 
 
+def test_retrieval_without_the_split_names_the_splits_and_how_to_pick_one(tmp_path, capsys):
+    folder = tmp_path / "beir"
+    write_beir(folder)
+    (folder / "qrels" / "test.tsv").rename(folder / "qrels" / "dev.tsv")
+    out = tmp_path / "res.json"
+    base = ["evaluate", "--model", encoder(tmp_path), "--no-cache", "--output", str(out)]
+    assert main([*base, "--user-task", f"retrieval:faq={folder}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"qrels/test.tsv: missing: the split is 'test', and {folder}/qrels has dev.tsv" in err[0]
+    toml = f'[[task]] name = "faq", type = "retrieval", path = "{folder}", split = "dev"'
+    assert f"to score split dev, declare the task in a .toml ({toml}) and pass --task-file FILE.toml" in err[0]
+    (tmp_path / "faq.toml").write_text(toml.replace("[[task]] ", "[[task]]\n").replace(", ", "\n") + "\n")
+    res = _run(tmp_path, "--task-file", str(tmp_path / "faq.toml"))  # the fix, as given, works
+    assert res["results"]["faq"]["nqueries"] == 2
+
+
 def test_retrieval_in_beir_layout_end_to_end(tmp_path):
     write_beir(tmp_path / "beir")
     res = _run(tmp_path, "--user-task", f"retrieval:faq={tmp_path / 'beir'}")

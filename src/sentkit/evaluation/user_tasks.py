@@ -358,6 +358,15 @@ def _retrieval(task: UserTask) -> TaskData:
     qpath = folder / "qrels" / f"{task.split}.tsv"
     for p in (folder / "corpus.jsonl", folder / "queries.jsonl", qpath):
         if not p.is_file():
+            others = sorted(f.stem for f in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+            if p == qpath and others:  # the split is the default (test) or mistyped: say which there are
+                raise _fail(
+                    str(p),
+                    f"missing: the split is {task.split!r}, and {folder}/qrels has "
+                    + ", ".join(f"{x}.tsv" for x in others),
+                    f'to score split {others[0]}, declare the task in a .toml ([[task]] name = "{task.name}", '
+                    f'type = "retrieval", path = "{folder}", split = "{others[0]}") and pass --task-file FILE.toml',
+                )
             raise _fail(
                 str(p),
                 "missing",
