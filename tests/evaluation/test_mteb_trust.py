@@ -255,6 +255,7 @@ def test_one_failure_during_the_run_is_told_once(
         ("Banking77", "Banking77Classification"),
         ("scifact", "SciFact"),
         ("MTEB(eng,v2)", "MTEB(eng, v2)"),
+        ("STS-B", "STSBenchmark"),  # not mteb's Chinese STSB
     ],
 )
 def test_closest_names_ignore_case_and_prefer_what_the_user_meant(

@@ -407,11 +407,17 @@ def _mteb_names() -> tuple[list[str], list[str]]:
     return tasks, benchmarks
 
 
+# Names that closest_name's spelling rules would map to the wrong task: the loose key of what is typed -> the
+# mteb task meant (STS-B is the English STSBenchmark; mteb's "STSB" is a Chinese task)
+NEAR_MISSES = {"stsb": "STSBenchmark"}
+
+
 def closest_name(name: str, mteb_hint: str = "") -> str:
-    """The name `name` most likely meant, for ``--mteb``: the same name in another case (``sts12`` ->
-    ``STS12``); a SentEval task of sentkit's own table: mteb's task of that name, or none; the
-    shortest mteb task or benchmark name it begins (``Banking77`` -> ``Banking77Classification``);
-    else the closest spelling (case ignored), else mteb's own suggestion `mteb_hint`; "" for none."""
+    """The name `name` most likely meant, for ``--mteb``: a known near-miss (:data:`NEAR_MISSES`: ``STS-B`` ->
+    ``STSBenchmark``); the same name in another case (``sts12`` -> ``STS12``); a SentEval task of sentkit's
+    own table: mteb's task of that name, or none; the shortest mteb task or benchmark name it begins
+    (``Banking77`` -> ``Banking77Classification``); else the closest spelling (case ignored), else mteb's
+    own suggestion `mteb_hint`; "" for none."""
     from sentkit.evaluation.tasks import ALL_TASKS
     from sentkit.registry import loose_key
 
@@ -421,6 +427,8 @@ def closest_name(name: str, mteb_hint: str = "") -> str:
     for n in names:
         by_key.setdefault(loose_key(n), n)
     key = loose_key(name)
+    if NEAR_MISSES.get(key) in names:
+        return NEAR_MISSES[key]
     if key in by_key:
         return by_key[key]
     senteval = next((t for t in ALL_TASKS if loose_key(t) == key), None)
