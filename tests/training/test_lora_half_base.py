@@ -124,3 +124,18 @@ def test_auto_is_bf16_only_for_a_decoder_with_adapters_on_a_native_bf16_gpu(
     assert base_precision("auto", bert, gpu) == "fp32"  # encoders keep a float32 base
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     assert base_precision("auto", dec, gpu) == "fp32"  # emulated bf16 only
+
+
+def test_exact_resume_on_a_bf16_base_turning_checkpointing_on(tiny_corpus: Path, tmp_path: Path) -> None:
+    """A run on a bf16 base stopped at step 2 and resumed (with gradient checkpointing turned on, which a resume may
+    change: the same gradients) ends bit-identical to the run straight through."""
+    model = tiny_decoder("llama", tmp_path / "llama")
+    kw = {"seq_len": 32, "lora_r": 4, "base_precision": "bf16", "max_steps": 4, "checkpoint_every": 2, "lr": 1e-2}
+    train(config("mntp", tiny_corpus, tmp_path / "straight", model, **kw), method_target("mntp"))
+    train(config("mntp", tiny_corpus, tmp_path / "cut", model, **kw), method_target("mntp"), stop_at=2)
+    cut = config("mntp", tiny_corpus, tmp_path / "cut", model, resume=True, gradient_checkpointing=True, **kw)
+    train(cut, method_target("mntp"))
+    a = torch.load(tmp_path / "straight" / "checkpoint" / "state.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=False)["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(v.dtype == torch.bfloat16 for v in b.values())
