@@ -9,9 +9,9 @@ only what joins the two:
   ``encode(DataLoader, *, task_metadata, hf_split, hf_subset, prompt_type)``, ``similarity``,
   ``similarity_pairwise``, ``mteb_model_meta``). It encodes through sentkit's embedding store: unique
   texts once, length-sorted batches, the on-disk embedding cache shared with SentEval runs, output
-  checks and progress. Queries and documents get the prompts mteb would give a SentenceTransformer of the
-  same folder (:func:`st_prompt`; docs/evaluation.md "Prompts"; none for an unprompted model), each prompt's
-  vectors with a cache of their own, and similarity is cosine;
+  checks and progress. Queries and documents get their prompts (:func:`st_prompt`: mteb's choice for a
+  SentenceTransformer of the folder, with sentkit's document prompt; docs/evaluation.md "Prompts"; none for
+  an unprompted model), each prompt's vectors with a cache of their own, and similarity is cosine;
 - :func:`resolve_tasks`: what ``--mteb`` names: an mteb task (``STS12``) or benchmark
   (``MTEB(eng, v2)``); a task with a local copy of its dataset (``STS12=path/to/copy``, a folder laid out
   as the task's Hugging Face dataset repository); or a user's own task files in the formats of
