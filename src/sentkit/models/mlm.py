@@ -184,7 +184,6 @@ def enable_checkpointing(model: Any) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    model.config.use_cache = False  # training keeps no cache (transformers warns of it under checkpointing)
 
 
 def is_checkpointing(model: Any) -> bool:
