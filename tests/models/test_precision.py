@@ -309,3 +309,24 @@ def test_an_index_built_in_python_from_a_half_precision_encoder_has_its_own_key(
         for p in ("fp32", "bf16")
     }
     assert folders["fp32"] != folders["bf16"]
+
+
+@pytest.mark.parametrize("keeps", [True, False])
+def test_evaluate_with_auto_follows_evaluations_rule_and_says_why(
+    keeps: bool,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.evaluation.conftest import make_senteval_dir
+
+    monkeypatch.setattr(P, "cpu_has_amx_bf16", lambda: True)  # a CPU where `auto` encodes in bf16
+    monkeypatch.setattr(P, "EVAL_AUTO_KEEPS_FP32", keeps)
+    data = make_senteval_dir(tmp_path / "data")
+    out = tmp_path / "r.json"
+    args = ["-q", "evaluate", "--model", str(tiny_model_dir), "--tasks", "STSB", "--data-dir", str(data)]
+    assert main([*args, "--precision", "auto", "--no-cache", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["model"]["precision"] == ("fp32" if keeps else "bf16")
+    said = "--precision auto keeps fp32 for evaluation" in capsys.readouterr().err
+    assert said == keeps

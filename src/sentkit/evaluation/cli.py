@@ -262,6 +262,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
     settings = model_settings(args)
+    if settings.get("precision") == "auto":  # evaluation's own rule (sentkit.models.precision.EVAL_AUTO_KEEPS_FP32)
+        from sentkit.models.encoder import usable_device
+        from sentkit.models.precision import for_evaluation
+
+        settings["precision"], said = for_evaluation("auto", usable_device("auto"))
+        if said:
+            print(f"sentkit evaluate: {said}", file=sys.stderr)
     tasks = "all" if args.tasks is None else args.tasks
     if args.task_file or args.user_task:  # every file read and checked before the model loads
         from sentkit.evaluation import user_tasks as U
