@@ -99,7 +99,8 @@ def for_evaluation(precision: str | None, device: Any) -> tuple[str | None, str 
         return precision, None
     used = resolve("auto", device, purpose="evaluate")
     if EVAL_AUTO_KEEPS_FP32 and used == "fp32" and resolve("auto", device) != "fp32":
-        return used, f"--precision auto keeps fp32 for evaluation: {EVAL_AUTO_WHY}; pass --precision bf16 to use it anyway"
+        why = f"--precision auto keeps fp32 for evaluation: {EVAL_AUTO_WHY}"
+        return used, f"{why}; pass --precision bf16 to use it anyway"
     return used, None
 
 
