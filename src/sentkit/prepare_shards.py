@@ -123,7 +123,6 @@ def shard_files(corpus: Path) -> list[Path]:
     return []
 
 
-
 def prepare_shard(
     corpus: str | Path,
     tokenizer: Any,

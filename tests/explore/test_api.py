@@ -775,3 +775,28 @@ def test_decoders_side_by_side_and_an_llm2vec_run_added_from_the_page(explore_co
         ex.close()
     (run / "2-simcse" / "pytorch_model.bin").write_bytes(b"not checked: a pickle")
     assert "pytorch_model.bin" in (page_refusal(str(run)) or "")
+
+
+def test_a_prompted_models_column_is_what_sentkit_neighbours_finds(
+    tiny_model_dir: Path, explore_corpus: Path, tmp_path: Path
+) -> None:
+    """An E5-style folder (query + passage prompts): the page embeds the corpus with its document prompt and the
+    query with its query prompt, as `sentkit neighbours` does: the same rows and scores (sentkit.neighbours.get_index
+    and encode_side are the oracle)."""
+    import sentkit
+    from sentkit.neighbours import encode_side, get_index, side_prompt
+
+    folder = tmp_path / "e5-like"
+    sentkit.load(str(tiny_model_dir), prompts={"query": "query: ", "passage": "passage: "}).save(folder)
+    ex = Explorer([str(folder)], explore_corpus, cache_dir=tmp_path / "page")
+    try:
+        assert ex.wait(120), ex.status()
+        got = column(ex.neighbours(SENTENCE_OF_SEA, k=3), str(folder))["neighbours"]
+    finally:
+        ex.close()
+    enc = sentkit.load(str(folder))
+    index, _, _ = get_index(str(folder), explore_corpus, enc, cache_dir=tmp_path / "cli", progress=False)
+    ids, scores = index.search(encode_side(enc, [SENTENCE_OF_SEA], **side_prompt(enc, "query")), 3)
+    want = [index.sentences[i] for i in ids[0]]
+    assert ["".join(seg for seg, _ in row["segments"]) for row in got] == want
+    assert [row["score"] for row in got] == pytest.approx(scores[0].tolist(), abs=5e-5)  # the page rounds to 4 places

@@ -84,7 +84,9 @@ def one_torch_thread() -> Iterator[None]:
 
 
 class _Counting:
-    """An encoder that reports the sentences it embeds (the build's progress)."""
+    """An encoder that reports the sentences it embeds (the build's progress). Its prompts, precision and
+    ``include_prompt`` are the wrapped encoder's, so the index is built and keyed as `sentkit neighbours` builds it
+    (the document prompt: `sentkit.encoder.role_prompt_name`)."""
 
     def __init__(self, encoder: Any, on_batch: Callable[[int], None]) -> None:
         self._encoder = encoder
@@ -96,8 +98,31 @@ class _Counting:
         self._on_batch(len(texts))
         return out
 
-    def encode(self, texts: list[str]) -> Any:
-        return self._counted(self._encoder.encode, texts)
+    def encode(
+        self, texts: list[str], *, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Any:
+        from sentkit.encoder import encode_with_prompt
+
+        def run(batch: list[str]) -> Any:
+            return encode_with_prompt(self._encoder, batch, prompt_name=prompt_name, prompt=prompt, **kwargs)
+
+        return self._counted(run, texts)
+
+    @property
+    def prompts(self) -> Any:
+        return getattr(self._encoder, "prompts", None)
+
+    @property
+    def default_prompt_name(self) -> Any:
+        return getattr(self._encoder, "default_prompt_name", None)
+
+    @property
+    def include_prompt(self) -> bool:
+        return bool(getattr(self._encoder, "include_prompt", True))
+
+    @property
+    def precision(self) -> Any:
+        return getattr(self._encoder, "precision", None)
 
 
 class _CountingSparse(_Counting):
@@ -400,6 +425,8 @@ class Explorer:
         return {"k": int(k), "columns": [self._column(m, query, words, int(k)) for m in names]}  # no echo of the query
 
     def _column(self, model: str, query: str, words: set[str], k: int) -> dict[str, Any]:
+        from sentkit.neighbours import encode_side, side_prompt
+
         job = self.schedule(model)
         if not job.ready:
             return job.status()
@@ -408,7 +435,7 @@ class Explorer:
             t = time.perf_counter()
             enc = self.encoder(model)
             with one_torch_thread():
-                qe = enc.encode_sparse([query]) if index.sparse else enc.encode([query])
+                qe = encode_side(enc, [query], sparse=index.sparse, **side_prompt(enc, "query"))  # as neighbours
             idx, scores = index.search(qe, k)
             ms = 1000 * (time.perf_counter() - t)
         except Exception as e:
