@@ -119,6 +119,16 @@ def content_id(folder: Path) -> str:
     return str(h.hexdigest())
 
 
+def with_precision(key: str, encoder: Any) -> str:
+    """A cache key given by the user (``--fingerprint``, ``evaluate(fingerprint=...)``) for `encoder` as it computes:
+    ``key|precision=bf16`` for a half precision (idempotent), `key` itself for float32, so that a key given for one
+    model never serves another precision's vectors."""
+    used = getattr(encoder, "precision", None)
+    if not isinstance(used, str) or used == "fp32" or key.endswith(f"|precision={used}"):
+        return key
+    return f"{key}|precision={used}"
+
+
 def fingerprint(encoder: Any, name: str | None = None) -> str | None:
     """The key embedding caches file `encoder`'s vectors under. Without `name`: the encoder's own
     ``fingerprint()`` / ``.fingerprint`` as text, None without one (what `sentkit.evaluate` takes when

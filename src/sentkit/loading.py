@@ -174,11 +174,43 @@ def used_settings(encoder: Any, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def settings_before_loading(given: dict[str, Any], device: str = "auto") -> dict[str, Any]:
-    """`used_settings` before the model loads (a sharded embed's record, compared before any part is joined):
-    `precision` resolved for the device the model will run on, and left out when that is fp32."""
+def takes_precision(spec: str | Path) -> bool:
+    """Whether the model `spec` names computes in the precision it is given (a transformer, or a folder whose
+    model is one: a recipe's last phase, a whitened transformer), decided as `load` decides, without loading it.
+    Word vectors, Hill et al. models and code compute in float32."""
+    text = str(spec).strip()
+    try:
+        kind = describe(text)
+    except ConfigError:
+        return False
+    if kind in ("registry", "hub"):
+        return True
+    if kind != "folder":
+        return False
+    p = Path(text).expanduser()
+    try:
+        marker = read_marker(p)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    marker = marker if isinstance(marker, dict) else None
+    final = final_phase(p, marker)
+    if final is not None and final.is_dir():
+        return takes_precision(final)
+    method = marker.get("method") if marker is not None else None
+    if method in TRANSFORMER_MARKERS or (p / "modules.json").is_file():
+        return (p / "config.json").is_file()
+    base = marker.get("base") if marker is not None else None  # a post-processed model (whiten, sif): its base's
+    if isinstance(base, str) and base:
+        return takes_precision(p / base if (p / base).is_dir() else base)
+    return False
+
+
+def settings_before_loading(spec: str | Path, given: dict[str, Any], device: str = "auto") -> dict[str, Any]:
+    """`used_settings` before the model `spec` loads (a sharded embed's record, compared before any part is
+    joined): `precision` resolved for the device the model will run on, and left out when that is fp32 or the
+    model computes in float32 whatever it is given (`takes_precision`)."""
     out = {k: v for k, v in given.items() if k != "precision"}
-    if given.get("precision") is not None:
+    if given.get("precision") is not None and takes_precision(spec):
         from sentkit.models.encoder import usable_device
         from sentkit.models.precision import resolve
 
@@ -202,6 +234,10 @@ def _drop_precision(text: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     process when half precision was asked: it computes in float32)."""
     kwargs = dict(kwargs)
     asked = kwargs.pop("precision", None)
+    if asked is not None:
+        from sentkit.config import check_precision
+
+        check_precision(str(asked))  # a misspelling is refused as for a transformer
     if asked not in (None, "auto", "fp32") and text not in _NOTED:
         _NOTED.add(text)
         import logging

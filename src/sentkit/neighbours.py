@@ -372,10 +372,9 @@ def get_index(
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
-    settings = dict(settings or {})
-    used = getattr(encoder, "precision", None)  # an encoder in half precision has vectors, so an index, of its own
-    if "precision" not in settings and isinstance(used, str) and used != "fp32":
-        settings["precision"] = used
+    from sentkit.loading import used_settings
+
+    settings = used_settings(encoder, settings or {})  # the precision the encoder computes in (fp32: no key)
     if settings:  # so has a model loaded with another pooling, attention or precision
         key["settings"] = dict(sorted(settings.items()))
     d = Path(cache_dir) if cache_dir is not None else default_cache_dir(model)

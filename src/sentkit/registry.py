@@ -15,7 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def suggest(name: str, choices: list[str]) -> str:
-    """Return a ' Did you mean ...?' hint for `name` among `choices` (or '')."""
+    """Return a ' Did you mean ...?' hint for `name` among `choices` (or ''); a name that differs only in case
+    gets its own spelling ("BF16" -> 'bf16')."""
+    same = [c for c in choices if c.lower() == name.lower()]
+    if same:
+        return f" Did you mean {same[0]!r}?"
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
     if not close:
         lowered = {c.lower(): c for c in choices}

