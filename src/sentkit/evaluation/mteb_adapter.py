@@ -306,7 +306,10 @@ class MTEBEncoder:
             from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of, role_prompt_name
 
             own = prompts_of(self.encoder)[0]
-            document = own.get(role_prompt_name(self.encoder, "document"), "")  # sentkit's rule: "passage" too
+            role = role_prompt_name(self.encoder, "document")
+            document = own.get(role, "")  # sentkit's rule: "passage" too
+            if role != "document":  # mapped to "document" here: not a key for mteb to refuse (and warn about)
+                own.pop(role, None)
             valid, _ = AbsEncoder.validate_task_to_prompt_name(
                 {**ST_DEFAULT_PROMPTS, **own, "document": document}, raise_for_invalid_keys=False
             )

@@ -143,8 +143,7 @@ def declutr_average(results: dict[str, Any]) -> dict[str, Any]:
 SUBSET = "(subset)"  # beside an MTEB task scored on a local subset of its data (--allow-subset)
 SUBSET_NOTE = (
     "(subset): scored with `--allow-subset` on a local copy whose splits or sizes differ from mteb's metadata; "
-    "not comparable with a full run of the task, and left out of the MTEB averages (`sentkit report "
-    "--include-subsets` counts it)"
+    "not comparable with a full run of the task"
 )
 
 
@@ -301,7 +300,9 @@ def _mteb_lines(run: dict[str, Any], *, include_subsets: bool = False) -> tuple[
 
 
 def _subset_averages(include: bool) -> str:
-    return "counted in the MTEB averages, as asked" if include else "left out of the MTEB averages"
+    if include:
+        return "counted in the MTEB averages, as asked"
+    return "left out of the MTEB averages (`sentkit report --include-subsets` counts them)"
 
 
 def _count(n: int, what: str = "task") -> str:
