@@ -411,3 +411,31 @@ def test_the_docs_score_table_is_the_committed_cells_table() -> None:
     docs = (root / "docs" / "benchmarks.md").read_text()
     block = docs.split("<!-- precision_scores:table -->\n")[1].split("\n<!-- /precision_scores:table -->")[0]
     assert block == mod.table(summary)
+
+
+@pytest.mark.parametrize(
+    ("marker", "result"),
+    [
+        ("precision_throughput", "precision_throughput.json"),
+        ("precision_throughput_fp16", "precision_throughput_fp16_n4000.json"),
+    ],
+)
+def test_the_docs_throughput_tables_are_the_committed_json(marker: str, result: str) -> None:
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "precision_throughput", root / "benchmarks" / "precision_throughput.py"
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    data = json.loads((root / "benchmarks" / "results" / result).read_text())
+    docs = (root / "docs" / "benchmarks.md").read_text()
+    block = docs.split(f"<!-- {marker}:table -->\n")[1].split(f"\n<!-- /{marker}:table -->")[0]
+    assert block == mod.table(data)

@@ -8,7 +8,7 @@ does); pooling, Dense modules (whitening), normalisation and everything after th
 `resolve` turns a requested precision into the one used, `auto` by this rule (docs/evaluation.md#precision):
 
 - a GPU: bf16 where it computes bf16 natively (Ampere and later), else fp16;
-- a CPU: bf16 where it has AMX (Intel Sapphire Rapids and later: ``amx_bf16``), measured 1.9-2.6x float32 on
+- a CPU: bf16 where it has AMX (Intel Sapphire Rapids and later: ``amx_bf16``), measured faster than float32 on
   this project's machine (docs/benchmarks.md); every other CPU fp32 (AVX512-BF16 alone is unmeasured here, and
   without native bf16 the conversions cost more than they save);
 - evaluation (``purpose="evaluate"``) takes the same rule unless the committed score table
