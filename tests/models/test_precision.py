@@ -439,3 +439,14 @@ def test_the_docs_throughput_tables_are_the_committed_json(marker: str, result: 
     docs = (root / "docs" / "benchmarks.md").read_text()
     block = docs.split(f"<!-- {marker}:table -->\n")[1].split(f"\n<!-- /{marker}:table -->")[0]
     assert block == mod.table(data)
+
+
+def test_evaluate_refuses_a_data_dir_that_is_not_a_folder_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    args = ["-q", "evaluate", "--model", "glove-average", "--tasks", "MR", "--data-dir", str(tmp_path / "nope")]
+    code = main([*args, "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--data-dir" in err[0] and "is not a folder" in err[0]
+    assert not out.exists()

@@ -260,6 +260,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.loading import load, model_settings, used_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():  # before anything is loaded or written
+        raise ConfigError(
+            f"--data-dir {args.data_dir} is not a folder; give the folder of the SentEval task files "
+            "(`sentkit data check --data-dir DIR` says what it holds; `sentkit data download` fetches them)"
+        )
     _refuse_foreign_file(args.output)
     settings = model_settings(args)
     if settings.get("precision") == "auto":  # evaluation's own rule (sentkit.models.precision.EVAL_AUTO_KEEPS_FP32)
