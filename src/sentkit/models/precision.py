@@ -31,7 +31,7 @@ EVAL_TOLERANCE = 0.2  # points (x 100) a task may move in half precision before 
 EVAL_AUTO_KEEPS_FP32 = True
 EVAL_AUTO_WHY = (
     "in bf16 some tasks moved by more than 0.2 although the vectors agree with fp32's to a cosine of 0.9999: "
-    "SentEval's prototyping classifiers (RMSprop, early stopping) amplify tiny differences "
+    "SentEval's classifiers (early stopping) amplify tiny differences, most in the prototyping preset "
     "(benchmarks/results/precision_scores.json, docs/benchmarks.md)"
 )
 
