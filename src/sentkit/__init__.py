@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from sentkit.encoder import Encoder
+    from sentkit.core.interface import Encoder
 
 
 def load(path_or_name: str, **kwargs: Any) -> Encoder:
     """Load an encoder: a sentkit output directory, a registry name, a HF id or a local model dir."""
-    from sentkit.loading import load as _load
+    from sentkit.models.loading import load as _load
 
     return _load(path_or_name, **kwargs)
 
@@ -31,8 +31,8 @@ def search(
     text, embedded by `encoder` (with its query prompt), by cosine: (ids [m, k], cosines [m, k]).
     Exact below 200k rows (in blocks of queries x rows: bounded memory); past it through `index`, the
     folder ``sentkit index`` built of `vectors`, opened once and kept open for the next call while its
-    files are unchanged (see `sentkit.index.search`, which takes the same keywords)."""
-    from sentkit.index import search as _search
+    files are unchanged (see `sentkit.retrieval.index.search`, which takes the same keywords)."""
+    from sentkit.retrieval.index import search as _search
 
     return _search(queries, k, vectors=vectors, index=index, encoder=encoder, **kwargs)
 

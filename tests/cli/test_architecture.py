@@ -163,7 +163,7 @@ def test_a_method_added_as_the_page_says_trains_and_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import sentkit
-    from sentkit.methods import METHODS, MethodEntry, register_method
+    from sentkit.core.methods import METHODS, MethodEntry, register_method
 
     module = import_page_module(page_example("toy-method"), tmp_path, monkeypatch)
     # the page's line of METHODS, pointed at the temporary module instead of src/sentkit/hill/toy.py

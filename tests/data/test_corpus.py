@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sentkit.core.io import host_tag
 from sentkit.data.corpus import CorpusError, CorpusStats, iter_documents
 from sentkit.data.store import LengthRule, TokenStore, is_store, prepare_store
-from sentkit.io import host_tag
 from sentkit.models.hub import load_tokenizer
 
 

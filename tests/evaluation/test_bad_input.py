@@ -58,17 +58,17 @@ def test_an_output_that_is_a_folder_is_refused_up_front(senteval_dir, tmp_path, 
 
 def test_results_are_kept_when_the_final_write_fails(senteval_dir, tmp_path, encoder, capsys, monkeypatch):
     """The disk fills up (or the folder turns read-only) while the evaluation runs."""
-    import sentkit.io
+    import sentkit.core.io
 
     out = tmp_path / "r.json"
-    real = sentkit.io.atomic_write_text
+    real = sentkit.core.io.atomic_write_text
 
     def fail_on_output(path, text):
         if Path(path) == out:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, text)
 
-    monkeypatch.setattr(sentkit.io, "atomic_write_text", fail_on_output)
+    monkeypatch.setattr(sentkit.core.io, "atomic_write_text", fail_on_output)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     import tempfile

@@ -198,7 +198,7 @@ def test_a_write_that_fails_midway_warns_once_and_the_run_goes_on(senteval_dir, 
 
 
 def test_stale_temporaries_of_a_killed_write_are_removed(senteval_dir, tmp_path, cold):
-    from sentkit.io import temp_prefix
+    from sentkit.core.io import temp_prefix
 
     cache = tmp_path / "cache"
     _run(senteval_dir, cache)

@@ -184,8 +184,8 @@ def test_download_verifies_sha256_offline(tmp_path, monkeypatch, capsys):
 
 
 def test_load_model_forms(tmp_path, encoder_file):
-    from sentkit.identity import fingerprint
-    from sentkit.loading import load
+    from sentkit.core.identity import fingerprint
+    from sentkit.models.loading import load
 
     m = load(encoder_file)
     assert fingerprint(m, encoder_file) == "cli-test-enc" and m.encode(["a b"]).shape == (1, 6)

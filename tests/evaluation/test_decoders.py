@@ -1,5 +1,5 @@
 """Commands that encode a model the user names, on a tiny decoder language model (issue 36.1-2): `evaluate`, `embed`,
-`similarity` and `neighbours` take `--pooling` and `--attention` (the same options, `sentkit.loading.
+`similarity` and `neighbours` take `--pooling` and `--attention` (the same options, `sentkit.models.loading.
 add_model_settings`), score what `sentkit.load(model, attention=...)` encodes, key their caches and records on the
 settings, and refuse CLS pooling of a causal decoder, a misspelled attention and attention on a model that has none
 in one line each."""

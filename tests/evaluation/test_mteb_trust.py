@@ -295,7 +295,7 @@ def test_the_same_minilm_weights_have_one_identity_mtebs_own(tmp_path: Path) -> 
 
 
 def _digest(folder: Path) -> str:
-    from sentkit.identity import content_id
+    from sentkit.core.identity import content_id
 
     return content_id(folder)[:40]
 

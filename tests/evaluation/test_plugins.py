@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from sentkit.core.methods import METHODS, PLUGINS, get_method, method_names
+from sentkit.core.registry import UnknownNameError
 from sentkit.evaluation import tasks as T
 from sentkit.evaluation.report import declutr_average
 from sentkit.evaluation.runner import RUNNERS, TaskKindRunner, register_kind
 from sentkit.evaluation.tasks import TaskSpec, TaskSpecError, add_task, load_probing
-from sentkit.methods import METHODS, PLUGINS, get_method, method_names
-from sentkit.registry import UnknownNameError
 
 REQUIRED: dict[str, Any] = {
     "name": "Toy",
@@ -179,7 +179,7 @@ def test_a_kind_of_sentkits_own_is_named_before_its_runner_is_registered(registr
 
 # ----------------------------------------------------------------------------- plug-ins
 METHOD_PY = """
-from sentkit.methods import Method
+from sentkit.core.methods import Method
 
 TOY = Method("plugtoy", dict, lambda cfg: None, lambda path: None, "a method of a plug-in")
 """
@@ -260,10 +260,12 @@ def test_a_broken_plugin_is_one_warning_naming_its_distribution(site: Path, capl
             "sentkit.tasks": {"Crash": "plug_crash", "Quiet": "plug_bad"},
             "sentkit.kinds": {"wrong": "plug_bad:NOT_A_METHOD"},
         },
-        plug_bad='from sentkit.methods import Method\nNOT_A_METHOD = 3\nM = Method("declutr", dict, print, print)\n',
+        plug_bad=(
+            'from sentkit.core.methods import Method\nNOT_A_METHOD = 3\nM = Method("declutr", dict, print, print)\n'
+        ),
         plug_crash="raise RuntimeError('the plug-in is broken')\n",
     )
-    with caplog.at_level(logging.WARNING, logger="sentkit.registry"):
+    with caplog.at_level(logging.WARNING, logger="sentkit.core.registry"):
         names = method_names()
         assert "declutr" in names and "gone" not in names and "notamethod" not in names
         assert METHODS["declutr"].target == "sentkit.training.recipes.declutr:Declutr"  # a taken name stays sentkit's

@@ -18,8 +18,8 @@ import pytest
 
 import sentkit
 from sentkit.cli.main import main
-from sentkit.config import ConfigError
-from sentkit.encoder import (
+from sentkit.core.config import ConfigError
+from sentkit.core.interface import (
     PromptedEncoder,
     encode_with_prompt,
     prompts_of,
@@ -201,7 +201,7 @@ SENTENCES = [
 def test_neighbours_embeds_the_corpus_with_the_document_prompt_and_queries_with_the_query_prompt(
     prompted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sentkit.neighbours import get_index
+    from sentkit.retrieval.neighbours import get_index
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(SENTENCES) + "\n")
@@ -459,7 +459,7 @@ def test_mteb_task_specific_prompt_names_win_as_in_mteb(mteb_tasks: list[str], p
 # Folders sentkit writes keep the prompts
 # ---------------------------------------------------------------------------------------------
 def test_a_saved_or_whitened_folder_keeps_its_base_prompts(no_include: Path, tmp_path: Path) -> None:
-    from sentkit.models.encoder import read_st_prompts
+    from sentkit.models.transformer import read_st_prompts
 
     enc = sentkit.load(str(no_include), default_prompt_name="document", device="cpu")
     enc.save(tmp_path / "saved")  # type: ignore[attr-defined]
@@ -500,7 +500,7 @@ def test_a_saved_or_whitened_folder_keeps_its_base_prompts(no_include: Path, tmp
 
 def test_a_trained_folder_keeps_its_base_prompts_through_the_save_path(no_include: Path, tmp_path: Path) -> None:
     """What `sentkit train` saves (save_st_directory with the base's prompt settings)."""
-    from sentkit.models.encoder import base_prompt_settings, read_st_prompts, save_st_directory
+    from sentkit.models.transformer import base_prompt_settings, read_st_prompts, save_st_directory
 
     settings = base_prompt_settings(str(no_include))
     assert settings == {"prompts": PROMPTS, "default_prompt_name": None, "include_prompt": False}
@@ -536,11 +536,11 @@ def e5like(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_e5_passage_prompt_is_said_once_where_sentence_transformers_reads_it_otherwise(
     e5like: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sentkit import encoder as E
+    from sentkit.core import interface as E
 
     E._DOCUMENT_WARNED.clear()
     enc = sentkit.load(str(e5like), device="cpu")
-    with caplog.at_level("WARNING", logger="sentkit.encoder"):
+    with caplog.at_level("WARNING", logger="sentkit.core.interface"):
         assert role_prompt_name(enc, "document") == role_prompt_name(enc, "document") == "passage"
         role_prompt_name(sentkit.load(str(make_prompted(e5like.parent / "doc", prompts=PROMPTS))), "document")
     said = [r.getMessage() for r in caplog.records if "no 'document' but 'passage'" in r.getMessage()]
@@ -553,7 +553,7 @@ def test_e5_passage_prompt_is_said_once_where_sentence_transformers_reads_it_oth
 def test_e5_documents_get_passage_in_neighbours_user_retrieval_and_mteb(
     e5like: Path, mteb_tasks: list[str], tmp_path: Path
 ) -> None:
-    from sentkit.neighbours import get_index
+    from sentkit.retrieval.neighbours import get_index
 
     st = _st(e5like)
     passage = {"prompt_name": "passage"}

@@ -137,7 +137,7 @@ def test_missing_data_is_reported_per_task(senteval_dir, tmp_path):
 
 
 def test_unknown_override_is_a_config_error(senteval_dir):
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="Did you mean 'kfold'"):
         evaluate(HashEncoder(), tasks="MR", data_dir=senteval_dir, kfolds=3)

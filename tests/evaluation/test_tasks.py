@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sentkit.core.registry import UnknownNameError
 from sentkit.evaluation.tasks import (
     ALL_TASKS,
     DOWNSTREAM,
@@ -17,7 +18,6 @@ from sentkit.evaluation.tasks import (
     get_task,
     load_task,
 )
-from sentkit.registry import UnknownNameError
 
 
 def test_registry_has_every_task_with_metadata():

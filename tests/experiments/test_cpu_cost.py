@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import sentkit
+from sentkit.core.methods import METHODS, Method, register_method, write_marker
 from sentkit.experiments import load_experiment, run_experiment
-from sentkit.methods import METHODS, Method, register_method, write_marker
 from sentkit.training.raw_text import RECIPE_FILE
 
 EARLIER_CPU = 500.0  # the loop CPU of the process a resumed run continued from

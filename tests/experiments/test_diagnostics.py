@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentkit.encoder import CallableEncoder
+from sentkit.core.interface import CallableEncoder
 from sentkit.experiments.diagnostics import anisotropy, collect_diagnostics, diagnose
 
 

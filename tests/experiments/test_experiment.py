@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import sentkit
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.methods import METHODS, Method, register_method, write_marker
 from sentkit.experiments import load_experiment, run_experiment
 from sentkit.experiments import paper as paper_mod
 from sentkit.experiments.report import cronbach_alpha, write_report
 from sentkit.experiments.runner import collect
-from sentkit.methods import METHODS, Method, register_method, write_marker
 
 
 @dataclass
@@ -359,7 +359,7 @@ def test_file_lock_serialises_holders(tmp_path: Path) -> None:
     it, so that wait always runs out and the test cannot flake."""
     import threading
 
-    from sentkit.io import file_lock
+    from sentkit.core.io import file_lock
 
     events: list[str] = []
     a_inside, b_inside = threading.Event(), threading.Event()
@@ -524,7 +524,7 @@ def test_a_cell_continues_from_another_cells_model(tmp_path: Path, tiny_model_di
     reference to a later or unknown cell is refused when the file is read."""
     import json
 
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.experiments import load_experiment
     from sentkit.experiments.runner import model_of, plan, resolve_settings
 

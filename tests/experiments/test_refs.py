@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.experiments.grid import CellSpec, load_experiment
 from sentkit.experiments.kinds import AsIs, Train, cell_kind
 from sentkit.experiments.refs import BadRefError, CellRef, refs_of

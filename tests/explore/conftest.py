@@ -95,8 +95,8 @@ def explore_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tfidf_model(tmp_path_factory: pytest.TempPathFactory, explore_corpus: Path) -> Path:
-    from sentkit.config import from_dict
-    from sentkit.methods import get_method
+    from sentkit.core.config import from_dict
+    from sentkit.core.methods import get_method
 
     m = get_method("tfidf")
     out = tmp_path_factory.mktemp("models") / "tfidf"

@@ -197,7 +197,7 @@ def test_only_local_host_names_are_answered(explorer: Explorer) -> None:
 
 
 def test_allowed_hosts_never_answers_every_name() -> None:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
 
     assert allowed_hosts("127.0.0.1") == ["127.0.0.1", "::1", "[::1]", "localhost"]
     assert allowed_hosts("127.0.0.2") == ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"]
@@ -781,10 +781,10 @@ def test_a_prompted_models_column_is_what_sentkit_neighbours_finds(
     tiny_model_dir: Path, explore_corpus: Path, tmp_path: Path
 ) -> None:
     """An E5-style folder (query + passage prompts): the page embeds the corpus with its document prompt and the
-    query with its query prompt, as `sentkit neighbours` does: the same rows and scores (sentkit.neighbours.get_index
-    and encode_side are the oracle)."""
+    query with its query prompt, as `sentkit neighbours` does: the same rows and scores
+    (sentkit.retrieval.neighbours.get_index and encode_side are the oracle)."""
     import sentkit
-    from sentkit.neighbours import encode_side, get_index, side_prompt
+    from sentkit.retrieval.neighbours import encode_side, get_index, side_prompt
 
     folder = tmp_path / "e5-like"
     sentkit.load(str(tiny_model_dir), prompts={"query": "query: ", "passage": "passage: "}).save(folder)

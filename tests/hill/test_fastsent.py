@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.data.sentences import TokenizedCorpus, Vocabulary
 from sentkit.hill.configs import FastSentConfig
 from sentkit.hill.fastsent import (

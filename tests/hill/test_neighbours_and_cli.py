@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sentkit.config import from_dict
-from sentkit.methods import get_method, method_names
-from sentkit.neighbours import NeighbourIndex, build_index, get_index, top_k
+from sentkit.core.config import from_dict
+from sentkit.core.methods import get_method, method_names
+from sentkit.retrieval.neighbours import NeighbourIndex, build_index, get_index, top_k
 
 NAMES = [
     "fastsent",

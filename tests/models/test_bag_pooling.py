@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sentkit
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 
 def test_mean_max_of_glove_is_the_max_and_the_mean_of_its_word_vectors() -> None:

@@ -29,7 +29,7 @@ def decoder_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def test_loads_through_the_resolver_with_mean_pooling_and_a_padding_token(decoder_dir: Path) -> None:
     import sentkit
     from sentkit.models.decoder import is_decoder_config
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     enc = sentkit.load(str(decoder_dir))
     assert isinstance(enc, TransformerEncoder) and is_decoder_config(enc.model.config)

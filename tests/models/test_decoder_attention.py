@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from support.decoders import FAMILIES, tiny_decoder
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "stone"]

@@ -119,7 +119,7 @@ def test_lora_alpha_without_adapters_is_said_and_a_scale_of_zero_is_refused(
 ) -> None:
     import logging
 
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.models.hub import load_mlm
     from sentkit.training.recipes.mntp import MNTP, MNTPConfig
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentkit.models.encoder import TransformerEncoder, length_batches
+from sentkit.models.transformer import TransformerEncoder, length_batches
 
 
 @settings(max_examples=200, deadline=None)
@@ -73,7 +73,7 @@ def test_encode_refuses_non_strings_and_bad_batch_sizes(tiny_model_dir: Path) ->
 
 
 def test_callable_encoder_takes_the_same_arguments() -> None:
-    from sentkit.encoder import CallableEncoder, Encoder
+    from sentkit.core.interface import CallableEncoder, Encoder
 
     calls: list[int] = []
 
@@ -95,7 +95,7 @@ def test_a_damaged_model_directory_is_a_clear_error(tiny_model_dir: Path, tmp_pa
     import shutil
 
     import sentkit
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_model_dir, broken)

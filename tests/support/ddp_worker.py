@@ -12,8 +12,8 @@ import sys
 
 import torch.distributed as dist
 
-from sentkit.config import from_dict
-from sentkit.methods import get_method
+from sentkit.core.config import from_dict
+from sentkit.core.methods import get_method
 from sentkit.training.distributed import init_from_env
 from support.training import save, step_gradients
 

@@ -86,7 +86,7 @@ def tiny_decoder(family: str, out: Path, *, seed: int = 0) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     tok = tiny_tokenizer(family)
     torch.manual_seed(seed)

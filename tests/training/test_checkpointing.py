@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import ConfigError, from_dict
+from sentkit.core.config import ConfigError, from_dict
+from sentkit.core.methods import get_method, method_target
 from sentkit.data.store import TokenStore
-from sentkit.methods import get_method, method_target
 from sentkit.models.mlm import is_checkpointing
 from sentkit.training.distributed import DistInfo
 from sentkit.training.loop import train

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.training.loop import train
 from sentkit.training.recipe import Seeds
 from sentkit.training.recipes.clm import CLM, CLMConfig

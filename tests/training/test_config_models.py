@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sentkit.config import ConfigError, from_dict
-from sentkit.registry import Registry, UnknownNameError
+from sentkit.core.config import ConfigError, from_dict
+from sentkit.core.registry import Registry, UnknownNameError
 from sentkit.training.recipes.declutr import DeclutrConfig
 
 
@@ -82,7 +82,7 @@ def test_from_dict_rejects_non_dataclass() -> None:
 
 @pytest.mark.parametrize("raw", [b'name = "\xe9t\xe9"\n', b"\xff\xfen\x00a\x00", b"\x00\x01\x02"])
 def test_toml_that_is_not_utf8_names_the_file(tmp_path: Path, raw: bytes) -> None:
-    from sentkit.config import load_toml
+    from sentkit.core.config import load_toml
 
     f = tmp_path / "run.toml"
     f.write_bytes(raw)

@@ -237,7 +237,7 @@ def test_snapshots_save_the_encoder_part_way_and_change_nothing(
     """A snapshot at step k holds the weights a run stopped at k holds (the checkpoint's), with the CPU seconds spent
     so far; the run that saved it ends with the same weights as one that did not."""
     import sentkit
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     k, model = 2, str(tiny_model_dir)
     plain = small_config(str(store), str(tmp_path / "plain"), model=model, max_steps=4, checkpoint_every=k)

@@ -121,7 +121,7 @@ def test_simcse_trains_a_decoder_with_the_dropout_it_is_given(
 def test_simcse_warns_of_a_decoder_without_dropout_and_refuses_dropout_on_a_masked_lm(
     llama_dir: Path, tiny_model_dir: Path, tiny_corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
 
     cfg = SimCSEConfig(corpus=str(tiny_corpus), out=str(tmp_path / "a"), model=str(llama_dir), pooling="mean")
@@ -214,7 +214,7 @@ def test_tsdae_with_lora_shares_the_adapted_layers_with_its_decoder(
 
 
 def test_tsdae_refuses_a_decoder_family_without_cross_attention(llama_dir: Path) -> None:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.models.hub import load_mlm
     from sentkit.training.recipes.tsdae import tied_decoder
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import ConfigError, from_dict
-from sentkit.methods import get_method, method_target
+from sentkit.core.config import ConfigError, from_dict
+from sentkit.core.methods import get_method, method_target
 from sentkit.training.loop import train
 from support.decoders import tiny_decoder
 

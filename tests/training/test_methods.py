@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentkit.config import from_dict
+from sentkit.core.config import from_dict
+from sentkit.core.methods import get_method, method_target
 from sentkit.data.packing import Packing
-from sentkit.methods import get_method, method_target
 from sentkit.objectives.contrastive import info_nce
 from sentkit.objectives.noise import delete_words, word_ids
 from sentkit.training.loop import train
@@ -318,12 +318,12 @@ def test_saved_encoder_matches_sentence_transformers(
 
 
 def test_one_registry_every_method_is_one_entry() -> None:
-    """Every name of sentkit.methods.METHODS resolves to a method of that name whose config is a
+    """Every name of sentkit.core.methods.METHODS resolves to a method of that name whose config is a
     dataclass, and a class that calls itself by another name is refused (its folders would name it)."""
     import dataclasses
 
+    from sentkit.core.methods import METHODS, MethodEntry
     from sentkit.hill.common import HillModel
-    from sentkit.methods import METHODS, MethodEntry
 
     for name in METHODS:
         method = get_method(name)

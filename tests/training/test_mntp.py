@@ -284,7 +284,7 @@ def test_llm2vec_resumed_after_kill_9_equals_an_uninterrupted_run(
 
 
 def test_llm2vec_without_a_model_is_one_clear_error() -> None:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.training.llm2vec import LLM2VecConfig
 
     with pytest.raises(ConfigError, match="needs --model: a decoder"):

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from sentkit.config import from_dict
-from sentkit.methods import get_method
+from sentkit.core.config import from_dict
+from sentkit.core.methods import get_method
 from sentkit.training.checkpoint import CHECKPOINT
 from sentkit.training.metrics import read_metrics
 from support.training import torchrun

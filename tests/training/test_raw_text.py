@@ -43,7 +43,7 @@ def _sets(items: list[str]) -> list[str]:
 
 def test_from_scratch_in_one_command(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import sentkit
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     out = tmp_path / "mine"
     assert main(["-q", "train", "--method", "raw-text", "--corpus", str(corpus), "--out", str(out), *_sets(TINY)]) == 0

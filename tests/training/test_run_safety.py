@@ -178,7 +178,7 @@ def test_leftover_temporaries_are_removed(store: Path, tiny_model_dir: Path, tmp
     out = tmp_path / "run"
     train(_cfg(store, out, tiny_model_dir, max_steps=4, checkpoint_every=2), Declutr, stop_at=2)
     dead = 999_999  # no such process
-    from sentkit.io import temp_prefix
+    from sentkit.core.io import temp_prefix
 
     stale = [
         out / "checkpoint" / (temp_prefix("state.pt").replace(f"-{os.getpid()}.", f"-{dead}.") + "x.tmp"),

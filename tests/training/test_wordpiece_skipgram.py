@@ -101,7 +101,7 @@ def test_a_sentence_is_the_mean_of_its_wordpieces_vectors(vectors: Path, corpus:
 def test_mlm_input_embeddings_start_from_the_vectors(vectors: Path, corpus: Path, tmp_path: Path) -> None:
     import torch
 
-    from sentkit.config import ConfigError, from_dict
+    from sentkit.core.config import ConfigError, from_dict
     from sentkit.models.hub import load_mlm
     from sentkit.training.recipes.mlm import MLMConfig, init_embeddings
 

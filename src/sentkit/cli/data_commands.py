@@ -6,7 +6,7 @@ import argparse
 import textwrap
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 
 def register(sub: Any) -> None:
@@ -77,17 +77,17 @@ def check_positive(args: argparse.Namespace, *names: str) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from sentkit.prepare_shards import naming_output
+    from sentkit.sharding.prepare import naming_output
 
     with naming_output(args.out, "--out"):  # not its lock's or temporary folder's name
         return _prepare(args)
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    from sentkit.core.io import file_lock
     from sentkit.data.store import LengthRule, check_store_target, prepare_store
-    from sentkit.embed_shards import Shard
-    from sentkit.io import file_lock
     from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, resolve
+    from sentkit.sharding.embed import Shard
 
     check_positive(args, "num_anchors", "max_span_len", "max_doc_tokens")
     shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
@@ -97,7 +97,7 @@ def _prepare(args: argparse.Namespace) -> int:
     min_tokens = args.num_anchors * args.max_span_len * 2
     if shard is not None:
         from sentkit.data.store import WINDOW_CHARS, PrepareSettings, exact_window
-        from sentkit.prepare_shards import prepare_shard
+        from sentkit.sharding.prepare import prepare_shard
 
         settings = PrepareSettings(
             min_tokens, args.max_doc_tokens, args.text_field, args.txt_mode, tokenizer_name=model
@@ -139,9 +139,9 @@ def _prepare(args: argparse.Namespace) -> int:
 def cmd_spans(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from sentkit.core.logs import quiet_transformers
     from sentkit.data.corpus import CorpusError, iter_documents
     from sentkit.data.store import LengthRule, relax_fixes
-    from sentkit.logs import quiet_transformers
     from sentkit.models.hub import DEFAULT_MODEL, load_tokenizer, resolve
     from sentkit.objectives.spans import SpanSettings, relation, sample_spans
 

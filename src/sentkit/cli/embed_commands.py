@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,8 +54,8 @@ def register(sub: Any) -> None:
         help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
         "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)",
     )
-    from sentkit.encoder import add_prompt_flags
-    from sentkit.loading import add_model_settings
+    from sentkit.core.interface import add_prompt_flags
+    from sentkit.models.loading import add_model_settings
 
     add_prompt_flags(e)
     add_model_settings(e)
@@ -97,7 +97,7 @@ def iter_lines(path: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line of a text file, split on ``\n`` only (never on a lone ``\r``,
     form feed or Unicode line separator inside a line). UTF-8, with or without a byte-order mark;
     UTF-16/32 with a byte-order mark. Binary, NUL bytes or invalid UTF-8 raise ConfigError naming
-    the file and line. `digest` (a hash object, `sentkit.identity.hasher`), when given, is fed every
+    the file and line. `digest` (a hash object, `sentkit.core.identity.hasher`), when given, is fed every
     byte of the file as it is read: once the lines are exhausted it is the hash of the whole file."""
     from sentkit.data.corpus import bom_encoding
 
@@ -175,8 +175,8 @@ def _read_texts(path: Path, field: str, digest: Any = None) -> Iterator[str]:
 
 
 def _check_embed_paths(src: Path, dst: Path, *, sharded: bool = False) -> None:
-    from sentkit.embed_shards import MANIFEST, check_parts_folder, parts_folder
-    from sentkit.io import PathError, check_writable
+    from sentkit.core.io import PathError, check_writable
+    from sentkit.sharding.embed import MANIFEST, check_parts_folder, parts_folder
 
     if dst.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ConfigError(f"--output must end in .npy or .parquet, got {dst}")
@@ -240,7 +240,7 @@ def _dim_of(enc: Any) -> int:
     dim = getattr(enc, "dim", None)
     if isinstance(dim, int) and dim > 0:
         return dim
-    from sentkit.encoder import check_embeddings
+    from sentkit.core.interface import check_embeddings
 
     return int(check_embeddings(enc.encode([""]), 1, what="encoder").shape[1])
 
@@ -250,10 +250,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     import sentkit
     from sentkit.cli.data_commands import check_positive
-    from sentkit.embed_shards import Shard, finished, record_path
-    from sentkit.encoder import check_embeddings
-    from sentkit.identity import hasher
-    from sentkit.io import atomic_path, remove_stale_temps
+    from sentkit.core.identity import hasher
+    from sentkit.core.interface import check_embeddings
+    from sentkit.core.io import atomic_path, remove_stale_temps
+    from sentkit.sharding.embed import Shard, finished, record_path
 
     src, dst = Path(args.input), Path(args.output)
     check_positive(args, "batch_size", "block")
@@ -270,8 +270,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
             print(done)
             return 0
     _use_local_gpu()
-    from sentkit.encoder import encode_with_prompt, prompt_used
-    from sentkit.loading import model_settings
+    from sentkit.core.interface import encode_with_prompt, prompt_used
+    from sentkit.models.loading import model_settings
 
     enc = sentkit.load(args.model, **model_settings(args))
     prompt = {"prompt_name": args.prompt_name, "prompt": args.prompt}
@@ -292,7 +292,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     if shard is not None:
-        from sentkit.embed_shards import embed_shard
+        from sentkit.sharding.embed import embed_shard
 
         print(
             embed_shard(
@@ -332,10 +332,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) -> dict[str, Any]:
-    """What a sharded run records and compares before it joins parts (sentkit.embed_shards): the
-    input by the hash of all its bytes, the model by its content (`sentkit.loading.content_id`),
+    """What a sharded run records and compares before it joins parts (sentkit.sharding.embed): the
+    input by the hash of all its bytes, the model by its content (`sentkit.models.loading.content_id`),
     every setting that changes the vectors; `model_name` (the name typed) is recorded only."""
-    from sentkit.loading import content_id, model_settings, settings_before_loading
+    from sentkit.models.loading import content_id, model_settings, settings_before_loading
 
     given = settings_before_loading(args.model, model_settings(args))  # half precision as resolved: parts never mix
     return {
@@ -426,8 +426,8 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 
     if len(args.texts) < 2:
         raise ConfigError("give at least two texts to compare")
-    from sentkit.encoder import encode_with_prompt
-    from sentkit.loading import model_settings
+    from sentkit.core.interface import encode_with_prompt
+    from sentkit.models.loading import model_settings
 
     enc = sentkit.load(args.model, **model_settings(args))
     v = encode_with_prompt(enc, list(args.texts), prompt_name=args.prompt_name, prompt=args.prompt)
@@ -455,8 +455,8 @@ def register_similarity(sub: Any) -> None:
         "a transformers folder or HF id, file.py:attr",
     )
     s.add_argument("texts", nargs="+", help="texts to compare")
-    from sentkit.encoder import add_prompt_flags
-    from sentkit.loading import add_model_settings
+    from sentkit.core.interface import add_prompt_flags
+    from sentkit.models.loading import add_model_settings
 
     add_prompt_flags(s)
     add_model_settings(s)

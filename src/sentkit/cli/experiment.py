@@ -97,7 +97,7 @@ def _cells(value: str | None) -> list[str] | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.experiments import load_experiment
     from sentkit.experiments.report import write_pages, write_reports
     from sentkit.experiments.runner import collect, results_source

@@ -1,4 +1,4 @@
-"""``sentkit index``: an approximate nearest-neighbour index of an ``embed`` output (sentkit.index)."""
+"""``sentkit index``: an approximate nearest-neighbour index of an ``embed`` output (sentkit.retrieval.index)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ SETTINGS_FLAGS = ("nlist", "nprobe", "candidates", "train_size", "kmeans_iters",
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from sentkit.index import CODES, EXACT_BELOW, IndexSettings
+    from sentkit.retrieval.index import CODES, EXACT_BELOW, IndexSettings
 
     d = {f.name: f.default for f in fields(IndexSettings)}
     p = subparsers.add_parser(
@@ -58,9 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from sentkit.config import from_dict
-    from sentkit.index import IndexSettings, build
-    from sentkit.prepare_shards import naming_output
+    from sentkit.core.config import from_dict
+    from sentkit.retrieval.index import IndexSettings, build
+    from sentkit.sharding.prepare import naming_output
 
     given = {k: getattr(args, k) for k in SETTINGS_FLAGS if getattr(args, k) is not None}
     settings = from_dict(IndexSettings, given, where="sentkit index")

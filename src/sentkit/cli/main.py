@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sentkit.errors import one_line
+from sentkit.core.errors import one_line
 
 # Modules that add sub-commands. A module that does not exist yet is skipped.
 COMMAND_MODULES = (
@@ -123,8 +123,8 @@ def describe_error(e: BaseException, sub: argparse.ArgumentParser | None = None)
     full disk: 1), ``MemoryError`` is 1 and a ``UnicodeDecodeError`` (input that is not UTF-8) is 2.
     Anything else, a plain ``ValueError`` or ``TypeError`` included, is a bug of sentkit: the line
     starts with ``internal error:``, says how to see the traceback and asks for a report; exit 1."""
-    from sentkit.errors import SentkitError
-    from sentkit.io import describe_os_error
+    from sentkit.core.errors import SentkitError
+    from sentkit.core.io import describe_os_error
 
     if isinstance(e, SentkitError):  # the class carries the exit code and the line
         return one_line(_with_fixes(e, sub) or e.user_line()), e.exit_code

@@ -35,23 +35,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--rebuild", action="store_true", help="rebuild the index even if cached")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of text")
-    from sentkit.encoder import add_prompt_flags
+    from sentkit.core.interface import add_prompt_flags
 
     add_prompt_flags(
         p,
         what="every query",
         default="its prompt named query, if any (the corpus always gets its document prompt: document, else passage)",
     )
-    from sentkit.loading import add_model_settings
+    from sentkit.models.loading import add_model_settings
 
     add_model_settings(p)
     p.set_defaults(func=_neighbours)
 
 
 def _neighbours(args: argparse.Namespace) -> int:
-    from sentkit.config import ConfigError
-    from sentkit.encoder import prompt_used
-    from sentkit.neighbours import encode_side, get_index, side_prompt
+    from sentkit.core.config import ConfigError
+    from sentkit.core.interface import prompt_used
+    from sentkit.retrieval.neighbours import encode_side, get_index, side_prompt
 
     queries = [*args.queries, *args.query]
     if not queries:
@@ -63,7 +63,7 @@ def _neighbours(args: argparse.Namespace) -> int:
     import sentkit
 
     t0 = time.perf_counter()
-    from sentkit.loading import model_settings, used_settings
+    from sentkit.models.loading import model_settings, used_settings
 
     encoder = sentkit.load(args.model, **model_settings(args))
     query_side = side_prompt(encoder, "query", prompt_name=args.prompt_name, prompt=args.prompt)
@@ -77,9 +77,9 @@ def _neighbours(args: argparse.Namespace) -> int:
         rebuild=args.rebuild,
         settings=used_settings(encoder, model_settings(args)),  # half precision as resolved: its own index
     )
-    from sentkit.index import attach
+    from sentkit.retrieval.index import attach
 
-    index = attach(index, where)  # past sentkit.index.EXACT_BELOW sentences: the approximate index
+    index = attach(index, where)  # past sentkit.retrieval.index.EXACT_BELOW sentences: the approximate index
     t1 = time.perf_counter()
     print(
         f"index: {len(index)} sentences, {'built' if built else 'loaded'} in {t1 - t0:.1f}s ({where})", file=sys.stderr

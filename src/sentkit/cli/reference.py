@@ -91,7 +91,7 @@ def cli_page(parser: argparse.ArgumentParser | None = None) -> str:
 
 def methods_page() -> str:
     """Every method of `sentkit train --method`, with its description and config keys (`--set k=v`)."""
-    from sentkit.methods import METHODS, get_method
+    from sentkit.core.methods import METHODS, get_method
 
     out = [
         HEADER,
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         stale.append(str(path))
         if not args.check:
-            from sentkit.io import atomic_write_text
+            from sentkit.core.io import atomic_write_text
 
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, text)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, from_dict, load_toml, parse_overrides
+from sentkit.core.config import ConfigError, from_dict, load_toml, parse_overrides
 
 
 def register(sub: Any) -> None:
@@ -107,7 +107,7 @@ def register(sub: Any) -> None:
 # ----------------------------------------------------------------------------- train
 def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
     """(method, config) from defaults < TOML < flags < --set."""
-    from sentkit.methods import get_method
+    from sentkit.core.methods import get_method
 
     data: dict[str, Any] = {}
     if args.config:
@@ -148,8 +148,8 @@ def resolve_train_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from sentkit.config import to_dict
-    from sentkit.methods import METHODS, method_names
+    from sentkit.core.config import to_dict
+    from sentkit.core.methods import METHODS, method_names
 
     if args.list_methods:  # from the table alone: no method's code is imported
         for name in method_names():

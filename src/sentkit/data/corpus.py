@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sentkit.errors import SentkitError
+from sentkit.core.errors import SentkitError
 
 log = logging.getLogger(__name__)
 

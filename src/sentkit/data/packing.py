@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 
 class Packing:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sentkit.core.errors import InputError, MissingInputError
 from sentkit.data.corpus import CorpusError, CorpusStats, Fix
-from sentkit.errors import InputError, MissingInputError
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +449,7 @@ class Vocabulary:
 
     def save(self, path: str | Path) -> None:
         """One ``word<TAB>count`` per line, in id order."""
-        from sentkit.io import atomic_write_text
+        from sentkit.core.io import atomic_write_text
 
         lines = [f"{w}\t{n}" for w, n in zip(self.words_, self.counts_.tolist())]
         atomic_write_text(Path(path), "\n".join(lines) + "\n")

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.core.identity import tokenizer_fingerprint
+from sentkit.core.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 from sentkit.data.corpus import (
     CorpusError,
     CorpusStats,
@@ -42,8 +44,6 @@ from sentkit.data.corpus import (
     corpus_size,
     iter_document_streams,
 )
-from sentkit.identity import tokenizer_fingerprint
-from sentkit.io import PathError, check_output_dir, make_temp_dir, remove_stale_temps, temp_prefix
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +353,7 @@ def cut_kinds(tokenizer: Any) -> tuple[str, ...]:
     """The `CUT_KINDS` at which `tokenizer` gives the same ids for a probe text cut into tiny windows
     as for the text whole (accents, Greek final sigma, CJK, Thai, long words, whitespace runs,
     newlines); () when not even ``"word"`` is (a tokenizer whose ids depend on the whole text)."""
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     text = PROBE * 3
     with quiet_transformers():
@@ -524,7 +524,7 @@ def _tokenized(
     ``window=None`` tokenizes each document whole (for a tokenizer that windows would change); else
     windows end at the `CUT_KINDS` `kinds` (at paragraph breaks for sentences), or are forced. The
     `meter` (None: the bar counts documents) hears of each window's text once it is tokenized."""
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     # ("doc" | "entry" | "ids" | "end" | "read" | "done" | "abort", payload: the text of "read")
     events: list[tuple[str, Any]] = []
@@ -807,7 +807,7 @@ def prepare_store(
     grapheme boundary (`cut_windows`), where the ids may differ. A tokenizer for which not even a cut
     between words is exact is given whole documents, with a warning; so is ``window=None``. The byte
     bar advances as text is tokenized (`ByteMeter`).
-    Several processes share the work with `sentkit.prepare_shards` (``sentkit prepare --shard I/N``)."""
+    Several processes share the work with `sentkit.sharding.prepare` (``sentkit prepare --shard I/N``)."""
     settings = PrepareSettings(min_doc_tokens, max_doc_tokens, text_field, txt_mode, unit, tokenizer_name)
     out = check_store_target(out, what=what)
     remove_stale_temps(out.parent, out.name)

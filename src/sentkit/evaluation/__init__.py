@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sentkit.lazy import lazy_exports
+from sentkit.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sentkit.evaluation.config import PRESETS, EvalConfig, make_config

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sentkit.errors import SentkitError
-from sentkit.identity import cache_folder_name as folder_name
-from sentkit.io import atomic_open, cache_writable
+from sentkit.core.errors import SentkitError
+from sentkit.core.identity import cache_folder_name as folder_name
+from sentkit.core.io import atomic_open, cache_writable
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ class EmbeddingCache:
             with atomic_open(name, "wb") as f:
                 np.savez(f, keys=keys, emb=emb)
         except OSError as e:
-            from sentkit.io import describe_os_error
+            from sentkit.core.io import describe_os_error
 
             self.writable = False
             logger.warning(

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         "(all-minilm-l6-v2), a transformers / sentence-transformers folder or HF id, "
         "module:attr or file.py:attr",
     )
-    from sentkit.loading import add_model_settings
+    from sentkit.models.loading import add_model_settings
 
     add_model_settings(p)
     p.add_argument(
@@ -99,7 +99,7 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="override any config field, e.g. --set kfold=10 --set optim=adam,lr=0.01 --set nhid=50",
     )
-    from sentkit.encoder import add_prompt_flags
+    from sentkit.core.interface import add_prompt_flags
 
     add_prompt_flags(
         p, what="the texts of every task (retrieval queries and documents keep the model's query and document prompts)"
@@ -191,8 +191,8 @@ def check_outputs(
     """Before any expensive work: every output path can be written (PathError naming the flag
     otherwise), no two outputs are one file, no output is one of the `inputs`, and matplotlib
     is there when a chart is asked for."""
-    from sentkit.config import ConfigError
-    from sentkit.io import check_writable
+    from sentkit.core.config import ConfigError
+    from sentkit.core.io import check_writable
 
     seen: dict[Path, str] = {Path(p).resolve(): "an input" for p in inputs}
     for path, flag in outputs:
@@ -216,7 +216,7 @@ def save_or_keep(path: str, text: str, what: str) -> str | None:
     import tempfile
     import time
 
-    from sentkit.io import atomic_write_text, describe_os_error
+    from sentkit.core.io import atomic_write_text, describe_os_error
 
     try:
         atomic_write_text(path, text)
@@ -236,7 +236,7 @@ def save_or_keep(path: str, text: str, what: str) -> str | None:
 
 def _refuse_foreign_file(path: str) -> None:
     """The results JSON may replace an earlier results file, never another file of the user's."""
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
     from sentkit.evaluation.report import load_run
 
     p = Path(path)
@@ -252,12 +252,12 @@ def _refuse_foreign_file(path: str) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from sentkit.config import ConfigError, parse_overrides
+    from sentkit.core.config import ConfigError, parse_overrides
+    from sentkit.core.identity import fingerprint, with_precision
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.report import markdown_table, plot_runs
     from sentkit.evaluation.runner import EvaluationInterrupted
-    from sentkit.identity import fingerprint, with_precision
-    from sentkit.loading import load, model_settings, used_settings
+    from sentkit.models.loading import load, model_settings, used_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
     if args.data_dir is not None and not Path(args.data_dir).is_dir():  # before anything is loaded or written
@@ -268,9 +268,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     _refuse_foreign_file(args.output)
     settings = model_settings(args)
     if settings.get("precision") == "auto":  # evaluation's own rule (sentkit.models.precision.EVAL_AUTO_KEEPS_FP32)
-        from sentkit.loading import takes_precision
-        from sentkit.models.encoder import usable_device
+        from sentkit.models.loading import takes_precision
         from sentkit.models.precision import for_evaluation
+        from sentkit.models.transformer import usable_device
 
         settings["precision"], said = for_evaluation("auto", usable_device("auto"))
         if said and takes_precision(args.model):
@@ -285,8 +285,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     mteb_tasks: list[Any] = []
     checked: Any = None
     if args.mteb:  # names resolved, local task files read and every task's data checked before the model loads
+        from sentkit.core.io import check_output_dir
         from sentkit.evaluation import mteb_adapter
-        from sentkit.io import check_output_dir
 
         mteb_tasks = mteb_adapter.resolve_tasks(
             [x for group in args.mteb for x in group], allow_subset=args.allow_subset
@@ -312,7 +312,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         encoder: Any = _not_loaded
         fp = None
     else:
-        from sentkit.encoder import prompt_load_kwargs
+        from sentkit.core.interface import prompt_load_kwargs
 
         encoder = load(args.model, **settings, **prompt_load_kwargs(args))
         fp = with_precision(args.fingerprint, encoder) if args.fingerprint else fingerprint(encoder, args.model)
@@ -362,7 +362,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             try:
                 plot_runs([results], args.plot)
             except OSError as e:
-                from sentkit.io import describe_os_error
+                from sentkit.core.io import describe_os_error
 
                 failed.append(f"cannot write the chart to {args.plot} ({describe_os_error(e)})")
         print(table)
@@ -432,7 +432,7 @@ def _run_mteb(
     under the model's identity (its weights' content hash; a published model's own name and
     revision); tasks whose data `checked` found missing are listed, not run."""
     from sentkit.evaluation import mteb_adapter
-    from sentkit.loading import used_settings
+    from sentkit.models.loading import used_settings
 
     cfg = results["config"]
     folder = Path(args.output).parent
@@ -467,9 +467,9 @@ def _one_line(text: str) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
+    from sentkit.core.io import atomic_write_text
     from sentkit.evaluation.report import load_run, markdown_table, plot_runs, side_by_side
-    from sentkit.io import atomic_write_text
 
     check_outputs([(args.output, "--output"), (args.plot, "--plot")], plot=args.plot, inputs=args.results)
     runs = []
@@ -519,13 +519,13 @@ def _data_check(args: argparse.Namespace) -> int:
 
 
 def _data_download(args: argparse.Namespace) -> int:
+    from sentkit.core.io import check_output_dir
     from sentkit.evaluation.data import download
     from sentkit.evaluation.tasks import get_task, resolve_data_dir
-    from sentkit.io import check_output_dir
 
     if args.mteb:
         if args.tasks:
-            from sentkit.config import ConfigError
+            from sentkit.core.config import ConfigError
 
             raise ConfigError("give SentEval task names or --mteb names, not both, to `sentkit data download`")
         return _mteb_download([x for group in args.mteb for x in group])
@@ -534,7 +534,7 @@ def _data_download(args: argparse.Namespace) -> int:
     try:
         fetched = download(tasks, args.data_dir, force=args.force, timeout=args.timeout)
     except OSError as e:  # network errors, checksum mismatches
-        from sentkit.io import describe_os_error
+        from sentkit.core.io import describe_os_error
 
         print(f"sentkit data download: error: {describe_os_error(e)}", file=sys.stderr)
         return 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sentkit.config import ConfigError, from_dict
-from sentkit.registry import Registry
+from sentkit.core.config import ConfigError, from_dict
+from sentkit.core.registry import Registry
 
 OPTIMIZERS = ("adam", "rmsprop", "sgd", "adagrad")
 
@@ -68,7 +68,7 @@ def parse_optim(spec: str) -> tuple[str, dict[str, float]]:
     """'adam' / 'sgd,lr=0.1' -> (name, params), like SentEval's utils.get_optimizer."""
     name, *rest = [s.strip() for s in spec.split(",")]
     if name not in OPTIMIZERS:
-        from sentkit.registry import suggest
+        from sentkit.core.registry import suggest
 
         raise ConfigError(
             f"unknown optimizer {name!r}.{suggest(name, list(OPTIMIZERS))} Known: {', '.join(OPTIMIZERS)}."

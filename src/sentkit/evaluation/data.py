@@ -8,9 +8,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sentkit.core.io import atomic_path, sha256_file
 from sentkit.evaluation.sources import SOURCES
 from sentkit.evaluation.tasks import ALL_TASKS, download_hint, get_task, resolve_data_dir
-from sentkit.io import atomic_path, sha256_file
 
 logger = logging.getLogger(__name__)
 

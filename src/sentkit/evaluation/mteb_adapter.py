@@ -46,10 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
-from sentkit.errors import SentkitError
-from sentkit.identity import content_id, files_id, is_model_file, mteb_revision, variant_id
-from sentkit.registry import Registry
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import SentkitError
+from sentkit.core.identity import content_id, files_id, is_model_file, mteb_revision, variant_id
+from sentkit.core.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -149,15 +149,15 @@ def published_model(folder: Path, digest: str) -> tuple[str, str] | None:
 def model_identity(spec: str, *, variant: str = "") -> tuple[str, str]:
     """(name, revision) mteb files the results of the model `spec` under: one per set of weights.
 
-    The revision is the weights' content hash (`sentkit.identity.content_id` of the folder the name
-    loads, its first 40 hex digits; for word vectors and code, a hash of `sentkit.loading.content_id`),
+    The revision is the weights' content hash (`sentkit.core.identity.content_id` of the folder the name
+    loads, its first 40 hex digits; for word vectors and code, a hash of `sentkit.models.loading.content_id`),
     so a folder, its copy elsewhere and the registry name of the same files share it. Weights that are
     a published model's (a registry entry's `published`, recognised by content) are filed under that
     model's own name and revision, as mteb's registry has them. `variant` (e.g. a pooling other than
     the model's own) makes another model of the same weights: its revision hashes both, and it is never
     the published model."""
-    from sentkit.loading import content_id as spec_content_id
-    from sentkit.loading import describe
+    from sentkit.models.loading import content_id as spec_content_id
+    from sentkit.models.loading import describe
 
     text = str(spec).strip()
     kind = describe(text)
@@ -214,7 +214,7 @@ class MTEBEncoder:
         progress: Any = None,
         identity: tuple[str, str] | None = None,
     ) -> None:
-        from sentkit.encoder import as_encoder
+        from sentkit.core.interface import as_encoder
         from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 
         self.encoder = as_encoder(encoder)
@@ -278,7 +278,7 @@ class MTEBEncoder:
         the one mteb + sentence-transformers would use (`st_prompt`); each prompt has its own cache."""
         from functools import partial
 
-        from sentkit.encoder import encode_with_prompt
+        from sentkit.core.interface import encode_with_prompt
         from sentkit.evaluation.runner import EmbeddingStore
 
         texts = [t for batch in inputs for t in batch["text"]]
@@ -298,12 +298,12 @@ class MTEBEncoder:
     def _mteb_prompts(self) -> dict[str, str]:
         """The encoder's prompts as mteb's sentence-transformers wrapper holds them: ST's empty "query" and
         "document" under the model's own, names mteb does not know left out (mteb's own check, once); and
-        "document" the model's document prompt by sentkit's rule (`sentkit.encoder.role_prompt_name`: an
+        "document" the model's document prompt by sentkit's rule (`sentkit.core.interface.role_prompt_name`: an
         E5-style "passage" too, as mteb's E5 entries set it)."""
         if "_valid_prompts" not in self.__dict__:
             from mteb.models.abs_encoder import AbsEncoder
 
-            from sentkit.encoder import ST_DEFAULT_PROMPTS, prompts_of, role_prompt_name
+            from sentkit.core.interface import ST_DEFAULT_PROMPTS, prompts_of, role_prompt_name
 
             own = prompts_of(self.encoder)[0]
             role = role_prompt_name(self.encoder, "document")
@@ -318,7 +318,7 @@ class MTEBEncoder:
 
     def _prompt_cache(self, prompt: str | None) -> Any:
         """The embedding cache of vectors encoded with `prompt` (None: the default prompt's, `self.cache`)."""
-        from sentkit.encoder import prompt_used, prompted_fingerprint
+        from sentkit.core.interface import prompt_used, prompted_fingerprint
 
         text = prompt_used(self.encoder) if prompt is None else prompt
         if self.cache is None or not text:
@@ -353,11 +353,11 @@ def st_prompt(encoder: Any, model_prompts: dict[str, str], task_metadata: Any, p
     ``encode_document`` / ``encode`` (a query without one: "query"; a document: "document", "passage"
     or "corpus"; neither type: the default prompt). One departure, as in sentkit's retrieval tasks and
     neighbours: an E5-style model (``query`` + ``passage``, no ``document``) encodes documents with its
-    ``passage`` prompt (`sentkit.encoder.role_prompt_name`; `MTEBEncoder._mteb_prompts` holds it as
+    ``passage`` prompt (`sentkit.core.interface.role_prompt_name`; `MTEBEncoder._mteb_prompts` holds it as
     "document"), where sentence-transformers would find its empty "document" first."""
     from mteb.models.abs_encoder import get_prompt_name
 
-    from sentkit.encoder import prompts_of, resolve_prompt, role_prompt_name
+    from sentkit.core.interface import prompts_of, resolve_prompt, role_prompt_name
 
     name = get_prompt_name(model_prompts, task_metadata, prompt_type) if model_prompts else None
     if name:
@@ -421,8 +421,8 @@ def closest_name(name: str, mteb_hint: str = "") -> str:
     own table: mteb's task of that name, or none; the shortest mteb task or benchmark name it begins
     (``Banking77`` -> ``Banking77Classification``); else the closest spelling (case ignored), else mteb's
     own suggestion `mteb_hint`; "" for none."""
+    from sentkit.core.registry import loose_key
     from sentkit.evaluation.tasks import ALL_TASKS
-    from sentkit.registry import loose_key
 
     tasks, benchmarks = _mteb_names()
     names = tasks + benchmarks
@@ -458,8 +458,8 @@ def registry_tasks(name: str) -> list[Any]:
         return list(mteb.get_benchmark(name).tasks)
     except KeyError as e:
         bench_hint = _did_you_mean(e)
+    from sentkit.core.registry import loose_key
     from sentkit.evaluation.tasks import ALL_TASKS
-    from sentkit.registry import loose_key
 
     hint = closest_name(name, task_hint or bench_hint)
     senteval = next((t for t in ALL_TASKS if loose_key(t) == loose_key(name)), None)

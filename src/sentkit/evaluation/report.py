@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sentkit.errors import InputError, MissingInputError
+from sentkit.core.errors import InputError, MissingInputError
 from sentkit.evaluation.tasks import (
     ALL_TASKS,
     DOWNSTREAM,
@@ -694,7 +694,7 @@ def plot_runs(runs: list[dict[str, Any]], out: str | Path, labels: list[str] | N
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from sentkit.io import atomic_path
+    from sentkit.core.io import atomic_path
 
     labels = labels or [_label(r, str(i)) for i, r in enumerate(runs)]
     tasks, values = plot_data(runs)

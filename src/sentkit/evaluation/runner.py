@@ -3,7 +3,7 @@
 
 A prompted encoder (sentence-transformers' ``prompts``) encodes every task with its default prompt,
 except the queries and documents of retrieval tasks, which get its query and document prompts
-(`sentkit.encoder.role_prompt_name`); each prompt has its own embedding cache, and the results
+(`sentkit.core.interface.role_prompt_name`); each prompt has its own embedding cache, and the results
 record the prompt texts under ``model.prompts``."""
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import to_dict
-from sentkit.encoder import as_encoder, check_embeddings
-from sentkit.errors import MissingInputError, SentkitError
+from sentkit.core.config import to_dict
+from sentkit.core.errors import MissingInputError, SentkitError
+from sentkit.core.identity import fingerprint as own_fingerprint
+from sentkit.core.identity import with_precision
+from sentkit.core.interface import as_encoder, check_embeddings
+from sentkit.core.registry import Registry
 from sentkit.evaluation import protocols as P
 from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
 from sentkit.evaluation.config import EvalConfig, make_config
@@ -37,9 +40,6 @@ from sentkit.evaluation.tasks import (
     load_task,
     resolve_data_dir,
 )
-from sentkit.identity import fingerprint as own_fingerprint
-from sentkit.identity import with_precision
-from sentkit.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -405,7 +405,7 @@ def evaluate(
         if not isinstance(progress, EvalProgress):
             bar.close()
     from sentkit.evaluation.report import declutr_average
-    from sentkit.loading import precision_of
+    from sentkit.models.loading import precision_of
 
     out = {
         "model": {
@@ -446,11 +446,11 @@ def prompted_stores(
 ) -> tuple[EmbeddingStore, dict[str, str | None]]:
     """The embedding store of `enc`'s default prompt, with a store of its own for each retrieval side
     whose prompt differs, each cached (``cfg.use_cache`` and a fingerprint `fp`) under a key of its
-    prompt (`sentkit.encoder.prompted_fingerprint`: `fp` itself without one); and the prompt texts
+    prompt (`sentkit.core.interface.prompted_fingerprint`: `fp` itself without one); and the prompt texts
     used: {"default": ..., "query": ..., "document": ...} (None: no prompt)."""
     from functools import partial
 
-    from sentkit.encoder import (
+    from sentkit.core.interface import (
         encode_with_prompt,
         prompt_used,
         prompted_fingerprint,

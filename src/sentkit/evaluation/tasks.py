@@ -33,9 +33,9 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
+from sentkit.core.errors import InputError, InputTypeError, MissingInputError, SentkitError
+from sentkit.core.registry import Plugins, Registry, loose_key, suggest
 from sentkit.data.probing.files import PROBING_ALIASES, PROBING_FILES
-from sentkit.errors import InputError, InputTypeError, MissingInputError, SentkitError
-from sentkit.registry import Plugins, Registry, loose_key, suggest
 
 TaskKind = Literal["cv", "kfold", "split", "relatedness", "sts", "ranking", "retrieval"]  # the built-in kinds
 # Every kind a task may have: the built-ins, and those added with `sentkit.evaluation.runner.register_kind`
@@ -969,7 +969,7 @@ def expand_tasks(tasks: str | list[str] | None, data_dir: str | Path | None = No
         return available_tasks(data_dir) + user_tasks()
     items = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks) if t.strip()]
     if not items:
-        from sentkit.config import ConfigError
+        from sentkit.core.config import ConfigError
 
         raise ConfigError("no task given: name tasks (e.g. --tasks MR,STSB), or use 'all', 'downstream' or 'probing'")
     out: list[str] = []

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.evaluation.tasks import TASKS, Split, TaskData, TaskSpec, _norm
 
 TYPES = ("classification", "pair-classification", "sts", "retrieval")
@@ -423,7 +423,7 @@ def load(task: UserTask) -> TaskData:
 # ---------------------------------------------------------------------------------------------
 def _check(task: UserTask, where: str) -> UserTask:
     if task.type not in TYPES:
-        from sentkit.registry import suggest
+        from sentkit.core.registry import suggest
 
         raise _fail(
             where,
@@ -452,7 +452,7 @@ def _check(task: UserTask, where: str) -> UserTask:
 def from_toml(path: str | Path) -> list[UserTask]:
     """``[[task]]`` tables: name, type, and data / train / dev / test (classification), test or
     files = [...] (sts), path and split (retrieval). Paths are relative to the TOML's folder."""
-    from sentkit.config import load_toml
+    from sentkit.core.config import load_toml
 
     p = Path(path)
     data = load_toml(p)
@@ -470,7 +470,7 @@ def from_toml(path: str | Path) -> list[UserTask]:
         where = f"{p}, task {i}"
         extra = sorted(set(t) - allowed)
         if extra:
-            from sentkit.registry import suggest
+            from sentkit.core.registry import suggest
 
             raise _fail(
                 where,

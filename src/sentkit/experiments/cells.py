@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, from_dict
+from sentkit.core.config import ConfigError, from_dict
+from sentkit.core.io import atomic_write_text
+from sentkit.core.methods import get_method, read_marker
 from sentkit.experiments.grid import CellSpec, ExperimentSpec
 from sentkit.experiments.kinds import AsIs
 from sentkit.experiments.refs import CellRef
-from sentkit.io import atomic_write_text
-from sentkit.methods import get_method, read_marker
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
     """Embedding-cache key of a run: readable (experiment/cell/seed) and tied to the model itself
     (its content digest when it has one, else a digest of the cell's settings), so a retrained
     or re-configured cell never reads the embeddings of an earlier model."""
-    from sentkit.identity import config_id, fingerprint
+    from sentkit.core.identity import config_id, fingerprint
 
     # a transformer's fingerprint covers its weight files (size, mtime): a cell retrained with the
     # same settings gets a new key (the cache's spot check caught the old key's stale shards)

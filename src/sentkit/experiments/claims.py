@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 Summary = dict[str, dict[str, tuple[float, float, int]]]  # {cell: {score: (mean, std, n seeds)}}
 KINDS = ("better", "similar", "not_worse", "increasing", "top")

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
+from sentkit.core.io import atomic_write_text
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.kinds import AsIs
 from sentkit.experiments.runner import CellRun, plan, resolve_settings
-from sentkit.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, from_dict, load_toml
+from sentkit.core.config import ConfigError, from_dict, load_toml
+from sentkit.core.registry import suggest
 from sentkit.experiments.claims import ClaimSpec
 from sentkit.experiments.kinds import CellKind, cell_kind
 from sentkit.experiments.refs import BadRefError, CellRef, refs_of
-from sentkit.registry import suggest
 
 
 @dataclass

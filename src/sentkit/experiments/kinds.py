@@ -47,8 +47,8 @@ class AsIs:
 
         rest = dict(settings)
         if rest.get("precision") == "auto":  # evaluation's own rule, as `sentkit evaluate --precision auto`
-            from sentkit.models.encoder import usable_device
             from sentkit.models.precision import for_evaluation
+            from sentkit.models.transformer import usable_device
 
             rest["precision"], said = for_evaluation("auto", usable_device("auto"))
             if said:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 PREFIX = "@"
 SNAPSHOTS = "snapshots"  # the folder of a run's snapshots (sentkit.training: `snapshots = [...]`)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 RECORD = "experiment"  # the key of the run's record in a results file
 

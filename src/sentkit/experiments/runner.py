@@ -22,7 +22,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.methods import read_marker
 from sentkit.experiments.cells import (
     CELL,
     RESULTS,
@@ -45,7 +46,6 @@ from sentkit.experiments.cells import (
     training_cpu,
 )
 from sentkit.experiments.grid import ExperimentSpec
-from sentkit.methods import read_marker
 
 # names of the cell module kept importable from here, where they lived before the split
 __all__ = [

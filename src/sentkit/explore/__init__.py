@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sentkit.lazy import lazy_exports
+from sentkit.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sentkit.explore.core import ExploreError, Explorer

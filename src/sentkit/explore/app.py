@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.explore.core import USER_ERRORS, Explorer, error_text
 
 log = logging.getLogger(__name__)

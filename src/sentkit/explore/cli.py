@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 DEFAULT_PORT = 8765
 
@@ -78,8 +78,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from sentkit.explore.app import allowed_hosts, create_app, is_loopback
     from sentkit.explore.core import Explorer
     from sentkit.explore.server import serve
-    from sentkit.loading import describe
     from sentkit.models.hub import DEFAULT_MODEL
+    from sentkit.models.loading import describe
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
@@ -93,7 +93,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         except ConfigError as e:
             raise ConfigError(f"--models {args.models!r}: {e}") from None
     if args.precision is not None:
-        from sentkit.config import check_precision
+        from sentkit.core.config import check_precision
 
         check_precision(args.precision)
     explorer = Explorer(

@@ -1,7 +1,7 @@
 """The explorer's state, free of any web framework: the models, the corpus, neighbour indexes
 built in the background (one at a time), and the answers of the three views.
 
-Indexes are :func:`sentkit.neighbours.get_index`'s: built once per (model, corpus),
+Indexes are :func:`sentkit.retrieval.neighbours.get_index`'s: built once per (model, corpus),
 cached on disk and reused by the next start (and by ``sentkit neighbours``).
 
 A corpus or results path is read only when it is a regular file or a folder, and a request waits
@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import SentkitError
+from sentkit.core.registry import UnknownNameError
 from sentkit.data.corpus import CorpusError, CorpusStats, Document, iter_documents
-from sentkit.errors import SentkitError
 from sentkit.explore.highlight import query_words, shared_segments
 from sentkit.explore.reading import MAX_READS, READ_SECONDS, ReadError, check_path, within
 from sentkit.explore.results_view import ResultsError, open_results
 from sentkit.explore.spans_view import SpanViewError, settings_from, span_view, tokenize_text
-from sentkit.registry import UnknownNameError
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def one_torch_thread() -> Iterator[None]:
 class _Counting:
     """An encoder that reports the sentences it embeds (the build's progress). Its prompts, precision and
     ``include_prompt`` are the wrapped encoder's, so the index is built and keyed as `sentkit neighbours` builds it
-    (the document prompt: `sentkit.encoder.role_prompt_name`)."""
+    (the document prompt: `sentkit.core.interface.role_prompt_name`)."""
 
     def __init__(self, encoder: Any, on_batch: Callable[[int], None]) -> None:
         self._encoder = encoder
@@ -101,7 +101,7 @@ class _Counting:
     def encode(
         self, texts: list[str], *, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
     ) -> Any:
-        from sentkit.encoder import encode_with_prompt
+        from sentkit.core.interface import encode_with_prompt
 
         def run(batch: list[str]) -> Any:
             return encode_with_prompt(self._encoder, batch, prompt_name=prompt_name, prompt=prompt, **kwargs)
@@ -245,7 +245,7 @@ class Explorer:
         if not name:
             raise ExploreError("enter a model: a registry name or a model folder")
         if name not in self._encoders:
-            from sentkit.loading import describe
+            from sentkit.models.loading import describe
 
             describe(name)  # names that can never load raise here
             if name not in self._trusted:
@@ -319,7 +319,7 @@ class Explorer:
             return enc
         with self._load_lock:
             if model not in self._encoders:
-                from sentkit.loading import load
+                from sentkit.models.loading import load
 
                 if model not in self._trusted:  # checked again: the folder may have changed since it was added
                     self._check_from_page(model)
@@ -328,8 +328,8 @@ class Explorer:
             return self._encoders[model]
 
     def _build(self, job: IndexJob) -> None:
-        from sentkit.loading import used_settings
-        from sentkit.neighbours import get_index
+        from sentkit.models.loading import used_settings
+        from sentkit.retrieval.neighbours import get_index
 
         def progress(n: int) -> None:
             job.phase = "embedding"
@@ -349,9 +349,11 @@ class Explorer:
                 progress=False,
                 settings=used_settings(enc, {}),  # half precision: an index of its own
             )
-            from sentkit.index import attach
+            from sentkit.retrieval.index import attach
 
-            index = attach(index, folder, progress=False)  # past sentkit.index.EXACT_BELOW: the approximate index
+            index = attach(
+                index, folder, progress=False
+            )  # past sentkit.retrieval.index.EXACT_BELOW: the approximate index
             if len(index) == 0:
                 raise ExploreError(f"corpus {job.corpus} has no sentence of at least 3 words to index")
             job.index, job.built, job.folder = index, built, str(folder)
@@ -425,7 +427,7 @@ class Explorer:
         return {"k": int(k), "columns": [self._column(m, query, words, int(k)) for m in names]}  # no echo of the query
 
     def _column(self, model: str, query: str, words: set[str], k: int) -> dict[str, Any]:
-        from sentkit.neighbours import encode_side, side_prompt
+        from sentkit.retrieval.neighbours import encode_side, side_prompt
 
         job = self.schedule(model)
         if not job.ready:
@@ -474,7 +476,7 @@ class Explorer:
     def span_models(self) -> list[str]:
         """Models whose tokenizer the Spans view can use: the transformer ones (a folder saved
         by a Hill et al. method has none); the default base model when there is none."""
-        from sentkit.methods import read_marker
+        from sentkit.core.methods import read_marker
         from sentkit.models.hub import DEFAULT_MODEL
 
         out = []

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sentkit.errors import SentkitError
+from sentkit.core.errors import SentkitError
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
-from sentkit.errors import SentkitError
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import SentkitError
 from sentkit.evaluation.report import load_run
 from sentkit.evaluation.tasks import ALL_TASKS
 from sentkit.experiments import claims as claims_mod

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 

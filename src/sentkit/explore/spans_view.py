@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.errors import SentkitError
+from sentkit.core.errors import SentkitError
 from sentkit.objectives.spans import Span, SpanSettings, relation, sample_spans
 
 CONTEXT_TOKENS = 24  # tokens of text shown around an anchor and its positives
@@ -42,7 +42,7 @@ class Tokenized:
 
 def tokenize_text(text: str, tokenizer: Any) -> Tokenized:
     """Token ids without special tokens (as training prepares documents) and their offsets."""
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     if not getattr(tokenizer, "is_fast", False):
         raise SpanViewError("the spans view needs a fast tokenizer (for character offsets)")

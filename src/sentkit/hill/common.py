@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from sentkit.core.errors import InputError, MissingInputError, SentkitError
+from sentkit.core.identity import directory_digest
+from sentkit.core.interface import encode_texts
 from sentkit.data.corpus import Fix
 from sentkit.data.sentences import CorpusSource, ReadReport, TokenizedCorpus, read_corpus, tokenize
-from sentkit.encoder import encode_texts
-from sentkit.errors import InputError, MissingInputError, SentkitError
 from sentkit.hill.configs import HillConfig
-from sentkit.identity import directory_digest
 
 if TYPE_CHECKING:
-    from sentkit.methods import Method
+    from sentkit.core.methods import Method
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def load_corpus(source: CorpusSource | TokenizedCorpus, cfg: HillConfig, method:
         data = source if cfg.punctuation else source.without_punctuation()
     else:
         if isinstance(source, (str, Path)) and not str(source):
-            from sentkit.config import ConfigError
+            from sentkit.core.config import ConfigError
 
             raise ConfigError('no corpus given: pass --corpus PATH (or corpus = "..." in the config)')
         data = read_corpus(
@@ -205,7 +205,7 @@ class HillModel(Generic[C]):
     """Base of every estimator method (the Hill et al. models, and any method that is not a
     transformer recipe): ``Model(config, **overrides).fit(corpus) -> self``; learned state in
     attributes ending with ``_``; ``save(dir)`` / ``Model.load(dir)``; ``method`` is its name in
-    `sentkit.methods.METHODS` (what the saved ``sentkit.json`` says)."""
+    `sentkit.core.methods.METHODS` (what the saved ``sentkit.json`` says)."""
 
     method: ClassVar[str] = ""
     config_cls: ClassVar[type[HillConfig]] = HillConfig
@@ -217,18 +217,18 @@ class HillModel(Generic[C]):
 
     @classmethod
     def as_method(cls, name: str) -> Method:
-        """The method `sentkit.methods.METHODS` names by this class: train = ``fit(cfg.corpus)`` then
+        """The method `sentkit.core.methods.METHODS` names by this class: train = ``fit(cfg.corpus)`` then
         ``save(cfg.out)``; load = ``load``."""
-        from sentkit.methods import Method
+        from sentkit.core.methods import Method
 
         if cls.method != name:
             raise ValueError(
-                f"{cls.__name__}.method is {cls.method!r} but sentkit.methods.METHODS lists it as "
+                f"{cls.__name__}.method is {cls.method!r} but sentkit.core.methods.METHODS lists it as "
                 f"{name!r}: the folders it saves would name another method"
             )
 
         def train(cfg: Any) -> Path:
-            from sentkit.config import ConfigError
+            from sentkit.core.config import ConfigError
 
             if not cfg.out:
                 raise ConfigError(f"{name}: no output directory given (--out DIR)")
@@ -278,9 +278,9 @@ class HillModel(Generic[C]):
 
     def save(self, out: str | Path) -> Path:
         """Save config, learned state and the ``sentkit.json`` marker into directory ``out``."""
-        from sentkit.config import save_json
-        from sentkit.io import atomic_write_text
-        from sentkit.methods import write_marker
+        from sentkit.core.config import save_json
+        from sentkit.core.io import atomic_write_text
+        from sentkit.core.methods import write_marker
 
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
@@ -299,7 +299,7 @@ class HillModel(Generic[C]):
     @classmethod
     def load(cls: type[M], path: str | Path) -> M:
         """Load a model directory written by ``save``."""
-        from sentkit.config import ConfigError, from_dict
+        from sentkit.core.config import ConfigError, from_dict
 
         d = Path(path)
         f = d / CONFIG_FILE
@@ -323,7 +323,7 @@ class HillModel(Generic[C]):
 
 
 def save_array(path: Path, arr: np.ndarray) -> None:
-    from sentkit.io import atomic_open
+    from sentkit.core.io import atomic_open
 
     with atomic_open(path, "wb") as f:
         np.save(f, arr)

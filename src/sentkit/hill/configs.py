@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 
 def _positive(name: str, value: float | int | None, *, allow_none: bool = False) -> None:

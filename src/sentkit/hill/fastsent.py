@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.core.interface import sum_rows
 from sentkit.data.sentences import CorpusSource, TokenizedCorpus, Vocabulary
-from sentkit.encoder import sum_rows
 from sentkit.hill.common import (
     HillModel,
     RateLogger,
@@ -271,7 +271,7 @@ class FastSent(HillModel[FastSentConfig]):
         return sum_rows(self.token_ids(texts), self.source_, average=self.config.average)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Rows of `token_table()` per text (sentkit.encoder.BagOfVectors)."""
+        """Rows of `token_table()` per text (sentkit.core.interface.BagOfVectors)."""
         self._check_fitted("source_")
         return [self.vocab_.encode(self.tokenize(t)) for t in texts]
 

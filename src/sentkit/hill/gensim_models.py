@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.core.interface import sum_rows
 from sentkit.data.sentences import CorpusSource, TokenizedCorpus
-from sentkit.encoder import sum_rows
 from sentkit.hill.common import (
     HillModel,
     RateLogger,
@@ -134,7 +134,7 @@ class Word2VecSum(HillModel[Word2VecConfig]):
         return sum_rows(self.token_ids(texts), self.vectors_, average=self.config.average)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Rows of `token_table()` per text: its known words (sentkit.encoder.BagOfVectors)."""
+        """Rows of `token_table()` per text: its known words (sentkit.core.interface.BagOfVectors)."""
         self._check_fitted("vectors_")
         v = self.vocab_
         return [[v[w] for w in self.tokenize(t) if w in v] for t in texts]
@@ -145,8 +145,8 @@ class Word2VecSum(HillModel[Word2VecConfig]):
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("vectors_")
+        from sentkit.core.io import atomic_write_text
         from sentkit.hill.common import save_array
-        from sentkit.io import atomic_write_text
 
         words = sorted(self.vocab_, key=self.vocab_.__getitem__)
         atomic_write_text(d / "vocab.txt", "\n".join(words) + "\n")

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 T = TypeVar("T")
 

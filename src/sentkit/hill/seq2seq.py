@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from sentkit.core.errors import InputError
 from sentkit.data.sentences import Vocabulary
-from sentkit.errors import InputError
 from sentkit.hill.common import HillModel, RateLogger
 from sentkit.hill.configs import HillConfig
 
@@ -266,7 +266,7 @@ class RecurrentModel(HillModel[C]):
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("net_")
-        from sentkit.io import atomic_path
+        from sentkit.core.io import atomic_path
 
         self.in_vocab_.save(d / "vocab.tsv")
         frozen = self._frozen_prefixes()
@@ -296,6 +296,6 @@ class RecurrentModel(HillModel[C]):
 
 
 def json_dump(path: Path, obj: Any) -> None:
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")

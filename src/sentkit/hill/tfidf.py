@@ -74,7 +74,7 @@ class TfidfBOW(HillModel[TfidfConfig]):
         """scipy.sparse CSR float32 [n, V] (n = 1 for a single str), rows L2-normalised."""
         import scipy.sparse as sp
 
-        from sentkit.encoder import as_text_list
+        from sentkit.core.interface import as_text_list
 
         self._check_fitted("idf_")
         texts, _ = as_text_list(texts)
@@ -106,7 +106,7 @@ class TfidfBOW(HillModel[TfidfConfig]):
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("idf_")
-        from sentkit.io import atomic_write_text
+        from sentkit.core.io import atomic_write_text
 
         words = sorted(self.vocab_, key=self.vocab_.__getitem__)
         atomic_write_text(d / "vocab.txt", "\n".join(words) + "\n")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sentkit.errors import InputError, MissingInputError
+from sentkit.core.errors import InputError, MissingInputError
 
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
 POS_FILES = {"n": "data.noun", "v": "data.verb", "a": "data.adj", "r": "data.adv"}

@@ -1,4 +1,4 @@
-"""Poolings of a bag-of-vectors encoder (`sentkit.encoder.BagOfVectors`: averaged GloVe, CBOW / SkipGram,
+"""Poolings of a bag-of-vectors encoder (`sentkit.core.interface.BagOfVectors`: averaged GloVe, CBOW / SkipGram,
 FastSent, wordpiece skip-gram) other than its own sum or mean, so that word-vector reference rows can be pooled as
 a transformer is (`sentkit.load(name, pooling="mean+max")`, or `pooling` in a `pretrained` cell of a grid):
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 
 def bag_mean(ids: list[list[int]], table: np.ndarray) -> np.ndarray:
-    from sentkit.encoder import sum_rows
+    from sentkit.core.interface import sum_rows
 
     return sum_rows(ids, table, average=True, accumulate=np.float64)
 
@@ -44,8 +44,8 @@ class BagPooled:
     """A bag-of-vectors encoder's word vectors, pooled another way."""
 
     def __init__(self, base: Any, pooling: str, name: str = "") -> None:
-        from sentkit.encoder import BagOfVectors
-        from sentkit.registry import suggest
+        from sentkit.core.interface import BagOfVectors
+        from sentkit.core.registry import suggest
 
         if pooling not in BAG_POOLINGS:
             raise ConfigError(
@@ -62,7 +62,7 @@ class BagPooled:
         self.dim = int(base.token_table().shape[1]) * width
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
-        from sentkit.encoder import encode_texts
+        from sentkit.core.interface import encode_texts
 
         table = self.base.token_table()
         return encode_texts(
@@ -75,6 +75,6 @@ class BagPooled:
         )
 
     def fingerprint(self) -> str | None:
-        from sentkit.encoder import derived_fingerprint
+        from sentkit.core.interface import derived_fingerprint
 
         return derived_fingerprint(f"bag-pooled|{self.pooling}", self.base)

@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from sentkit.config import ConfigError
-from sentkit.registry import suggest
+from sentkit.core.config import ConfigError
+from sentkit.core.registry import suggest
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def is_decoder_model(path: str) -> bool:
     language model (False when its config cannot be read: the loader then says what is wrong with it)."""
     from transformers import AutoConfig
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     try:
         with quiet_transformers():
@@ -73,7 +73,7 @@ def check_decoder(path: str, name_or_path: str) -> None:
     """The model at `path` must be a decoder language model; else one error naming its family."""
     from transformers import AutoConfig
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
     from sentkit.models.hub import not_found
 
     try:

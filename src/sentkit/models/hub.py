@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
-from sentkit.errors import InputError
-from sentkit.logs import quiet_transformers
-from sentkit.registry import Registry, suggest
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError
+from sentkit.core.logs import quiet_transformers
+from sentkit.core.registry import Registry, suggest
 
 log = logging.getLogger(__name__)
 

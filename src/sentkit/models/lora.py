@@ -16,7 +16,7 @@ import copy
 import logging
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.registry import Registry
 from sentkit.models.decoder import is_decoder_config, mntp_sum
 from sentkit.models.pooling import POOLINGS
 from sentkit.objectives.mlm import IGNORE_INDEX
-from sentkit.registry import Registry
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from sentkit.registry import Registry
+from sentkit.core.registry import Registry
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

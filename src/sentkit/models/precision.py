@@ -22,7 +22,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, check_precision
+from sentkit.core.config import ConfigError, check_precision
 
 INFERENCE_PRECISIONS = ("fp32", "bf16", "fp16")  # what `auto` resolves to
 EVAL_TOLERANCE = 0.2  # points (x 100) a task may move in half precision before `auto` keeps fp32 for evaluation

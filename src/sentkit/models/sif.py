@@ -1,6 +1,6 @@
 """SIF: smooth inverse frequency weighting of word vectors with the first principal component removed
 (Arora, Liang and Ma, ICLR 2017, "A simple but tough-to-beat baseline for sentence embeddings"), fitted on
-the user's own corpus, for any encoder that averages rows of one table (`sentkit.encoder.BagOfVectors`:
+the user's own corpus, for any encoder that averages rows of one table (`sentkit.core.interface.BagOfVectors`:
 averaged GloVe, CBOW / SkipGram, FastSent, wordpiece skip-gram).
 
 The maths (pure functions): a word w of corpus probability p(w) weighs a / (a + p(w)); a sentence is the
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
-from sentkit.errors import InputError
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError
 
 
 # ----------------------------------------------------------------------------- the maths
@@ -38,7 +38,7 @@ def sif_weights(counts: np.ndarray, a: float = 1e-3) -> np.ndarray:
 
 def weighted_average(ids: list[list[int]], table: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Per list of rows: (1/len) sum_i weights[i] table[i]; zeros for an empty list. float32 [n, dim]."""
-    from sentkit.encoder import sum_rows
+    from sentkit.core.interface import sum_rows
 
     return sum_rows(ids, table * weights[:, None], average=True, accumulate=np.float64)
 
@@ -64,7 +64,7 @@ class SIF:
     """A bag-of-vectors encoder's words SIF-weighted, first component(s) removed."""
 
     def __init__(self, base: Any, weights: np.ndarray, pcs: np.ndarray, name: str = "sif") -> None:
-        from sentkit.encoder import BagOfVectors
+        from sentkit.core.interface import BagOfVectors
 
         if not isinstance(base, BagOfVectors):
             raise ConfigError(
@@ -89,7 +89,7 @@ class SIF:
         return weighted_average(self.base.token_ids(texts), self._table, self.weights)
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
-        from sentkit.encoder import encode_texts
+        from sentkit.core.interface import encode_texts
 
         return encode_texts(
             lambda b: remove_components(self.raw(b), self.pcs),
@@ -101,6 +101,6 @@ class SIF:
         )
 
     def fingerprint(self) -> str | None:
-        from sentkit.encoder import derived_fingerprint
+        from sentkit.core.interface import derived_fingerprint
 
         return derived_fingerprint("sif", self.base, self.weights, self.pcs)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 
 # ----------------------------------------------------------------------------- the maths
@@ -45,7 +45,7 @@ def as_dense(mu: np.ndarray, w: np.ndarray) -> Any:
     """The whitening as a sentence-transformers Dense layer: x @ W + b with W = w^T, b = -mu w."""
     import torch
 
-    from sentkit.models.encoder import DenseLayer
+    from sentkit.models.transformer import DenseLayer
 
     return DenseLayer(
         torch.from_numpy(np.ascontiguousarray(w.T)), torch.from_numpy((-mu.astype(np.float64) @ w).astype(np.float32))
@@ -64,7 +64,7 @@ class Whitened:
         return int(self.w.shape[1])
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
-        from sentkit.encoder import as_text_list
+        from sentkit.core.interface import as_text_list
 
         items, single = as_text_list(texts)
         out = apply_whitening(
@@ -78,6 +78,41 @@ class Whitened:
         return getattr(self.base, "precision", None)
 
     def fingerprint(self) -> str | None:
-        from sentkit.encoder import derived_fingerprint
+        from sentkit.core.interface import derived_fingerprint
 
         return derived_fingerprint("whitened", self.base, self.w, self.mu)
+
+
+class PromptedWhitened(Whitened):
+    """A prompted base's vectors, whitened: the base's prompts (sentence-transformers' ``prompts``,
+    ``default_prompt_name``) apply as in the base, before the whitening."""
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        from sentkit.core.interface import prompts_of
+
+        return prompts_of(self.base)[0]
+
+    @property
+    def default_prompt_name(self) -> str | None:
+        from sentkit.core.interface import prompts_of
+
+        return prompts_of(self.base)[1]
+
+    def encode(
+        self,
+        texts: str | Any,
+        batch_size: int = 32,
+        *,
+        show_progress: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray:
+        from sentkit.core.interface import as_text_list, encode_with_prompt
+
+        items, single = as_text_list(texts)
+        base = encode_with_prompt(
+            self.base, items, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size, show_progress=show_progress
+        )
+        out = apply_whitening(base, self.mu, self.w)
+        return out[0] if single else out

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.errors import InputError, MissingInputError
-from sentkit.identity import word_vectors_fingerprint
-from sentkit.methods import Method
+from sentkit.core.errors import InputError, MissingInputError
+from sentkit.core.identity import word_vectors_fingerprint
+from sentkit.core.methods import Method
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def average_word_vectors(token_ids: list[list[int]], vectors: np.ndarray, *, dim
 
     token_ids: n lists of row indices; vectors: [vocab, dim] -> returns float32 [n, dim].
     """
-    from sentkit.encoder import sum_rows
+    from sentkit.core.interface import sum_rows
 
     if dim is not None and dim != vectors.shape[1]:
         raise InputError(f"vectors have {vectors.shape[1]} columns, expected {dim}")
@@ -112,7 +112,7 @@ class GloveAverage:
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, *, show_progress: bool = False) -> np.ndarray:
         """float32 [len(texts), 50] (a vector [50] for a single str); a zero vector when no word
         is in the vocabulary."""
-        from sentkit.encoder import encode_texts
+        from sentkit.core.interface import encode_texts
 
         return encode_texts(
             self._encode, texts, batch_size, dim=self.dim_, show_progress=show_progress, desc="glove-average encode"
@@ -122,7 +122,7 @@ class GloveAverage:
         return average_word_vectors(self.token_ids(texts), self.vectors_, dim=self.dim_)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Rows of `token_table()` per text: its in-vocabulary words (sentkit.encoder.BagOfVectors)."""
+        """Rows of `token_table()` per text: its in-vocabulary words (sentkit.core.interface.BagOfVectors)."""
         vocab = self.vocab_
         return [[vocab[w] for w in self.tokenize(t) if w in vocab] for t in texts]
 
@@ -136,7 +136,7 @@ class GloveAverage:
     # -- persistence --------------------------------------------------------------------------
     def save(self, out: str | Path, *, copy_vectors: bool = False) -> Path:
         """Write settings to `out` (and the vectors if `copy_vectors`); returns the folder."""
-        from sentkit.io import atomic_open, atomic_write_text
+        from sentkit.core.io import atomic_open, atomic_write_text
 
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
@@ -186,8 +186,8 @@ class GloveAverageConfig:
 
 
 def train_glove_average(cfg: GloveAverageConfig) -> Path:
-    from sentkit.config import ConfigError
-    from sentkit.methods import write_marker
+    from sentkit.core.config import ConfigError
+    from sentkit.core.methods import write_marker
 
     if not cfg.out:
         raise ConfigError("glove-average: no output directory given (--out DIR)")

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 Strategy = Literal["default", "adjacent", "subsuming"]
 STRATEGIES: tuple[str, ...] = ("default", "adjacent", "subsuming")

@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import torch
 
-from sentkit.models.encoder import pad_batch
+from sentkit.models.transformer import pad_batch
 from sentkit.objectives.mlm import IGNORE_INDEX
 
 log = logging.getLogger(__name__)

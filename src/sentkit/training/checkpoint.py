@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from sentkit.errors import InputError, SentkitError
+from sentkit.core.errors import InputError, SentkitError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def has_checkpoint(out: str | Path) -> bool:
 
 def save_checkpoint(out: str | Path, state: dict[str, Any]) -> Path:
     """Write `state` as the run's latest checkpoint, keeping the previous one."""
-    from sentkit.io import atomic_path
+    from sentkit.core.io import atomic_path
 
     latest, prev = Path(out) / CHECKPOINT, Path(out) / PREVIOUS
     latest.parent.mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from sentkit.config import PRECISIONS, ConfigError, check_precision
+from sentkit.core.config import PRECISIONS, ConfigError, check_precision
+from sentkit.core.registry import suggest
 from sentkit.models.hub import DEFAULT_MODEL
 from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
-from sentkit.registry import suggest
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from sentkit.errors import SentkitError
+from sentkit.core.errors import SentkitError
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.methods import Method
 from sentkit.data.corpus import CorpusError, Fix
-from sentkit.methods import Method
 from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
 
 log = logging.getLogger(__name__)
@@ -209,18 +209,18 @@ def own_fixes(fixes: Any, phase: str) -> list[Fix]:
 
 
 def _done(folder: Path) -> bool:
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     return folder.is_dir() and read_marker(folder) is not None  # a method writes its sentkit.json last
 
 
 def train_llm2vec(cfg: LLM2VecConfig) -> Path:
     """Run the phases that are not done yet (see the module docstring); returns `cfg.out`."""
-    from sentkit.io import atomic_write_text
-    from sentkit.methods import write_marker
+    from sentkit.core.io import atomic_write_text
+    from sentkit.core.methods import write_marker
     from sentkit.models.decoder import check_decoder
-    from sentkit.models.encoder import point_st_at
     from sentkit.models.hub import resolve
+    from sentkit.models.transformer import point_st_at
     from sentkit.training.checkpoint import has_checkpoint
     from sentkit.training.loop import train
     from sentkit.training.recipes.mntp import MNTP
@@ -274,8 +274,8 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
 
 def load_llm2vec(path: Path) -> Any:
     """The encoder of the last phase."""
-    from sentkit.loading import load
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
+    from sentkit.models.loading import load
 
     final = (read_marker(Path(path)) or {}).get("final")
     if not final or not (Path(path) / final).is_dir():
@@ -283,4 +283,4 @@ def load_llm2vec(path: Path) -> Any:
     return load(str(Path(path) / final))
 
 
-LLM2VEC = Method("llm2vec", LLM2VecConfig, train_llm2vec, load_llm2vec)  # listed in sentkit.methods.METHODS
+LLM2VEC = Method("llm2vec", LLM2VecConfig, train_llm2vec, load_llm2vec)  # listed in sentkit.core.methods.METHODS

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.config import ConfigError, save_json, to_dict
+from sentkit.core.config import ConfigError, save_json, to_dict
 from sentkit.data.corpus import CorpusError, Fix
 from sentkit.models.lora import base_precision, half_base
 from sentkit.training.batching import StepUnits
@@ -88,8 +88,8 @@ def open_or_prepare_store(
     """Use cfg.corpus if it is a prepared store, else prepare it once into cfg.prepared_dir (default
     <out>/prepared); runs sharing a prepared_dir reuse the store when its settings match. Only rank 0
     prepares (the loop runs it before the other ranks, see `main_first`); they open what it made."""
+    from sentkit.core.io import file_lock
     from sentkit.data.store import TokenStore, is_store, prepare_store
-    from sentkit.io import file_lock
 
     if is_store(cfg.corpus):
         store = TokenStore(cfg.corpus)
@@ -176,7 +176,7 @@ def train(
     corpus, the token store), then return; a later run on the folder (`torchrun ...`, with or
     without --resume) starts training at once. `stop_at` ends the loop early after that step (as
     a kill would, after its checkpoint), for tests."""
-    from sentkit.models.encoder import pick_device
+    from sentkit.models.transformer import pick_device
     from sentkit.training.distributed import init_from_env
 
     # --- setup: device, processes, precision
@@ -246,8 +246,8 @@ def _run(
 ) -> Path:
     from tqdm.auto import tqdm
 
-    from sentkit.models.encoder import base_prompt_settings, save_st_directory
     from sentkit.models.hub import position_limit
+    from sentkit.models.transformer import base_prompt_settings, save_st_directory
 
     # --- rank 0 first: the output folder, and what only rank 0 makes (a vocabulary trained on the corpus)
     with main_first(info, cfg.prepare_timeout, "rank 0 prepared the run (prepare_timeout)") as plan:
@@ -474,8 +474,8 @@ def _run(
 def base_normalizes(name_or_path: str) -> bool:
     """Whether the base is a sentence-transformers folder whose modules end in Normalize (unit-length
     vectors): the encoder trained from it keeps that module, as it keeps the base's prompts."""
-    from sentkit.models.encoder import _read_st_settings
     from sentkit.models.hub import resolve
+    from sentkit.models.transformer import _read_st_settings
 
     return bool(name_or_path) and _read_st_settings(Path(resolve(name_or_path)))[2]
 

@@ -131,7 +131,7 @@ def training_history(model_dir: str | Path) -> dict[str, float]:
     Empty when the folder has no metrics."""
     import re
 
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     d = Path(model_dir)
     if not (d / "metrics.csv").is_file():

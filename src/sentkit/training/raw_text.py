@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, check_precision, from_dict
-from sentkit.methods import Method
+from sentkit.core.config import ConfigError, check_precision, from_dict
+from sentkit.core.methods import Method
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class RawTextConfig:
 
 def _done(folder: Path) -> bool:
     """A phase finished: every method writes its folder's sentkit.json last."""
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     return folder.is_dir() and read_marker(folder) is not None
 
@@ -187,8 +187,8 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
     """Run the phases (see the module docstring); returns `cfg.out`."""
     import os
 
-    from sentkit.io import atomic_write_text
-    from sentkit.methods import get_method, read_marker, write_marker
+    from sentkit.core.io import atomic_write_text
+    from sentkit.core.methods import get_method, read_marker, write_marker
     from sentkit.training.checkpoint import has_checkpoint
     from sentkit.training.rundir import write_run
 
@@ -251,7 +251,7 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
         1,
     )
     atomic_write_text(record_file, json.dumps(record, indent=2) + "\n")
-    from sentkit.models.encoder import point_st_at
+    from sentkit.models.transformer import point_st_at
 
     point_st_at(out, final)  # SentenceTransformer(out) loads the last phase, as sentkit.load(out) does
     write_marker(out, "raw-text", final=final, cpu_seconds=record["cpu_seconds"])
@@ -260,8 +260,8 @@ def train_raw_text(cfg: RawTextConfig) -> Path:
 
 def load_raw_text(path: Path) -> Any:
     """The encoder of the recipe's last phase."""
-    from sentkit.loading import load
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
+    from sentkit.models.loading import load
 
     final = (read_marker(Path(path)) or {}).get("final")
     if not final or not (Path(path) / final).is_dir():
@@ -272,4 +272,4 @@ def load_raw_text(path: Path) -> Any:
     return load(str(Path(path) / final))
 
 
-RAW_TEXT = Method("raw-text", RawTextConfig, train_raw_text, load_raw_text)  # listed in sentkit.methods.METHODS
+RAW_TEXT = Method("raw-text", RawTextConfig, train_raw_text, load_raw_text)  # listed in sentkit.core.methods.METHODS

@@ -13,7 +13,7 @@ A method subclasses `Recipe`:
   micro-batch `group` and returns its contrastive views and summed local losses;
 - ``contrastive(a, p)``: the loss over the gathered views of the whole step, if the method has one.
 
-Its name (``name``) is listed in `sentkit.methods.METHODS`, which turns the class into a method with
+Its name (``name``) is listed in `sentkit.core.methods.METHODS`, which turns the class into a method with
 `Recipe.as_method` (train = the loop with this recipe; load = `load_trained`).
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from sentkit.core.methods import Method
 from sentkit.data.corpus import Fix
-from sentkit.methods import Method
 from sentkit.training.batching import length_chunks
 from sentkit.training.config import TrainConfig
 
@@ -171,13 +171,15 @@ class Recipe:
 
     @classmethod
     def as_method(cls, name: str) -> Method:
-        """The `sentkit.methods.Method` that `METHODS` names by this class: the one loop runs it."""
+        """The `sentkit.core.methods.Method` that `METHODS` names by this class: the one loop runs it."""
         from functools import partial
 
         from sentkit.training.loop import train
 
         if cls.name != name:
-            raise ValueError(f"{cls.__name__}.name is {cls.name!r} but sentkit.methods.METHODS lists it as {name!r}")
+            raise ValueError(
+                f"{cls.__name__}.name is {cls.name!r} but sentkit.core.methods.METHODS lists it as {name!r}"
+            )
         return Method(name, cls.config_cls, partial(train, recipe_cls=cls), load_trained)
 
     @classmethod
@@ -237,6 +239,6 @@ class Recipe:
 
 def load_trained(path: Path) -> Any:
     """The encoder a transformer method saved (the same as sentence-transformers loads)."""
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     return TransformerEncoder.from_pretrained(str(path))

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError, to_dict
-from sentkit.io import atomic_write_text, remove_stale_temps
+from sentkit.core.config import ConfigError, to_dict
+from sentkit.core.io import atomic_write_text, remove_stale_temps
 from sentkit.training.config import config_diff
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def claim(out: Path, method: str, cfg: Any, *, dry_run: bool = False) -> dict[st
 
 def _scaffolding_only(out: Path, entries: list[str]) -> bool:
     """Whether every entry is one a run writes before it has a checkpoint or a model."""
-    from sentkit.methods import MARKER_FILE
+    from sentkit.core.methods import MARKER_FILE
 
     early = {RUN_FILE, LOG_FILE, "metrics.csv", "train_config.json", "prepared", "tokenizer", "tensorboard"}
     if (out / MARKER_FILE).exists() or any((out / "checkpoint").glob("*.pt")):
@@ -168,7 +168,7 @@ def _scaffolding_only(out: Path, entries: list[str]) -> bool:
 def _legacy_run(out: Path, entries: list[str]) -> dict[str, Any] | None:
     """The record of a run folder written before run.json existed: a checkpoint with its config, or
     a saved model (``sentkit.json``)."""
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     try:
         marker = read_marker(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sentkit.registry import Registry
+from sentkit.core.registry import Registry
 
 
 def slanted_triangular(step: int, total_steps: int, *, cut_frac: float = 0.1, ratio: float = 32.0) -> float:

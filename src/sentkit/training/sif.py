@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
-from sentkit.methods import Method
+from sentkit.core.config import ConfigError
+from sentkit.core.methods import Method
 from sentkit.models.sif import SIF, first_components, sif_weights
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,10 @@ class SifConfig:
 
 def train_sif(cfg: SifConfig) -> Path:
     """Fit and save (see the module docstring)."""
-    from sentkit.encoder import BagOfVectors
-    from sentkit.io import atomic_open
-    from sentkit.loading import load
-    from sentkit.methods import write_marker
+    from sentkit.core.interface import BagOfVectors
+    from sentkit.core.io import atomic_open
+    from sentkit.core.methods import write_marker
+    from sentkit.models.loading import load
     from sentkit.training.whiten import keep_base, require_inputs, sample_sentences
 
     require_inputs("sif", cfg.model, cfg.corpus, cfg.out, "the word-vector encoder to weigh")
@@ -159,4 +159,4 @@ def load_sif(path: Path) -> SIF:
         return SIF(load_base(path, marker), z["weights"], z["pcs"], name=f"{marker['base']} SIF")
 
 
-SIF_METHOD = Method("sif", SifConfig, train_sif, load_sif)  # listed in sentkit.methods.METHODS
+SIF_METHOD = Method("sif", SifConfig, train_sif, load_sif)  # listed in sentkit.core.methods.METHODS

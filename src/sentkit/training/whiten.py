@@ -9,7 +9,7 @@ own corpus and save the result:
   whitening (`whitening.npz`) and its base (a copy of a base folder, or the base's name, and its pooling),
   which `sentkit.load` reads back as the base's vectors whitened.
 
-It takes a model by name, so it lives above the resolver (`sentkit.loading`), not in models/.
+It takes a model by name, so it lives above the resolver (`sentkit.models.loading`), not in models/.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError, check_precision
-from sentkit.methods import Method
-from sentkit.models.whitening import Whitened, apply_whitening, as_dense, fit_whitening
+from sentkit.core.config import ConfigError, check_precision
+from sentkit.core.methods import Method
+from sentkit.models.whitening import PromptedWhitened, Whitened, as_dense, fit_whitening
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +95,9 @@ def sample_sentences(
 
 def train_whiten(cfg: WhitenConfig) -> Path:
     """Fit and save (see the module docstring)."""
-    from sentkit.loading import load, precision_of
-    from sentkit.methods import write_marker
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.core.methods import write_marker
+    from sentkit.models.loading import load, precision_of
+    from sentkit.models.transformer import TransformerEncoder
 
     require_inputs("whiten", cfg.model, cfg.corpus, cfg.out, "the encoder to whiten")
     pooled: dict[str, Any] = {"pooling": cfg.pooling} if cfg.pooling else {}
@@ -136,7 +136,7 @@ def train_whiten(cfg: WhitenConfig) -> Path:
             f"`{cfg.corpus}` (a sentence-transformers Dense module after the pooling).\n",
         )
         return out
-    from sentkit.io import atomic_open
+    from sentkit.core.io import atomic_open
 
     base = keep_base(cfg.model, out)
     with atomic_open(out / WHITENING_FILE, "wb") as f:
@@ -170,7 +170,7 @@ def require_inputs(method: str, model: str, corpus: str, out: str, role: str) ->
 def read_kept(path: Path, file: str, command: str) -> dict[str, Any]:
     """The marker of a folder written with `keep_base` and holding `file`; ConfigError naming `command`
     (what wrote it, so what to run again) when either is missing."""
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     marker = read_marker(path) or {}
     if not (path / file).is_file() or "base" not in marker:
@@ -187,9 +187,9 @@ def keep_base(model: str, out: Path) -> str:
     logs, neighbour-index cache and hidden files such as its ``.lock`` are not the model and stay behind),
     any other name is kept as the name. Returns what the marker records as ``base``. Shared by the
     post-processing methods (whiten, sif)."""
-    from sentkit.identity import is_model_file
-    from sentkit.io import check_output_dir
-    from sentkit.loading import describe
+    from sentkit.core.identity import is_model_file
+    from sentkit.core.io import check_output_dir
+    from sentkit.models.loading import describe
 
     check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +210,7 @@ def keep_base(model: str, out: Path) -> str:
 def load_base(path: Path, marker: dict[str, Any], *, precision: str | None = None) -> Any:
     """The base model a post-processing folder written with `keep_base` names (a transformer base in
     `precision`, sentkit.models.precision)."""
-    from sentkit.loading import load, takes_precision
+    from sentkit.models.loading import load, takes_precision
 
     base = str(marker["base"])
     where = str(path / base) if base == BASE_DIR else base
@@ -220,51 +220,16 @@ def load_base(path: Path, marker: dict[str, Any], *, precision: str | None = Non
     return load(where, **settings)
 
 
-class PromptedWhitened(Whitened):
-    """A prompted base's vectors, whitened: the base's prompts (sentence-transformers' ``prompts``,
-    ``default_prompt_name``) apply as in the base, before the whitening."""
-
-    @property
-    def prompts(self) -> dict[str, str]:
-        from sentkit.encoder import prompts_of
-
-        return prompts_of(self.base)[0]
-
-    @property
-    def default_prompt_name(self) -> str | None:
-        from sentkit.encoder import prompts_of
-
-        return prompts_of(self.base)[1]
-
-    def encode(
-        self,
-        texts: str | Any,
-        batch_size: int = 32,
-        *,
-        show_progress: bool = False,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray:
-        from sentkit.encoder import as_text_list, encode_with_prompt
-
-        items, single = as_text_list(texts)
-        base = encode_with_prompt(
-            self.base, items, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size, show_progress=show_progress
-        )
-        out = apply_whitening(base, self.mu, self.w)
-        return out[0] if single else out
-
-
 def load_whitened(path: Path, *, precision: str | None = None) -> Any:
     """What `train_whiten` saved: a transformer folder with its Dense module, or a base whitened (a
     transformer base computes in `precision`; the whitening is float32)."""
     path = Path(path)
     if (path / "modules.json").is_file():
-        from sentkit.models.encoder import TransformerEncoder
+        from sentkit.models.transformer import TransformerEncoder
 
         return TransformerEncoder.from_pretrained(str(path), precision=precision)
     marker = read_kept(path, WHITENING_FILE, "sentkit whiten")
-    from sentkit.encoder import prompts_of
+    from sentkit.core.interface import prompts_of
 
     base = load_base(path, marker, precision=precision)
     kind = PromptedWhitened if prompts_of(base) != ({}, None) else Whitened  # the base's prompts apply
@@ -272,4 +237,4 @@ def load_whitened(path: Path, *, precision: str | None = None) -> Any:
         return kind(base, z["mu"], z["w"], name=f"{marker['base']} whitened")
 
 
-WHITEN = Method("whiten", WhitenConfig, train_whiten, load_whitened)  # listed in sentkit.methods.METHODS
+WHITEN = Method("whiten", WhitenConfig, train_whiten, load_whitened)  # listed in sentkit.core.methods.METHODS

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.interface import sum_rows
 from sentkit.data.sentences import CorpusSource
-from sentkit.encoder import sum_rows
 from sentkit.hill.common import HillModel, RateLogger
 from sentkit.hill.configs import HillConfig, _positive
 from sentkit.hill.gensim_models import _gensim, gensim_options
@@ -67,9 +67,9 @@ class _Chunks:
 def wordpiece_documents(corpus: CorpusSource, tokenizer: Any, cfg: WordpieceSkipGramConfig) -> list[np.ndarray]:
     """The wordpiece ids (no special tokens) of every usable document of a corpus path, or of a list
     of document strings; CorpusError when there is none."""
+    from sentkit.core.logs import quiet_transformers
     from sentkit.data.corpus import CorpusStats, iter_documents
     from sentkit.data.sentences import ReadReport
-    from sentkit.logs import quiet_transformers
 
     report = ReadReport(str(corpus), CorpusStats())
     docs: list[np.ndarray] = []
@@ -138,8 +138,8 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
         return sum_rows(self.token_ids(texts), self.vectors_, average=True)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Rows of `token_table()` per text: its wordpieces the corpus had (sentkit.encoder.BagOfVectors)."""
-        from sentkit.logs import quiet_transformers
+        """Rows of `token_table()` per text: its wordpieces the corpus had (sentkit.core.interface.BagOfVectors)."""
+        from sentkit.core.logs import quiet_transformers
 
         self._check_fitted("vectors_")
         with quiet_transformers():
@@ -153,9 +153,9 @@ class WordpieceSkipGram(HillModel[WordpieceSkipGramConfig]):
 
     def _save_state(self, d: Path) -> dict[str, Any]:
         self._check_fitted("vectors_")
+        from sentkit.core.logs import quiet_transformers
         from sentkit.data.store import tokenizer_fingerprint
         from sentkit.hill.common import save_array
-        from sentkit.logs import quiet_transformers
 
         save_array(d / "vectors.npy", self.vectors_)
         save_array(d / "seen.npy", self.seen_)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sentkit.lazy import lazy_exports
+from sentkit.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sentkit.data.probing.build import BuildSettings, build_probing

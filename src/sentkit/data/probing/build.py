@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.identity import config_id
+from sentkit.core.io import atomic_open, atomic_write_text, check_output_dir, sha256_file
 from sentkit.data.probing import parse as P
 from sentkit.data.probing.files import PROBING_FILES, probing_task
 from sentkit.data.probing.tasks import (
@@ -35,8 +37,6 @@ from sentkit.data.probing.tasks import (
     TooFewSentences,
     analyse,
 )
-from sentkit.identity import config_id
-from sentkit.io import atomic_open, atomic_write_text, check_output_dir, sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ def register(dsub: Any) -> None:
 
 
 def cmd_build_probing(args: argparse.Namespace) -> int:
-    from sentkit.config import ConfigError, from_dict, parse_overrides
+    from sentkit.core.config import ConfigError, from_dict, parse_overrides
     from sentkit.data.probing.build import BuildSettings, build_probing
 
     values: dict[str, Any] = {

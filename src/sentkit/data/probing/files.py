@@ -5,8 +5,8 @@ both: building data never needs the evaluation room."""
 
 from __future__ import annotations
 
-from sentkit.config import ConfigError
-from sentkit.registry import loose_key, suggest
+from sentkit.core.config import ConfigError
+from sentkit.core.registry import loose_key, suggest
 
 # task -> its file under PROBING/ (SentEval's names), in SentEval's order
 PROBING_FILES = {

@@ -29,11 +29,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentkit.core.errors import SentkitError
+from sentkit.core.identity import hasher, parsed_corpus_id
+from sentkit.core.io import atomic_open, atomic_write_text, remove_stale_temps
 from sentkit.data.corpus import CorpusError, CorpusStats, corpus_files, iter_documents
 from sentkit.data.sentences import split_sentences
-from sentkit.errors import SentkitError
-from sentkit.identity import hasher, parsed_corpus_id
-from sentkit.io import atomic_open, atomic_write_text, remove_stale_temps
 
 log = logging.getLogger(__name__)
 

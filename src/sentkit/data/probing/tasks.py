@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentkit.core.errors import SentkitError
+from sentkit.core.registry import Registry
 from sentkit.data.probing import analysis as A
 from sentkit.data.probing.files import PROBING_FILES
 from sentkit.data.probing.parse import Parsed
-from sentkit.errors import SentkitError
-from sentkit.registry import Registry
 
 if TYPE_CHECKING:
     from sentkit.data.probing.build import BuildSettings

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from sentkit.errors import MissingInputError
+from sentkit.core.errors import MissingInputError
+from sentkit.core.io import atomic_write_text
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments.grid import ExperimentSpec
 from sentkit.experiments.report.charts import averages_chart
@@ -69,7 +70,6 @@ from sentkit.experiments.report.tables import (
     row_claim,
 )
 from sentkit.experiments.results import Runs, as_runs
-from sentkit.io import atomic_write_text
 
 __all__ = [
     "AVERAGES",

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sentkit.errors import InputError
+from sentkit.core.errors import InputError
 
 FIGURE = re.compile(r"(?<![\w./])\d+\.\d+(?![\w.]*\d)(?!\w)")
 VERSION = re.compile(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import NamedTuple
 
+from sentkit.core.methods import METHODS
 from sentkit.experiments import claims as claims_mod
 from sentkit.experiments.grid import CellSpec, ExperimentSpec
 from sentkit.experiments.refs import CellRef
@@ -28,7 +29,6 @@ from sentkit.experiments.report.formatting import fmt, fmt_hours
 from sentkit.experiments.report.scores import AVERAGE_TASKS, Summary, fixed_cells, summarise
 from sentkit.experiments.report.tables import row_claim
 from sentkit.experiments.results import Runs, as_runs
-from sentkit.methods import METHODS
 
 # the averages a user picks a method by, in the summary's columns
 PICK_BY = ("avg:downstream", "avg:unsupervised_sts", "avg:supervised", "avg:probing")

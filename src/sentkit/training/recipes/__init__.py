@@ -1,5 +1,5 @@
 """Transformer methods: each is a `Recipe` (batch builder + objective) run by the one loop; their
-names are listed in `sentkit.methods.METHODS` (`sentkit train --method NAME`, experiment grids)."""
+names are listed in `sentkit.core.methods.METHODS` (`sentkit train --method NAME`, experiment grids)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.training.config import TrainConfig
 from sentkit.training.recipe import Recipe, TrainModule
@@ -67,8 +67,8 @@ class CLMConfig(TrainConfig):
         if self.family is not None:
             from transformers import CONFIG_MAPPING
 
+            from sentkit.core.registry import suggest
             from sentkit.models.decoder import is_decoder_config
-            from sentkit.registry import suggest
 
             if self.family not in CONFIG_MAPPING or not is_decoder_config(CONFIG_MAPPING[self.family]()):
                 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -102,7 +102,7 @@ def scratch_decoder(cfg: CLMConfig) -> tuple[Any, Any]:
     docstring)."""
     from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
     from sentkit.models.decoder import is_decoder_config
     from sentkit.models.hub import load_tokenizer, resize_config, scratch_config
 

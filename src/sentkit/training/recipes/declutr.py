@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.data.corpus import Fix
 from sentkit.models.decoder import check_mask_token, is_decoder_config
 from sentkit.models.mlm import MaskedLM

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.data.packing import Packing
 from sentkit.models.mlm import MLM_HEADS, MaskedLM
 from sentkit.objectives.mlm import IGNORE_INDEX
@@ -383,7 +383,7 @@ def save_tokenizer(tokenizer: Any, target: Path) -> None:
     import os
     import shutil
 
-    from sentkit.io import make_temp_dir
+    from sentkit.core.io import make_temp_dir
 
     tmp = make_temp_dir(target)
     try:

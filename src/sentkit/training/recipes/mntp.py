@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import torch
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.models.decoder import check_mask_token, mntp_sum
 from sentkit.objectives.mlm import IGNORE_INDEX
 from sentkit.training.config import TrainConfig

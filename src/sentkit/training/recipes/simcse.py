@@ -19,7 +19,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.contrastive import info_nce
 from sentkit.training.batching import pad_with_labels

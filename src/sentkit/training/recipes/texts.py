@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.training.config import TrainConfig
 from sentkit.training.recipe import Recipe, StoreSpec
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 from sentkit.models.decoder import is_decoder_config
 from sentkit.models.mlm import MaskedLM
 from sentkit.objectives.noise import delete_words, word_ids
@@ -60,7 +60,7 @@ def tied_decoder(mlm_model: Any) -> Any:
 
     from transformers import AutoModelForCausalLM
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
 
     cfg = copy.deepcopy(mlm_model.config)
     cfg.is_decoder = True

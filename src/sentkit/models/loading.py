@@ -17,7 +17,7 @@ mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
 its models here; those that encode one model the user names take the same three settings of it
-(`add_model_settings`: ``--pooling``, ``--attention``, ``--precision``). `sentkit.identity.fingerprint` is the
+(`add_model_settings`: ``--pooling``, ``--attention``, ``--precision``). `sentkit.core.identity.fingerprint` is the
 stable id their caches key on, and `content_id` says what a name loads by content (the files of a
 folder, a registry name and its package's version), which sharded `sentkit embed` runs compare
 before they join their parts.
@@ -34,12 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sentkit.config import ConfigError
-from sentkit.encoder import Encoder, as_encoder
-from sentkit.identity import content_id as folder_content_id
-from sentkit.identity import file_digest
-from sentkit.methods import MARKER_FILE, final_phase, get_method, method_names, read_marker
-from sentkit.registry import Registry
+from sentkit.core.config import ConfigError
+from sentkit.core.identity import content_id as folder_content_id
+from sentkit.core.identity import file_digest
+from sentkit.core.interface import Encoder, as_encoder
+from sentkit.core.methods import MARKER_FILE, final_phase, get_method, method_names, read_marker
+from sentkit.core.registry import Registry
 
 # ----------------------------------------------------------------------------- named encoders
 # Encoders known by name that are not transformers (those are in sentkit.models.hub.NAMED_MODELS).
@@ -151,7 +151,7 @@ SETTINGS = ("pooling", "attention", "precision")  # add_model_settings' options,
 
 def model_settings(args: Any) -> dict[str, Any]:
     """The `load` keyword arguments that `add_model_settings`' options give (those the user set)."""
-    from sentkit.config import check_precision
+    from sentkit.core.config import check_precision
 
     given = {k: getattr(args, k) for k in SETTINGS if getattr(args, k, None) is not None}
     for k, v in given.items():
@@ -211,8 +211,8 @@ def settings_before_loading(spec: str | Path, given: dict[str, Any], device: str
     model computes in float32 whatever it is given (`takes_precision`)."""
     out = {k: v for k, v in given.items() if k != "precision"}
     if given.get("precision") is not None and takes_precision(spec):
-        from sentkit.models.encoder import usable_device
         from sentkit.models.precision import resolve
+        from sentkit.models.transformer import usable_device
 
         used = resolve(str(given["precision"]), usable_device(device))
         if used != "fp32":
@@ -235,7 +235,7 @@ def _drop_precision(text: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     kwargs = dict(kwargs)
     asked = kwargs.pop("precision", None)
     if asked is not None:
-        from sentkit.config import check_precision
+        from sentkit.core.config import check_precision
 
         check_precision(str(asked))  # a misspelling is refused as for a transformer
     if asked not in (None, "auto", "fp32") and text not in _NOTED:
@@ -265,10 +265,10 @@ def load(
 
     `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
     model: a transformer merges them over its folder's own; any other encoder is wrapped so that the
-    prompt's text is prepended (`sentkit.encoder.PromptedEncoder`)."""
+    prompt's text is prepended (`sentkit.core.interface.PromptedEncoder`)."""
     if prompts is None and default_prompt_name is None:
         return _load(spec, allow_code=allow_code, **kwargs)
-    from sentkit.encoder import PromptedEncoder, check_prompts
+    from sentkit.core.interface import PromptedEncoder, check_prompts
 
     given = check_prompts(prompts, None)
     enc = _load(spec, allow_code=allow_code, **kwargs)
@@ -300,7 +300,7 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
         return _load_folder(Path(text).expanduser(), kwargs)
     if kind == "hub" and _offline_and_not_cached(text):  # answered without importing torch
         raise _not_on_hub(text, "the hub is offline (HF_HUB_OFFLINE) and it is not in the local cache")
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     try:
         return TransformerEncoder.from_pretrained(text, **kwargs)
@@ -389,7 +389,7 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
             f"{p} is a folder but not a model folder: it has no {MARKER_FILE} (written by `sentkit "
             "train`) and no config.json (transformers, sentence-transformers)"
         )
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     return TransformerEncoder.from_pretrained(str(p), **kwargs)
 
@@ -446,7 +446,7 @@ def import_attr(spec: str) -> Any:
 # ----------------------------------------------------------------------------- content ids
 def content_id(spec: str | Path) -> str:
     """What `spec` loads, by content, without loading it: ``folder sha256:...`` (the model's files,
-    `sentkit.identity.content_id`), ``registry NAME PACKAGE==VERSION``, ``word vectors NAME (sentkit
+    `sentkit.core.identity.content_id`), ``registry NAME PACKAGE==VERSION``, ``word vectors NAME (sentkit
     VERSION)``, ``hub ID sha256:...`` (its files in the local cache; the id alone when it is not cached), or
     ``code sha256:...:ATTR`` (the Python file's contents). Two names of the same model (``../m`` and
     ``/abs/m``, an alias) give the same id; retrained weights at the same path do not."""

@@ -1,4 +1,4 @@
-"""sentkit.io: temporaries of killed writes, file modes, names that glob would misread."""
+"""sentkit.core.io: temporaries of killed writes, file modes, names that glob would misread."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentkit.io import atomic_path, atomic_write_text, host_tag, remove_stale_temps, temp_prefix
+from sentkit.core.io import atomic_path, atomic_write_text, host_tag, remove_stale_temps, temp_prefix
 
 
 def test_remove_stale_temps_keeps_live_and_foreign_writes(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_embed_refuses_non_finite_vectors(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from sentkit.cli.main import main
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     monkeypatch.setattr(TransformerEncoder, "encode", lambda self, texts, **kw: np.full((len(texts), 32), np.nan))
     src = tmp_path / "in.txt"

@@ -8,7 +8,7 @@ keeps a running top-k per query, so its memory is bounded whatever the number of
 ties rank the lower row first, as a stable full sort would.
 
 A prompted model (E5, BGE: sentence-transformers' ``prompts``) embeds the corpus with its document
-prompt and the queries with its query prompt (`sentkit.encoder.role_prompt_name`), as
+prompt and the queries with its query prompt (`sentkit.core.interface.role_prompt_name`), as
 sentence-transformers' ``encode_document`` / ``encode_query`` do.
 """
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from sentkit.core.errors import InputError
+from sentkit.core.identity import NEIGHBOURS_DIR, config_id, corpus_files_id, model_name_id
+from sentkit.core.io import cache_writable
 from sentkit.data.sentences import ReadReport, iter_document_sentences
-from sentkit.errors import InputError
-from sentkit.identity import NEIGHBOURS_DIR, config_id, corpus_files_id, model_name_id
-from sentkit.io import cache_writable
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class NeighbourIndex:
     sparse: bool = False
     ann: Any = field(
         default=None, repr=False, compare=False
-    )  # sentkit.index.attach: the approximate index past its size
+    )  # sentkit.retrieval.index.attach: the approximate index past its size
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -207,7 +207,7 @@ class NeighbourIndex:
         return exact_top_k(normalise_rows(np.atleast_2d(queries)), self.embeddings, k)
 
     def save(self, d: Path, meta: dict[str, Any]) -> None:
-        from sentkit.io import atomic_open, atomic_write_text
+        from sentkit.core.io import atomic_open, atomic_write_text
 
         d.mkdir(parents=True, exist_ok=True)
         if self.sparse:
@@ -272,7 +272,7 @@ def _load_cached(d: Path) -> NeighbourIndex | None:
 
 def _save_cached(index: NeighbourIndex, d: Path, meta: dict[str, Any]) -> None:
     """Cache the index in ``d``; on a full disk or the like warn and go on without a cache."""
-    from sentkit.io import describe_os_error
+    from sentkit.core.io import describe_os_error
 
     try:
         index.save(d, meta)
@@ -287,7 +287,7 @@ def side_prompt(
 ) -> dict[str, Any]:
     """The prompt arguments of one side of a search: `prompt_name` / `prompt` when given, else the
     encoder's prompt for `role` ("query" or "document")."""
-    from sentkit.encoder import role_prompt_name
+    from sentkit.core.interface import role_prompt_name
 
     if prompt_name is None and prompt is None:
         prompt_name = role_prompt_name(encoder, role)
@@ -297,9 +297,9 @@ def side_prompt(
 def encode_side(
     encoder: Any, texts: list[str], *, sparse: bool = False, prompt_name: str | None = None, prompt: str | None = None
 ) -> Any:
-    """`texts` embedded with a prompt (`sentkit.encoder.encode_with_prompt`); ``sparse``: through the
+    """`texts` embedded with a prompt (`sentkit.core.interface.encode_with_prompt`); ``sparse``: through the
     encoder's ``encode_sparse``, the prompt's text prepended."""
-    from sentkit.encoder import encode_with_prompt, prompt_used
+    from sentkit.core.interface import encode_with_prompt, prompt_used
 
     if not sparse:
         return encode_with_prompt(encoder, texts, prompt_name=prompt_name, prompt=prompt)
@@ -320,7 +320,7 @@ def build_index(
     prompt (none given: the encoder's document prompt)."""
     from tqdm.auto import tqdm
 
-    from sentkit.encoder import check_embeddings
+    from sentkit.core.interface import check_embeddings
 
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
     sparse = hasattr(encoder, "encode_sparse")
@@ -357,10 +357,10 @@ def get_index(
     `prompt_name` / `prompt` (neither: the encoder's document prompt). Returns (index, built_now,
     index folder). ``encoder`` defaults to ``sentkit.load(model, **settings)``; `settings` (the
     `sentkit.load` settings it was loaded with: pooling, attention) are part of the key."""
-    from sentkit.encoder import prompt_used
+    from sentkit.core.interface import prompt_used
 
     if encoder is None:  # its prompts are part of the key
-        from sentkit.loading import load
+        from sentkit.models.loading import load
 
         encoder = load(str(model), **(settings or {}))
     side = side_prompt(encoder, "document", prompt_name=prompt_name, prompt=prompt)
@@ -372,7 +372,7 @@ def get_index(
     text = prompt_used(encoder, **side)
     if text:  # a prompted index has a key of its own (an unprompted one keeps the key it always had)
         key["prompt"] = {"text": text, "include_prompt": bool(getattr(encoder, "include_prompt", True))}
-    from sentkit.loading import used_settings
+    from sentkit.models.loading import used_settings
 
     settings = used_settings(encoder, settings or {})  # the precision the encoder computes in (fp32: no key)
     if settings:  # so has a model loaded with another pooling, attention or precision

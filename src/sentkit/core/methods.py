@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sentkit.registry import Plugins, UnknownNameError, suggest
+from sentkit.core.registry import Plugins, UnknownNameError, suggest
 
 MARKER_FILE = "sentkit.json"
 
@@ -209,7 +209,7 @@ def method_target(name: str) -> Any:
     obj = getattr(importlib.import_module(module), attr, None)
     if obj is None:
         raise ValueError(
-            f"method {name!r}: module {module} has no {attr!r} (the entry in sentkit.methods.METHODS names it)"
+            f"method {name!r}: module {module} has no {attr!r} (the entry in sentkit.core.methods.METHODS names it)"
         )
     return obj
 
@@ -243,7 +243,7 @@ def _where(entry: MethodEntry) -> str:
 
 
 def write_marker(out: Path, method: str, **extra: Any) -> None:
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     data = {"method": method, **extra}
     atomic_write_text(out / MARKER_FILE, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

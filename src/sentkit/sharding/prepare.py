@@ -4,7 +4,7 @@ offsets.npy, byte for byte).
 
 The corpus's files (`corpus_files` order; a single file, a .jsonl, a Parquet file or a saved
 dataset is one file) are cut into parts of `block` files, and shard i of N tokenizes parts
-[i*K//N, (i+1)*K//N) of the K parts, as `sentkit.embed_shards` cuts an embedding input (its
+[i*K//N, (i+1)*K//N) of the K parts, as `sentkit.sharding.embed` cuts an embedding input (its
 `Shard`, `PartsPlan`, lock, manifest and parts-folder checks are reused here). Each part is a folder
 ``<out>.parts/part-000000/`` (tokens.bin, offsets.npy from 0, the lengths of the pieces dropped as
 too short, the part's counts), built in a temporary sibling and renamed into place, so a part that
@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
+from sentkit.core.identity import config_id, prepare_input_id
 from sentkit.data.corpus import (
     CorpusStats,
     DocStream,
@@ -57,7 +58,7 @@ from sentkit.data.store import (
     tokenizer_fingerprint,
     write_store,
 )
-from sentkit.embed_shards import (
+from sentkit.sharding.embed import (
     MANIFEST,
     PARTS_SUFFIX,
     PartsPlan,
@@ -68,7 +69,6 @@ from sentkit.embed_shards import (
     read_manifest,
     remove_parts,
 )
-from sentkit.identity import config_id, prepare_input_id
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def output_error(e: OSError, given: str | Path, what: str) -> OSError | None:
     """`e` reworded to name the output as the user gave it (``<what> <given>: ...``) when it is about a
     file that a write keeps in or beside that output (its write check, ``.<name>.lock``, temporary
     siblings, ``<name>.parts``); None for any other error (a corpus file's, say)."""
-    from sentkit.io import PathError, describe_os_error
+    from sentkit.core.io import PathError, describe_os_error
 
     if e.filename is None:
         return None
@@ -199,7 +199,7 @@ def _finished(out: Path, run_id: str) -> bool:
 
 
 def _open_folder(folder: Path, manifest: dict[str, Any], what: str) -> None:
-    from sentkit.io import atomic_write_text, remove_stale_temps
+    from sentkit.core.io import atomic_write_text, remove_stale_temps
 
     remove_stale_temps(folder.parent, folder.name)  # a parts folder whose removal was cut short
     check_parts_folder(folder, what, FORMAT)
@@ -247,7 +247,7 @@ def _write_part(
     bar: Any,
     meter: ByteMeter | None,
 ) -> None:
-    from sentkit.io import make_temp_dir
+    from sentkit.core.io import make_temp_dir
 
     t0, started = time.perf_counter(), time.time()
     stats = CorpusStats()
@@ -307,7 +307,7 @@ def _finish(
             f"shard {shard}: done; {len(missing)} of {plan.count} parts are still to be written by the other "
             f"shards (in {folder}); the last shard to finish writes the store {out}"
         )
-    from sentkit.io import make_temp_dir, remove_stale_temps
+    from sentkit.core.io import make_temp_dir, remove_stale_temps
 
     remove_stale_temps(out.parent, out.name)
     tmp = make_temp_dir(out)

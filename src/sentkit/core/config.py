@@ -10,8 +10,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from sentkit.errors import SentkitError
-from sentkit.registry import suggest
+from sentkit.core.errors import SentkitError
+from sentkit.core.registry import suggest
 
 C = TypeVar("C")
 
@@ -151,7 +151,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
 
 def save_json(cfg: Any, path: str | Path) -> None:
     """Write the resolved config as JSON, atomically."""
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     data = to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
     atomic_write_text(Path(path), json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -16,10 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sentkit.config import ConfigError
-from sentkit.errors import InputError, InputTypeError
-from sentkit.identity import derived_fingerprint as derived_fingerprint  # built in sentkit.identity
-from sentkit.identity import prompted_fingerprint as prompted_fingerprint
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError, InputTypeError
+from sentkit.core.identity import derived_fingerprint as derived_fingerprint  # built in sentkit.core.identity
+from sentkit.core.identity import prompted_fingerprint as prompted_fingerprint
 
 
 @runtime_checkable
@@ -217,7 +217,7 @@ def check_prompts(prompts: Any, default_prompt_name: str | None, *, where: str =
         out[k] = v or ""
     known = sorted({**ST_DEFAULT_PROMPTS, **out})
     if default_prompt_name is not None and default_prompt_name not in known:
-        from sentkit.registry import suggest
+        from sentkit.core.registry import suggest
 
         raise ConfigError(
             f"default_prompt_name {default_prompt_name!r} is not one of the prompts ({', '.join(known)})."
@@ -243,7 +243,7 @@ def resolve_prompt(
     known = {**ST_DEFAULT_PROMPTS, **prompts}
     if prompt_name is not None:
         if prompt_name not in known:
-            from sentkit.registry import suggest
+            from sentkit.core.registry import suggest
 
             raise ConfigError(
                 f"unknown prompt name {prompt_name!r}: the model's prompts are "

@@ -11,7 +11,7 @@ The index folder holds ``index.faiss`` and ``index.json`` (settings, metric, the
 path, size, mtime and sha256). Opening it checks the source: a file that changed since is refused
 with the command that rebuilds the index.
 
-Below :data:`EXACT_BELOW` vectors search stays exact (:func:`sentkit.neighbours.exact_top_k`, in
+Below :data:`EXACT_BELOW` vectors search stays exact (:func:`sentkit.retrieval.neighbours.exact_top_k`, in
 blocks of queries x rows: bounded memory): :func:`search`, ``sentkit neighbours`` and ``sentkit
 explore`` use the index only past it. :func:`search` keeps the indexes it opened open
 (:func:`open_index`) while their files are unchanged.
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from sentkit.config import ConfigError, from_dict, to_dict
-from sentkit.identity import hasher
-from sentkit.neighbours import QUERY_BLOCK, ROW_BLOCK, exact_top_k, normalise_rows
+from sentkit.core.config import ConfigError, from_dict, to_dict
+from sentkit.core.identity import hasher
+from sentkit.retrieval.neighbours import QUERY_BLOCK, ROW_BLOCK, exact_top_k, normalise_rows
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class IndexSettings:
                     f"index setting {name} must be >= 0 (0: chosen from the size), got {getattr(self, name)}"
                 )
         if self.codes not in CODES:
-            from sentkit.registry import suggest
+            from sentkit.core.registry import suggest
 
             raise ConfigError(
                 f"index setting codes: unknown {self.codes!r}.{suggest(self.codes, list(CODES))} "
@@ -187,8 +187,8 @@ def build(
     Returns the metadata written to ``index.json``."""
     from tqdm.auto import tqdm
 
+    from sentkit.core.io import check_output_dir, make_temp_dir, remove_stale_temps
     from sentkit.data.store import _replace_dir
-    from sentkit.io import check_output_dir, make_temp_dir, remove_stale_temps
 
     faiss = _faiss()
     s = settings or IndexSettings()
@@ -299,7 +299,7 @@ def stale_reason(meta: dict[str, Any], vectors: Path) -> str | None:
     if now["bytes"] != src["bytes"]:
         return f"{vectors} changed since it was built ({src['bytes']} bytes then, {now['bytes']} now)"
     if now["mtime_ns"] != src["mtime_ns"]:
-        from sentkit.io import sha256_file
+        from sentkit.core.io import sha256_file
 
         if sha256_file(vectors) != src["sha256"]:
             return f"{vectors} changed since it was built (its sha256 differs)"
@@ -377,7 +377,7 @@ def exact_search(
     vectors: np.ndarray, queries: Any, k: int = 10, *, query_block: int = QUERY_BLOCK, row_block: int = ROW_BLOCK
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine top-k over (possibly memory-mapped) rows, in blocks of ``query_block`` queries x
-    ``row_block`` rows (:func:`sentkit.neighbours.exact_top_k`): bounded memory; ties by row."""
+    ``row_block`` rows (:func:`sentkit.retrieval.neighbours.exact_top_k`): bounded memory; ties by row."""
     q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
     if q.shape[1] != vectors.shape[1]:
         raise VectorIndexError(
@@ -440,7 +440,7 @@ def search(
     memory); past it it needs ``index``, a folder ``sentkit index`` built from ``vectors``, kept open for
     the next call (:func:`open_index`)."""
     if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
-        from sentkit.neighbours import encode_side, side_prompt
+        from sentkit.retrieval.neighbours import encode_side, side_prompt
 
         texts = [queries] if isinstance(queries, str) else list(queries)
         side = side_prompt(encoder, "query", prompt_name=prompt_name, prompt=prompt)
@@ -477,10 +477,10 @@ ANN_DIR = "ann"  # the approximate index of a neighbour cache's embeddings.npy, 
 
 
 def attach(index: Any, folder: str | Path, *, progress: bool = True) -> Any:
-    """Give a :class:`sentkit.neighbours.NeighbourIndex` cached in ``folder`` its approximate index
+    """Give a :class:`sentkit.retrieval.neighbours.NeighbourIndex` cached in ``folder`` its approximate index
     past :data:`EXACT_BELOW` dense sentences (built on first use in ``folder/ann``, rebuilt when the
     embeddings changed); below it, for a sparse index, or without faiss, its search stays exact."""
-    from sentkit.neighbours import EMB_FILE
+    from sentkit.retrieval.neighbours import EMB_FILE
 
     emb = Path(folder) / EMB_FILE
     if index.sparse or len(index) < EXACT_BELOW or not emb.is_file():

@@ -1,4 +1,4 @@
-"""Exact search in blocks (sentkit.neighbours.exact_top_k and its callers) against a stable full sort of
+"""Exact search in blocks (sentkit.retrieval.neighbours.exact_top_k and its callers) against a stable full sort of
 the whole score matrix (numpy): ties rank the lower row first, k past the row count, every block size;
 and its memory, traced by tracemalloc, bounded whatever the number of queries and rows."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sentkit import index as vindex
-from sentkit.neighbours import NeighbourIndex, exact_top_k, top_k
+from sentkit.retrieval import index as vindex
+from sentkit.retrieval.neighbours import NeighbourIndex, exact_top_k, top_k
 
 BLOCKS = [(1, 1), (2, 3), (3, 7), (5, 64), (256, 4096)]  # (query_block, row_block)
 

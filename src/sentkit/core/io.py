@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from sentkit.errors import SentkitError
-from sentkit.identity import file_digest, host_tag
+from sentkit.core.errors import SentkitError
+from sentkit.core.identity import file_digest, host_tag
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def file_lock(path: str | Path) -> Iterator[None]:
 
 
 def sha256_file(path: str | Path) -> str:
-    """The sha256 (hex) of a file's bytes, read 1 MiB at a time (`sentkit.identity.file_digest`)."""
+    """The sha256 (hex) of a file's bytes, read 1 MiB at a time (`sentkit.core.identity.file_digest`)."""
     return file_digest(path)
 
 

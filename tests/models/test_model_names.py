@@ -175,7 +175,7 @@ def test_every_form_in_every_command(
 
 def test_names_that_cannot_load_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import sentkit
-    from sentkit.config import ConfigError
+    from sentkit.core.config import ConfigError
 
     cases = {
         "glove-averag": ("did you mean 'glove-average'", "hub"),
@@ -201,7 +201,7 @@ def test_names_that_cannot_load_say_why(tmp_path: Path, capsys: pytest.CaptureFi
     with pytest.raises(ConfigError, match="takes no max_length"):
         sentkit.load("glove-average", max_length=8)
     with pytest.raises(ConfigError, match="accepted from the command line only"):
-        sentkit.loading.load("json:dumps", allow_code=False)
+        sentkit.models.loading.load("json:dumps", allow_code=False)
     src = tmp_path / "in.txt"
     src.write_text("a\n")
     for argv in (

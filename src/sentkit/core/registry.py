@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from sentkit.errors import SentkitError, one_line
+from sentkit.core.errors import SentkitError, one_line
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

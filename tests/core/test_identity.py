@@ -1,7 +1,7 @@
-"""sentkit.identity, and every id sentkit writes to disk pinned to its bytes.
+"""sentkit.core.identity, and every id sentkit writes to disk pinned to its bytes.
 
 Each site's id (cache keys, folder names, MTEB revisions, shard-join ids, fingerprints) is computed
-here a second time with hashlib by hand, as an oracle: the refactor onto `sentkit.identity` must
+here a second time with hashlib by hand, as an oracle: the refactor onto `sentkit.core.identity` must
 not change one byte of what caches and committed results hold. The last test keeps hashlib out of
 the package outside `identity.py` and a short allowlist."""
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "sentkit"
+SRC = Path(__file__).resolve().parents[2] / "src" / "sentkit"
 MTIME_NS = 1_700_000_000_123_456_789  # a fixed mtime, so that stat-based ids are fixed too
 
 
@@ -71,7 +71,7 @@ def oracle_content(d: Path) -> str:
 
 # ----------------------------------------------------------------------------- the primitives
 def test_digest_and_config_id() -> None:
-    from sentkit.identity import config_id, digest
+    from sentkit.core.identity import config_id, digest
 
     assert digest("abc") == sha("abc") == digest(b"abc")
     assert digest("abc", 12) == sha("abc")[:12]
@@ -85,7 +85,7 @@ def test_digest_and_config_id() -> None:
 
 
 def test_file_digest_and_hasher(tmp_path: Path) -> None:
-    from sentkit.identity import file_digest, hasher, update_file
+    from sentkit.core.identity import file_digest, hasher, update_file
 
     f = touch(tmp_path / "f.bin", b"x" * (3 << 20))  # three blocks of 1 MiB
     assert file_digest(f) == sha(f.read_bytes())
@@ -95,7 +95,7 @@ def test_file_digest_and_hasher(tmp_path: Path) -> None:
 
 
 def test_files_id(tmp_path: Path) -> None:
-    from sentkit.identity import files_id
+    from sentkit.core.identity import files_id
 
     a, b = touch(tmp_path / "a.txt", "aa"), touch(tmp_path / "d" / "b.txt", "b")
     lines = [f"{p}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in (a, b)]
@@ -106,7 +106,7 @@ def test_files_id(tmp_path: Path) -> None:
 
 
 def test_content_id_and_signature_of_a_folder(folder: Path, tmp_path: Path) -> None:
-    from sentkit.identity import content_id, folder_signature, is_model_file
+    from sentkit.core.identity import content_id, folder_signature, is_model_file
 
     assert content_id(folder) == oracle_content(folder)
     assert folder_signature(folder) == oracle_signature(folder)
@@ -120,7 +120,7 @@ def test_content_id_and_signature_of_a_folder(folder: Path, tmp_path: Path) -> N
 # ----------------------------------------------------------------------------- the sites, pinned
 def test_loading_content_id(folder: Path, tmp_path: Path) -> None:
     from sentkit import __version__
-    from sentkit.loading import content_id
+    from sentkit.models.loading import content_id
 
     assert content_id(str(folder)) == f"folder sha256:{oracle_content(folder)}"
     code = touch(tmp_path / "m.py", "def embed(texts):\n    return texts\n")
@@ -138,7 +138,7 @@ def _transformer_like(path: Path) -> Any:
 
 
 def test_encoder_fingerprints(folder: Path) -> None:
-    from sentkit.identity import fingerprint
+    from sentkit.core.identity import fingerprint
 
     own = SimpleNamespace(fingerprint=lambda: "own-fp")
     assert fingerprint(own, "any") == "own-fp" and fingerprint(own) == "own-fp"
@@ -161,8 +161,8 @@ def test_encoder_fingerprints(folder: Path) -> None:
 
 
 def test_neighbour_index_keys(folder: Path, tmp_path: Path) -> None:
-    from sentkit.identity import corpus_files_id, model_name_id
-    from sentkit.neighbours import get_index
+    from sentkit.core.identity import corpus_files_id, model_name_id
+    from sentkit.retrieval.neighbours import get_index
 
     corpus = tmp_path / "corpus"
     files = [
@@ -186,7 +186,7 @@ def test_neighbour_index_keys(folder: Path, tmp_path: Path) -> None:
 
 
 def test_evaluation_cache_folder_name() -> None:
-    from sentkit.evaluation.cache import folder_name  # sentkit.identity.cache_folder_name
+    from sentkit.evaluation.cache import folder_name  # sentkit.core.identity.cache_folder_name
 
     assert folder_name("plain-name_1.0") == "plain-name_1.0"
     assert folder_name("exp/cell/seed-0/fp") == f"exp_cell_seed-0_fp-{sha('exp/cell/seed-0/fp')[:16]}"
@@ -195,8 +195,8 @@ def test_evaluation_cache_folder_name() -> None:
 
 def test_mteb_revisions(folder: Path, tmp_path: Path) -> None:
     from sentkit import __version__
+    from sentkit.core.identity import mteb_revision
     from sentkit.evaluation import mteb_adapter as M
-    from sentkit.identity import mteb_revision
 
     assert mteb_revision(None) == "no_revision_available"
     assert mteb_revision("abc-1.2") == "abc-1.2"
@@ -225,9 +225,9 @@ def test_experiment_cache_key() -> None:
 
 
 def test_shard_ids(tmp_path: Path) -> None:
-    from sentkit.embed_shards import record_path
-    from sentkit.identity import prepare_input_id
-    from sentkit.io import temp_name
+    from sentkit.core.identity import prepare_input_id
+    from sentkit.core.io import temp_name
+    from sentkit.sharding.embed import record_path
 
     corpus = tmp_path / "c"
     files = [touch(corpus / "a.txt", "aaa"), touch(corpus / "b" / "c.txt", "cc")]
@@ -249,18 +249,18 @@ def test_shard_ids(tmp_path: Path) -> None:
 
 def test_prepare_run_id_is_the_config_id() -> None:
     """`prepare_shard`'s run id, written into a sharded store's manifest, is this expression."""
-    from sentkit.identity import config_id
+    from sentkit.core.identity import config_id
 
     run = {"format": "f", "corpus": "c", "files": 2, "window": None, "path": Path("/p")}
     assert config_id(run) == sha(json.dumps(run, sort_keys=True, default=str))[:16]
-    text = (SRC / "prepare_shards.py").read_text(encoding="utf-8")
+    text = (SRC / "sharding" / "prepare.py").read_text(encoding="utf-8")
     assert "run_id = config_id(run)" in text or "hashlib.sha256(json.dumps(run, sort_keys=True, default=str)" in text
 
 
 def test_probing_ids() -> None:
+    from sentkit.core.identity import hasher, parsed_corpus_id
     from sentkit.data.probing.build import BuildSettings, _settings_key
     from sentkit.data.probing.parse import _doc_hash
-    from sentkit.identity import hasher, parsed_corpus_id
 
     s = BuildSettings()
     assert _settings_key(s) == sha(json.dumps(dataclasses.asdict(s), sort_keys=True))[:16]
@@ -273,7 +273,7 @@ def test_probing_ids() -> None:
 
 
 def test_tokenizer_fingerprint() -> None:
-    from sentkit.identity import tokenizer_fingerprint
+    from sentkit.core.identity import tokenizer_fingerprint
 
     vocab = {"b": 1, "a": 0, "[CLS]": 2}
     tok = SimpleNamespace(get_vocab=lambda: vocab)
@@ -281,7 +281,7 @@ def test_tokenizer_fingerprint() -> None:
 
 
 def test_model_fingerprints() -> None:
-    from sentkit.identity import derived_fingerprint, prompted_fingerprint
+    from sentkit.core.identity import derived_fingerprint, prompted_fingerprint
     from sentkit.models.wordvectors import GloveAverage
 
     g = GloveAverage.__new__(GloveAverage)
@@ -301,7 +301,7 @@ def test_model_fingerprints() -> None:
 
 
 def test_hill_directory_digest(folder: Path) -> None:
-    from sentkit.identity import directory_digest
+    from sentkit.core.identity import directory_digest
 
     h = hashlib.sha256()
     for f in sorted(p for p in folder.iterdir() if p.is_file()):  # .lock, config.json, train.log
@@ -310,8 +310,8 @@ def test_hill_directory_digest(folder: Path) -> None:
 
 
 def test_io_ids(tmp_path: Path) -> None:
-    from sentkit.identity import host_tag
-    from sentkit.io import sha256_file
+    from sentkit.core.identity import host_tag
+    from sentkit.core.io import sha256_file
 
     assert host_tag() == hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
     f = touch(tmp_path / "f", b"bytes" * 1000)
@@ -320,9 +320,9 @@ def test_io_ids(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------- one place for hashlib
 # Files of src/sentkit that may use hashlib, each with the one use allowed and why: neither is an
-# identity of something that loads or is cached under a name (sentkit.identity's docstring).
+# identity of something that loads or is cached under a name (sentkit.core.identity's docstring).
 HASHLIB_ALLOWED = {
-    "identity.py": (r".*", "the identity module itself"),
+    "core/identity.py": (r".*", "the identity module itself"),
     "evaluation/classifier.py": (
         r"hashlib\.sha1\(tr\.tobytes\(\)\)\.digest\(\), hashlib\.sha1\(dv\.tobytes\(\)\)\.digest\(\)",
         "in-memory memo keys of train/dev index arrays, never written",
@@ -346,7 +346,7 @@ def test_hashlib_only_in_identity() -> None:
                 used.add(rel)
                 continue
             bad.append(f"{rel}:{n}: {line.strip()}")
-    assert not bad, "hashlib outside sentkit/identity.py (use sentkit.identity):\n" + "\n".join(bad)
+    assert not bad, "hashlib outside sentkit/core/identity.py (use sentkit.core.identity):\n" + "\n".join(bad)
     assert used == set(HASHLIB_ALLOWED), f"allowed but unused (drop them): {sorted(set(HASHLIB_ALLOWED) - used)}"
 
 
@@ -359,7 +359,7 @@ RAW_HASHING = {
     "hasher": {
         "cli/embed_commands.py": "the input's bytes as embed reads them once (a sharded run's input id)",
         "data/probing/parse.py": "the documents as the parser reads them (a shard's docs_sha256)",
-        "index.py": "a vector file's bytes as the index reads them (its source sha256)",
+        "retrieval/index.py": "a vector file's bytes as the index reads them (its source sha256)",
     },
 }
 
@@ -371,7 +371,7 @@ def test_ids_are_built_in_identity() -> None:
         rel = f.relative_to(SRC).as_posix()
         tree = ast.parse(f.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "sentkit.identity" and rel != "identity.py":
+            if isinstance(node, ast.ImportFrom) and node.module == "sentkit.core.identity" and rel != "core/identity.py":
                 for alias in node.names:
                     allowed = RAW_HASHING.get(alias.name)
                     if allowed is None:
@@ -379,10 +379,10 @@ def test_ids_are_built_in_identity() -> None:
                     if rel in allowed:
                         used.add((alias.name, rel))
                     else:
-                        bad.append(f"{rel}:{node.lineno}: imports {alias.name} from sentkit.identity")
+                        bad.append(f"{rel}:{node.lineno}: imports {alias.name} from sentkit.core.identity")
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "corpus_fingerprint":
                 defined.append(f"{rel}:{node.lineno}")
-    assert not bad, "an id built outside sentkit/identity.py (add a named id function there):\n" + "\n".join(bad)
+    assert not bad, "an id built outside sentkit/core/identity.py (add a named id function there):\n" + "\n".join(bad)
     allowed_all = {(name, rel) for name, files in RAW_HASHING.items() for rel in files}
     assert used == allowed_all, f"allowed but unused (drop them): {sorted(allowed_all - used)}"
     assert not defined, f"two things were called corpus_fingerprint; identity.py names each: {defined}"

@@ -1,4 +1,4 @@
-"""sentkit.index and `sentkit index`: the approximate index against exact search (numpy's full sort),
+"""sentkit.retrieval.index and `sentkit index`: the approximate index against exact search (numpy's full sort),
 exactness below the threshold, neighbours past it, and bad input as one line with the fix."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("faiss")
 
-from sentkit import index as vindex
 from sentkit.cli.main import main
-from sentkit.io import sha256_file
+from sentkit.core.io import sha256_file
+from sentkit.retrieval import index as vindex
 
 
 def clustered(n: int, d: int = 32, centres: int = 100, seed: int = 0) -> np.ndarray:
@@ -198,7 +198,7 @@ def _corpus(tmp_path: Path, n: int) -> Path:
 
 
 def test_neighbours_stay_exact_below_the_threshold(tmp_path: Path) -> None:
-    from sentkit.neighbours import get_index, normalise_rows, top_k
+    from sentkit.retrieval.neighbours import get_index, normalise_rows, top_k
 
     enc = _Rows(600)
     index, _, where = get_index(
@@ -214,7 +214,7 @@ def test_neighbours_stay_exact_below_the_threshold(tmp_path: Path) -> None:
 
 
 def test_neighbours_use_the_index_past_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sentkit.neighbours import get_index
+    from sentkit.retrieval.neighbours import get_index
 
     monkeypatch.setattr(vindex, "EXACT_BELOW", 500)
     enc = _Rows(600)

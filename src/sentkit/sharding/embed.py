@@ -12,7 +12,7 @@ its own file, written atomically, in a folder with `_manifest.json` (the run's s
   and datasets read it as one table, in input order; `_manifest.json` says when it is complete).
 
 Parts are joined only when they come from the same run, compared by content: the model by
-`sentkit.loading.content_id` (the hash of a folder's files, a registry name and its package's
+`sentkit.models.loading.content_id` (the hash of a folder's files, a registry name and its package's
 version), the input by a SHA-256 of all its bytes, taken while its texts are counted. A part that
 exists is done: a shard that is run again (after a kill, or with another shard count) embeds only
 the parts still missing, and a run whose output is complete does nothing. Memory is bounded by one
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sentkit.config import ConfigError
+from sentkit.core.config import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,8 +121,8 @@ def parts_folder(dst: Path) -> Path:
 def record_path(dst: Path) -> Path:
     """The record of a joined .npy output: `<output>.manifest.json` (for a name too long to take the
     suffix, the name cut short and a hash of it in full)."""
-    from sentkit.identity import long_name_id
-    from sentkit.io import temp_name
+    from sentkit.core.identity import long_name_id
+    from sentkit.core.io import temp_name
 
     raw = dst.name.encode("utf-8", "surrogateescape")
     if len(raw) + len(RECORD_SUFFIX) <= 255:
@@ -132,7 +132,7 @@ def record_path(dst: Path) -> Path:
 
 def read_manifest(folder: Path, *, path: Path | None = None, fmt: str = FORMAT) -> dict[str, Any] | None:
     """The manifest of a parts folder (or the file `path`), or None when absent or not of format
-    `fmt` (embed's parts; `sentkit.prepare_shards` passes its own)."""
+    `fmt` (embed's parts; `sentkit.sharding.prepare` passes its own)."""
     try:
         data = json.loads((path or folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -178,7 +178,7 @@ def is_parts_folder(folder: Path, fmt: str = FORMAT) -> bool:
 def check_parts_folder(folder: Path, what: str, fmt: str = FORMAT) -> None:
     """A parts folder may be new, empty, or one that sentkit embed (or prepare, with its `fmt`)
     made; anything else is refused."""
-    from sentkit.io import PathError, is_stale_temp
+    from sentkit.core.io import PathError, is_stale_temp
 
     if not folder.exists():
         return
@@ -216,7 +216,7 @@ def embed_shard(
     Returns what happened, for the user."""
     from tqdm.auto import tqdm
 
-    from sentkit.io import atomic_path, remove_stale_temps
+    from sentkit.core.io import atomic_path, remove_stale_temps
 
     block = part_rows(n, block, shard.count)
     plan = PartsPlan(n, block)
@@ -263,7 +263,7 @@ def embed_shard(
 def output_lock(dst: Path) -> Iterator[None]:
     """The lock that orders the shards of a run writing `dst` (``.<name>.lock`` beside it: for a
     store, the lock `train` takes on it too)."""
-    from sentkit.io import file_lock
+    from sentkit.core.io import file_lock
 
     with file_lock(dst.parent / f".{dst.name}.lock"):
         yield
@@ -271,7 +271,7 @@ def output_lock(dst: Path) -> Iterator[None]:
 
 def _open_folder(dst: Path, folder: Path, manifest: dict[str, Any]) -> None:
     """Create the parts folder with its manifest, or check that the one there is of the same run."""
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     if dst.suffix.lower() == ".parquet" and dst.is_file():  # embed's own single-file output (checked before)
         dst.unlink()
@@ -332,12 +332,12 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
             f"shards (in {folder}); the last shard to finish writes {dst}"
         )
     if suffix == ".parquet":
-        from sentkit.io import atomic_write_text
+        from sentkit.core.io import atomic_write_text
 
         manifest = read_manifest(folder) or {}
         atomic_write_text(folder / MANIFEST, json.dumps({**manifest, "complete": True}, indent=1) + "\n")
         return f"wrote {plan.rows} embeddings to {dst} ({plan.count} Parquet parts, in input order)"
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     join_npy(folder, [plan.name(k, suffix) for k in range(plan.count)], dst, plan.rows)
     st = dst.stat()
@@ -354,7 +354,7 @@ def _finish(dst: Path, folder: Path, plan: PartsPlan, suffix: str, shard: Shard)
 def remove_parts(folder: Path) -> None:
     """Remove a joined parts folder: out of the way under a temporary name first, so a kill during
     the removal leaves a temporary that the next run removes, never a half-emptied parts folder."""
-    from sentkit.io import TMP_SUFFIX, temp_prefix
+    from sentkit.core.io import TMP_SUFFIX, temp_prefix
 
     doomed = folder.with_name(f"{temp_prefix(folder.name)}removed{TMP_SUFFIX}")
     os.replace(folder, doomed)
@@ -365,7 +365,7 @@ def join_npy(folder: Path, names: list[str], dst: Path, rows: int, chunk_bytes: 
     """Concatenate .npy parts (same dim and dtype) into `dst`, atomically, a chunk at a time."""
     import numpy as np
 
-    from sentkit.io import atomic_path
+    from sentkit.core.io import atomic_path
 
     first = np.load(folder / names[0], mmap_mode="r")
     dim, dtype = first.shape[1], first.dtype

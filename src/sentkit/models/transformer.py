@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from sentkit.config import ConfigError
-from sentkit.encoder import as_text_list, check_prompts, resolve_prompt
-from sentkit.errors import InputError
-from sentkit.logs import quiet_transformers
+from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError
+from sentkit.core.interface import as_text_list, check_prompts, resolve_prompt
+from sentkit.core.logs import quiet_transformers
 from sentkit.models import decoder
 from sentkit.models.hub import (
     load_tokenizer,
@@ -112,7 +112,7 @@ class TransformerEncoder:
 
     ``prompts`` (name -> text) and ``default_prompt_name`` are sentence-transformers' (read from a folder's
     ``config_sentence_transformers.json``): ``encode(prompt_name=..., prompt=...)`` prepends one to every
-    text (`sentkit.encoder.resolve_prompt`); ``include_prompt=False`` (its Pooling module's flag) leaves
+    text (`sentkit.core.interface.resolve_prompt`); ``include_prompt=False`` (its Pooling module's flag) leaves
     the prompt's tokens out of the pooling; a pooling whose ``specials`` is False (``mean-no-specials``) leaves
     out the special tokens the tokenizer puts around every text (`sentkit.models.pooling.text_mask`).
 
@@ -435,7 +435,7 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device | str = "
 
 def _recorded(path: Path) -> dict[str, Any]:
     """The ``sentkit.json`` of a folder sentkit saved ({} for any other)."""
-    from sentkit.methods import read_marker
+    from sentkit.core.methods import read_marker
 
     marker = read_marker(path) if path.is_dir() else None
     return marker if isinstance(marker, dict) else {}
@@ -561,7 +561,7 @@ def point_st_at(folder: Path, sub: str) -> None:
     """Make `folder` load in sentence-transformers as its sub-folder `sub` (a sentence-transformers folder: a
     recipe's last phase): its modules.json with every module's path under `sub`, and `sub`'s prompts and similarity
     settings. Nothing is written when `sub` is not a sentence-transformers folder."""
-    from sentkit.io import atomic_write_text
+    from sentkit.core.io import atomic_write_text
 
     modules_file = folder / sub / "modules.json"
     if not modules_file.is_file():
@@ -600,8 +600,8 @@ def save_st_directory(
     masked-LM checkpoint that training can continue from; sentence-transformers and
     ``AutoModel`` read its base model. `method` is recorded in ``sentkit.json``."""
     from sentkit import __version__
-    from sentkit.io import default_file_mode, make_temp_dir, remove_stale_temps
-    from sentkit.methods import write_marker
+    from sentkit.core.io import default_file_mode, make_temp_dir, remove_stale_temps
+    from sentkit.core.methods import write_marker
     from sentkit.models.lora import merged
 
     model = merged(model)  # LoRA adapters folded into the weights (a copy; none: the model itself)
@@ -698,7 +698,7 @@ def save_st_directory(
             os.chmod(f, default_file_mode())
     # Move each finished file into place; other files already in `out` (checkpoints, logs) stay.
     out.mkdir(parents=True, exist_ok=True)
-    from sentkit.methods import MARKER_FILE
+    from sentkit.core.methods import MARKER_FILE
 
     for entry in sorted(tmp.iterdir(), key=lambda e: (e.name == MARKER_FILE, e.name)):  # the marker last
         dest = out / entry.name

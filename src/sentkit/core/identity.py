@@ -11,7 +11,7 @@ Every key, revision, folder name and fingerprint sentkit writes comes from these
   folder's `folder_signature` hash);
 - `content_id(folder)`: what a model folder will load, by content (the names, sizes and bytes of
   its model files, `is_model_file`: caches, checkpoints, logs and hidden files are not the model),
-  the same wherever the folder is; MTEB revisions and `sentkit.loading.content_id` (which names
+  the same wherever the folder is; MTEB revisions and `sentkit.models.loading.content_id` (which names
   any model spec, not only a folder, and which sharded embed runs compare before they join) use it;
 - `fingerprint(encoder, name)`: the key embedding caches file an encoder's vectors under, and the
   fingerprints encoders give themselves: `derived_fingerprint` (whitened, SIF, pooled bags),
@@ -23,9 +23,9 @@ Every key, revision, folder name and fingerprint sentkit writes comes from these
   folder), `mteb_revision` and `variant_id` (MTEB revisions), `host_tag` (temporary names) and
   `long_name_id` (a record's name too long to keep).
 
-Every other module calls these; none builds an id from `digest` itself (tests/test_identity.py).
+Every other module calls these; none builds an id from `digest` itself (tests/core/test_identity.py).
 
-Each keeps the exact bytes the code it replaced gave (tests/test_identity.py pins each site to a
+Each keeps the exact bytes the code it replaced gave (tests/core/test_identity.py pins each site to a
 hashlib oracle): a changed id would orphan every cache and stop committed results from matching.
 
 Two uses of hashlib stay where they are, because they identify nothing that loads or is cached by
@@ -45,7 +45,7 @@ from typing import Any
 
 BLOCK = 1 << 20  # files are read 1 MiB at a time
 
-NEIGHBOURS_DIR = "neighbours"  # the neighbour-index cache inside a model folder (sentkit.neighbours)
+NEIGHBOURS_DIR = "neighbours"  # the neighbour-index cache inside a model folder (sentkit.retrieval.neighbours)
 # entries of a model folder that are not the model: caches, and a training run's bookkeeping (and
 # its logs, *.log)
 NOT_MODEL_FILES = (NEIGHBOURS_DIR, "checkpoint", "prepared", "tensorboard", "train.log", "metrics.csv", "run.json")
@@ -164,11 +164,11 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
 
 
 # ----------------------------------------------------------------------------- the ids of named things
-# Each below was built in the module that writes it; the bytes it hashes are unchanged (tests/test_identity.py).
+# Each below was built in the module that writes it; the bytes it hashes are unchanged (tests/core/test_identity.py).
 
 
 def corpus_files_id(corpus: str | Path) -> dict[str, Any]:
-    """The neighbour-index cache's id of a corpus file or folder (`sentkit.neighbours`): its resolved
+    """The neighbour-index cache's id of a corpus file or folder (`sentkit.retrieval.neighbours`): its resolved
     path, its number of files and 16 hex digits of one ``PATH|SIZE|MTIME_NS`` line per file. Cheap at
     any size; changes when a file does. (Not `parsed_corpus_id`, which identifies parsed documents.)"""
     p = Path(corpus).resolve()
@@ -186,7 +186,7 @@ def model_name_id(model: str | Path) -> str:
 
 
 def prepare_input_id(corpus: Path, files: list[Path]) -> str:
-    """A sharded prepare's id of its input (`sentkit.prepare_shards`): sha256 of one JSON line
+    """A sharded prepare's id of its input (`sentkit.sharding.prepare`): sha256 of one JSON line
     ``[NAME, SIZE, MTIME_NS]`` per file (NAME relative to `corpus`; the corpus itself when `files` is
     empty; ``[PATH, null, null]`` for a file that cannot be read)."""
     lines = []
@@ -218,12 +218,12 @@ def directory_digest(d: Path) -> str:
 
 
 def host_tag() -> str:
-    """A short hash (sha1, 6 hex digits) of this host's name, part of every temporary name (`sentkit.io`)."""
+    """A short hash (sha1, 6 hex digits) of this host's name, part of every temporary name (`sentkit.core.io`)."""
     return digest(socket.gethostname().encode("utf-8", "replace"), 6, algorithm="sha1")
 
 
 def long_name_id(raw: bytes) -> str:
-    """12 hex digits naming a file name too long to keep whole (`sentkit.embed_shards.record_path`)."""
+    """12 hex digits naming a file name too long to keep whole (`sentkit.sharding.embed.record_path`)."""
     return digest(raw, 12)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import sentkit
 from sentkit.cli.main import describe_error, main
-from sentkit.errors import InputError, SentkitError
+from sentkit.core.errors import InputError, SentkitError
 
 
 def sentkit_exception_classes() -> list[type[BaseException]]:
@@ -38,7 +38,7 @@ def test_every_sentkit_exception_is_a_sentkit_error() -> None:
 
 
 def test_the_class_carries_the_exit_code_and_the_line() -> None:
-    from sentkit.io import PathError
+    from sentkit.core.io import PathError
     from sentkit.training.distributed import RankFailed
 
     class Broken(SentkitError):
@@ -83,14 +83,14 @@ PLAIN = ("ValueError", "TypeError", "FileNotFoundError")  # what sentkit raised 
 # The plain raises that stay: each checks how sentkit's own code or a plug-in's calls it, never a value a user
 # gives on the command line or in a file. (module, function, exception): the reason. A new one is reported as
 # an internal error ("please report it"), so a check of user input must raise InputError (a ValueError),
-# InputTypeError or MissingInputError (sentkit.errors) instead.
+# InputTypeError or MissingInputError (sentkit.core.errors) instead.
 INTERNAL_CONTRACT = {
-    ("config.py", "from_dict", "TypeError"): "a caller passed a class that is not a dataclass: code",
-    ("registry.py", "Registry.register.deco", "ValueError"): "code registers a name twice",
-    ("methods.py", "register_method", "ValueError"): "a plug-in's code registers a method name twice",
-    ("methods.py", "method_target", "ValueError"): "METHODS or a plug-in's entry names no 'module:attr': code",
-    ("methods.py", "get_method", "ValueError"): "a method's code is not a Method or names itself otherwise",
-    ("methods.py", "_add_plugin", "TypeError"): "a plug-in's object is neither a Method nor a class: code",
+    ("core/config.py", "from_dict", "TypeError"): "a caller passed a class that is not a dataclass: code",
+    ("core/registry.py", "Registry.register.deco", "ValueError"): "code registers a name twice",
+    ("core/methods.py", "register_method", "ValueError"): "a plug-in's code registers a method name twice",
+    ("core/methods.py", "method_target", "ValueError"): "METHODS or a plug-in's entry names no 'module:attr': code",
+    ("core/methods.py", "get_method", "ValueError"): "a method's code is not a Method or names itself otherwise",
+    ("core/methods.py", "_add_plugin", "TypeError"): "a plug-in's object is neither a Method nor a class: code",
     ("training/recipe.py", "Recipe.as_method", "ValueError"): "a Recipe's name disagrees with METHODS: code",
     ("hill/common.py", "HillModel.as_method", "ValueError"): "an estimator's name disagrees with METHODS: code",
     ("hill/seq2seq.py", "make_embedding", "ValueError"): "sentkit builds the pretrained matrix for its vocabulary",
@@ -99,7 +99,7 @@ INTERNAL_CONTRACT = {
     ("evaluation/tasks.py", "Split.__post_init__", "ValueError"): "sentkit's loaders build the splits",
     ("evaluation/tasks.py", "load_columns", "ValueError"): "called only for a spec with columns",
     ("data/sentences.py", "iter_document_sentences", "TypeError"): "Python API: the command line passes a path",
-    ("encoder.py", "as_text_list", "TypeError"): "Python API: encode() from code; the command line reads text",
+    ("core/interface.py", "as_text_list", "TypeError"): "Python API: encode() from code; the command line reads text",
     ("evaluation/report.py", "load_run", "TypeError"): "caught there, raised again as an InputError naming the file",
     ("evaluation/report.py", "_check_mteb", "TypeError"): "caught there, raised again as an InputError naming the file",
     ("explore/trust.py", "_module_dirs", "ValueError"): "caught by its caller, which says modules.json cannot be read",
@@ -133,7 +133,7 @@ def test_user_input_errors_are_sentkit_errors() -> None:
     new = [f"src/sentkit/{m}:{line} ({fn}): raise {exc}" for (m, fn, exc), line in found.items()
            if (m, fn, exc) not in INTERNAL_CONTRACT]  # fmt: skip
     assert not new, (
-        "plain raises of a standard error: a check of user input raises sentkit.errors.InputError "
+        "plain raises of a standard error: a check of user input raises sentkit.core.errors.InputError "
         "(InputTypeError, MissingInputError); a check of how code calls sentkit goes in INTERNAL_CONTRACT "
         f"with its reason: {new}"
     )
@@ -142,7 +142,7 @@ def test_user_input_errors_are_sentkit_errors() -> None:
 
 
 def test_the_user_input_classes_keep_their_standard_base() -> None:
-    from sentkit.errors import InputTypeError, MissingInputError
+    from sentkit.core.errors import InputTypeError, MissingInputError
 
     assert describe_error(MissingInputError("vocabulary file v.txt not found")) == (
         "vocabulary file v.txt not found",
@@ -160,7 +160,7 @@ def test_a_plain_error_that_escapes_is_an_internal_error(
     from sentkit.cli import embed_commands
 
     def fail(args: object) -> int:
-        from sentkit.methods import register_method
+        from sentkit.core.methods import register_method
 
         register_method("declutr", "x:y")  # a plain ValueError raised in sentkit's own code: code calls it wrong
         return 0
