@@ -113,7 +113,7 @@ def main() -> None:
         print(text)
         return
     import sentkit
-    from sentkit.config import from_dict, parse_overrides
+    from sentkit.core.config import from_dict, parse_overrides
     from sentkit.data.store import is_store, prepare_store
     from sentkit.models.hub import load_tokenizer
     from sentkit.training.loop import train

@@ -125,7 +125,7 @@ def memory_child(n: int, json_path: str = "", dim: int = 384) -> None:
     """Embed n texts in 2 shards and join them, with constant vectors; print the peak RSS (and write the figures to
     `json_path`, if given)."""
     from sentkit.cli.embed_commands import _read_texts, _write_npy
-    from sentkit.embed_shards import Shard, embed_shard
+    from sentkit.sharding.embed import Shard, embed_shard
 
     tmp = Path(tempfile.mkdtemp(prefix="embed-memory-"))
     src = tmp / "in.txt"
@@ -202,7 +202,7 @@ def main() -> None:
         rows.append((name, seconds, cpu, os.getloadavg()[0]))
         print(f"{name}: {seconds:.1f} s, {len(texts) / seconds:.0f} sentences/s, {cpu:.1f} CPU s", flush=True)
 
-    from sentkit.embed_shards import part_rows
+    from sentkit.sharding.embed import part_rows
 
     # every run encodes the same blocks (the parts of the largest shard count), so that outputs can be equal bytes
     block = part_rows(len(texts), 10000, max(int(p) for p in args.procs.split(",")))

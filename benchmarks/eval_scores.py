@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sentkit.io import atomic_write_text
+from sentkit.core.io import atomic_write_text
 
 # SentEval's scores for averaged GloVe-50d (issue 3): accuracy, or correlation x 100
 REFERENCE = {
@@ -174,10 +174,10 @@ def main() -> None:
     reference = {p: {t: list(v) if isinstance(v, tuple) else v for t, v in r.items()} for p, r in REFERENCE.items()}
     atomic_write_text(out_dir / "senteval_reference.json", json.dumps(reference, indent=1) + "\n")
     if not args.table_only:
+        from sentkit.core.identity import fingerprint
         from sentkit.evaluation import evaluate
         from sentkit.evaluation.cli import set_threads
-        from sentkit.identity import fingerprint
-        from sentkit.loading import load
+        from sentkit.models.loading import load
 
         set_threads(args.threads)
         for name in args.models.split(","):

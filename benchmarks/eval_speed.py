@@ -81,8 +81,8 @@ def main() -> None:
     from sentkit.evaluation.tasks import expand_tasks, load_task
 
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="sentkit-speed-")
-    from sentkit.identity import fingerprint
-    from sentkit.loading import load
+    from sentkit.core.identity import fingerprint
+    from sentkit.models.loading import load
 
     encoder = load(args.model, **({"precision": args.precision} if args.precision else {}))
     fp = fingerprint(encoder, args.model)

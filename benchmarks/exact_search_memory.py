@@ -1,4 +1,4 @@
-"""Memory and time of exact search (`sentkit.search` / `sentkit.index.search` below the exact limit), and the
+"""Memory and time of exact search (`sentkit.search` / `sentkit.retrieval.index.search` below the exact limit), and the
 cost of a repeated `sentkit.search` through an index, for this checkout and the code before blocked search.
 
     nice -n 10 python benchmarks/exact_search_memory.py [--sizes 1000x150000,10000x199999] [--dim 384]
@@ -7,7 +7,7 @@ cost of a repeated `sentkit.search` through an index, for this checkout and the 
 
 Per size MxN (queries x rows): N float32 vectors of `--dim` dimensions (clustered, norms varying) are
 written to a .npy in --work, and M queries drawn the same way are searched for their 10 nearest rows
-by `sentkit.index.search(queries, 10, vectors=NPY)` (the memory-mapped file, exactly) in a child
+by `sentkit.retrieval.index.search(queries, 10, vectors=NPY)` (the memory-mapped file, exactly) in a child
 process of its own, once plainly and once under tracemalloc (numpy's allocations are traced). Recorded:
 the child's wall time of the search, its peak resident memory (VmHWM: it counts the pages of the
 memory-mapped file the search read, which the kernel can drop), its peak RssAnon (its own allocations,
@@ -17,7 +17,7 @@ read from outside every 20 ms) less its RssAnon just before the search, and trac
 /tmp/before`), run on the sizes up to `--before-upto` rows x queries (the full score matrix of larger ones
 does not fit); its ids and scores are compared with this checkout's. `--index-at N`: an index
 (`sentkit index`, default settings) of the first size's N rows is built, and five successive one-query
-`sentkit.index.search(..., index=DIR)` calls are timed in one process per code: before, each call
+`sentkit.retrieval.index.search(..., index=DIR)` calls are timed in one process per code: before, each call
 opened the index again. `--blas-threads T` (default 1: on a shared machine one thread per child is the
 steadier comparison; 0 leaves the BLAS default) sets the children's OpenBLAS/OpenMP/MKL threads.
 """
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "src"))  # this checkout's sentkit, in this proces
 CHILD = r"""
 import json, resource, sys, time, tracemalloc
 import numpy as np
-from sentkit.index import search
+from sentkit.retrieval.index import search
 
 npy, qfile, out, traced = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 
@@ -71,7 +71,7 @@ print(json.dumps(res))
 REOPEN = r"""
 import json, sys, time
 import numpy as np
-from sentkit.index import search
+from sentkit.retrieval.index import search
 
 npy, qfile, folder = sys.argv[1], sys.argv[2], sys.argv[3]
 q = np.load(qfile)
@@ -200,7 +200,7 @@ def main() -> None:
         npy = work / f"rows_{n}x{args.dim}.npy"
         write_npy(npy, n, args.dim, seed=1)
         folder = work / f"index_{n}"
-        from sentkit.index import build
+        from sentkit.retrieval.index import build
 
         if not (folder / "index.json").is_file():
             t = time.perf_counter()

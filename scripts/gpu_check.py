@@ -375,7 +375,7 @@ class Workspace:
     def train_config(self, method: str, out: Path, model: Path) -> Any:
         """The config of a throughput run of `method`: the sizes' batch and lengths, `tp_steps`
         steps, the sizes' precision, one checkpoint (at the end); DeCLUTR reuses the shared store."""
-        from sentkit.methods import method_target
+        from sentkit.core.methods import method_target
 
         s = self.sizes
         if method == "declutr":
@@ -557,7 +557,7 @@ def parse_slow(value: str, names: Sequence[str]) -> dict[str, float | str]:
     for item in filter(None, (x.strip() for x in value.split(","))):
         name, _, factor = item.partition(":")
         if name not in names:
-            from sentkit.registry import suggest
+            from sentkit.core.registry import suggest
 
             hint = suggest(name, list(names))
             raise ValueError(f"{name!r} is not a throughput check (one of {', '.join(names)}).{hint}")
@@ -980,7 +980,7 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
     second half of the steps as a share of the bf16 matmul rate, and every Linear output in bf16."""
     from transformers import AutoConfig
 
-    from sentkit.methods import method_target
+    from sentkit.core.methods import method_target
     from sentkit.training.loop import train
 
     s = ws.sizes
@@ -1033,7 +1033,7 @@ def check_train(ws: Workspace, method: str) -> dict[str, Any]:
 
 def check_two_processes(ws: Workspace) -> dict[str, Any]:
     from check_support import torchrun
-    from sentkit.config import to_dict
+    from sentkit.core.config import to_dict
 
     model = ws.model(0.1)
     _ = ws.store  # prepared once, before two processes start on it
@@ -1218,7 +1218,7 @@ def main(argv: list[str] | None = None) -> int:
     args.only = [x.strip() for x in args.only.split(",") if x.strip()] if args.only else None
     for key in args.only or []:
         if key not in CHECKS:
-            from sentkit.registry import suggest
+            from sentkit.core.registry import suggest
 
             ap.error(f"--only: no check {key!r} (checks: {', '.join(CHECKS)}).{suggest(key, list(CHECKS))}")
     try:

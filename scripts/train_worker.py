@@ -20,8 +20,8 @@ from typing import Any
 import torch.distributed as dist
 
 import sentkit.training.loop as loop
-from sentkit.config import from_dict
-from sentkit.methods import get_method
+from sentkit.core.config import from_dict
+from sentkit.core.methods import get_method
 
 
 def kill_after_checkpoint(step: int, folder: str | None = None) -> None:
