@@ -4,9 +4,11 @@ lower-casing and a vocabulary with a minimum count.
 The models need consecutive sentences S(i-1), S(i), S(i+1) of the same document, so a
 corpus is read into a compact :class:`TokenizedCorpus` (flat int32 token ids, sentence
 offsets and the document of each sentence, in corpus order). Segmentation is rule based
-(no model download): paragraph breaks always end a sentence; ``.``, ``!`` and ``?`` end
-one unless the word before is a known abbreviation or a single-letter initial, or the next
-word starts in lower case.
+(no model download), see :func:`split_sentences`: paragraph breaks always end a sentence;
+``.``, ``!`` and ``?`` followed by a space end one unless the word before is a known
+abbreviation or a single-letter initial, or the next word starts in lower case; the full
+stops and marks of scripts written without spaces (``。！？．``) end one with or without a
+space, and so do the terminators of other scripts (``।`` ``॥`` ``۔`` ``؟`` ``።`` ``။`` ``។``).
 """
 
 from __future__ import annotations
@@ -82,17 +84,48 @@ ABBREVIATIONS = frozenset(
 _PARA_RE = re.compile(r"\n[ \t]*\n+")
 PARAGRAPH_RE = _PARA_RE  # a paragraph break: no sentence crosses one (a document may be split at them)
 _WS_RE = re.compile(r"\s+")
-# A candidate end: terminal punctuation, optional closing quotes/brackets, then whitespace.
-_END_RE = re.compile(r"([.!?]+)([\"'”’)\]]*)\s+")
+# A candidate end: ASCII terminal punctuation, optional closing quotes/brackets, then whitespace
+# (groups 1-2); or a full stop / mark of a script without spaces (CJK 。！？．｡) or another script's
+# terminator (Devanagari danda ।॥, Urdu ۔, Arabic ؟, Ethiopic ።፧, Myanmar ။, Khmer ។៕), optional
+# closing quotes/brackets (」』）...), then optional whitespace (group 3).
+_OWN_MARKS = "。！？．｡।॥۔؟።፧။។៕"
+_END_RE = re.compile(
+    r"([.!?]+)([\"'”’)\]]*)\s+"
+    rf"|([{_OWN_MARKS}]+)[\"'”’)\]」』）】〕〉》〗〙〛｣]*\s*"
+)
 _WORD_BEFORE_RE = re.compile(r"(?<![\w'’])([A-Za-z]+)\.$")
-_NEXT_OK_RE = re.compile(r"[\"'“‘(\[_]*[A-Z0-9]")
+# What may open the next sentence (quotes, brackets), then its first letter or digit.
+_NEXT_WORD_RE = re.compile(r"[\"'“‘(\[_「『（【]*([^\W_])")
+_DIGIT_RE = re.compile(r"\d")
 _TOKEN_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*|[^\w\s]")
 _WORDCHAR_RE = re.compile(r"[^\W_]")
 _QUOTE_MAP = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "—": "-", "–": "-"})
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split raw text into sentences (original case, whitespace collapsed), in order."""
+    """Split raw text into sentences (original case, whitespace collapsed), in order.
+
+    The rules, in order:
+
+    - a paragraph break (a blank line) always ends a sentence; other line breaks are spaces;
+    - ``.``, ``!`` or ``?`` (a run of them, then closing quotes or brackets) followed by
+      whitespace ends a sentence, unless the next word starts with a lower-case letter, or, for
+      ``.``, the word before is a single-letter initial (``J. R. Smith``) or a known abbreviation
+      (``Mr.``, ``etc.``: :data:`ABBREVIATIONS`). The next word may start with a capital of any
+      script (``Привет. Как``), a digit, or a letter of a script without case (``Done. 你好``);
+    - a CJK full stop or mark (``。！？．｡``, then closing quotes or brackets such as ``」``) ends
+      a sentence with or without a space after it (Chinese and Japanese put none), as do the
+      terminators of other scripts: ``।`` ``॥`` (Devanagari), ``۔`` (Urdu), ``؟`` (Arabic),
+      ``።`` ``፧`` (Ethiopic), ``။`` (Myanmar), ``។`` ``៕`` (Khmer). A fullwidth ``．`` between
+      digits (``３．５``) is a decimal point, not an end.
+
+    Why no sentence starts in lower case after a period: most such periods end an abbreviation the
+    list does not hold (``e.g. this``, ``approx. ten``, ``p. 5 of``), and cutting there breaks one
+    sentence in two, while the opposite mistake (a real sentence that starts in lower case, rare in
+    edited text) only joins two. Thai and other scripts that mark sentences with a space alone
+    are not split inside a paragraph (a space there also separates phrases): give them one
+    sentence per line and blank lines, or split them beforehand.
+    """
     out: list[str] = []
     for para in _PARA_RE.split(text):
         para = _WS_RE.sub(" ", para).strip()
@@ -103,15 +136,21 @@ def split_sentences(text: str) -> list[str]:
             end = m.end()
             if end >= len(para):
                 break
-            if not _NEXT_OK_RE.match(para, end):
-                continue  # next word is lower case: not a sentence end
-            if m.group(1) == ".":
-                before = _WORD_BEFORE_RE.search(para, max(start, m.start() - 20), m.start() + 1)
-                if before is not None:
-                    w = before.group(1)
-                    if len(w) == 1 or w.lower() in ABBREVIATIONS:
-                        continue  # initial ("J. Smith") or abbreviation ("Mr. Knightley")
-            sent = para[start : m.end()].strip()
+            own = m.group(3)
+            if own is not None:
+                if own == "．" and _DIGIT_RE.match(para, end) and _DIGIT_RE.match(para, m.start() - 1):
+                    continue  # a fullwidth decimal point: ３．５
+            else:
+                nxt = _NEXT_WORD_RE.match(para, end)
+                if nxt is None or nxt.group(1).islower():
+                    continue  # next word is lower case (or no word): not a sentence end
+                if m.group(1) == ".":
+                    before = _WORD_BEFORE_RE.search(para, max(start, m.start() - 20), m.start() + 1)
+                    if before is not None:
+                        w = before.group(1)
+                        if len(w) == 1 or w.lower() in ABBREVIATIONS:
+                            continue  # initial ("J. Smith") or abbreviation ("Mr. Knightley")
+            sent = para[start:end].strip()
             if sent:
                 out.append(sent)
             start = end
