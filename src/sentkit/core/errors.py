@@ -40,3 +40,20 @@ class InputTypeError(SentkitError, TypeError):
 class MissingInputError(SentkitError, FileNotFoundError):
     """A file or folder a user named (or that a command needs, e.g. task data) does not exist; the
     message names it and how to get it."""
+
+
+class UserCodeError(SentkitError, RuntimeError):
+    """A user's own code that sentkit runs raised: a model given as ``file.py:attr`` or ``module:attr``
+    whose ``encode`` failed. Neither a sentkit bug nor a bad argument, so exit 1; the line names the
+    model and the exception (its traceback: ``SENTKIT_DEBUG=1`` or ``-vv``), the exception itself is
+    ``error`` and ``__cause__``."""
+
+    exit_code = 1
+
+    def __init__(self, spec: str, error: BaseException) -> None:
+        self.spec = spec
+        self.error = error
+        super().__init__(f"the model {spec!r} raised {type(error).__name__}: {error}")
+
+    def user_line(self) -> str:
+        return one_line(f"{self}; the error is in that code (rerun with SENTKIT_DEBUG=1 or -vv for its traceback)")

@@ -10,6 +10,7 @@ encoder prompts (what ``sentkit.load(name, prompts=...)`` wraps non-transformers
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sentkit.core.config import ConfigError
-from sentkit.core.errors import InputError, InputTypeError
+from sentkit.core.errors import InputError, InputTypeError, SentkitError, UserCodeError
 from sentkit.core.identity import derived_fingerprint as derived_fingerprint  # built in sentkit.core.identity
 from sentkit.core.identity import prompted_fingerprint as prompted_fingerprint
 
@@ -102,14 +103,51 @@ def takes_encoder_arguments(fn: Callable[..., Any]) -> bool:
     return {"batch_size", "show_progress"} <= named
 
 
-def as_encoder(obj: Any) -> Encoder:
+def as_encoder(obj: Any, *, spec: str | None = None) -> Encoder:
     """Accept an Encoder, an object whose `encode` takes only the texts, or a callable
-    `list[str] -> array`."""
+    `list[str] -> array`. With `spec` (the ``file.py:attr`` / ``module:attr`` the object was built
+    from), the result is a `CodeEncoder`: what its ``encode`` raises is the user's code failing."""
     if hasattr(obj, "encode") and callable(obj.encode):
-        return obj if takes_encoder_arguments(obj.encode) else TextsOnlyEncoder(obj)  # type: ignore[no-any-return]
-    if callable(obj):
-        return CallableEncoder(obj)
-    raise InputTypeError(f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}")
+        enc: Any = obj if takes_encoder_arguments(obj.encode) else TextsOnlyEncoder(obj)
+    elif callable(obj):
+        enc = CallableEncoder(obj)
+    else:
+        raise InputTypeError(
+            f"expected an object with encode(list[str]) -> array or a callable, got {type(obj).__name__}"
+        )
+    return CodeEncoder(enc, spec) if spec is not None else enc  # type: ignore[no-any-return]
+
+
+class CodeEncoder:
+    """An encoder built from a user's code (``file.py:attr``, ``module:attr``): an exception its
+    ``encode`` raises (other than a `SentkitError`) becomes a `UserCodeError` naming `spec` and the
+    exception (exit 1, not sentkit's "internal error"), the original as its cause. ``encode`` keeps
+    the wrapped one's signature (prompts and Encoder arguments are passed on as before); every other
+    attribute is the wrapped encoder's."""
+
+    def __init__(self, encoder: Any, spec: str) -> None:
+        self.wrapped = encoder
+        self.spec = spec
+        inner = encoder.encode
+
+        @functools.wraps(inner)
+        def encode(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(*args, **kwargs)
+            except SentkitError:
+                raise
+            except Exception as e:
+                raise UserCodeError(spec, e) from e
+
+        self.encode = encode
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CodeEncoder, (self.wrapped, self.spec))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
 
 
 def as_text_list(texts: Any) -> tuple[list[str], bool]:
