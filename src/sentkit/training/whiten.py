@@ -94,7 +94,49 @@ def sample_sentences(
 
 
 def train_whiten(cfg: WhitenConfig) -> Path:
-    """Fit and save (see the module docstring)."""
+    """Fit and save (see the module docstring). A refusal (a `SentkitError`: a model that does not
+    load, a corpus too small, ...) leaves no trace of this run: when `out` held nothing but the lock
+    of the run that claimed it (so the claim made it), the lock and the then empty folder are removed."""
+    from sentkit.core.errors import SentkitError
+
+    out = Path(cfg.out) if cfg.out else None
+    fresh = out is not None and _holds_only_lock(out)
+    try:
+        return _fit_and_save(cfg)
+    except SentkitError:
+        if fresh and out is not None:
+            _remove_claim(out)
+        raise
+
+
+def _holds_only_lock(out: Path) -> bool:
+    """`out` does not exist yet, or holds nothing but the run lock (`training.rundir.LOCK_FILE`)."""
+    from sentkit.training.rundir import LOCK_FILE
+
+    try:
+        return {p.name for p in out.iterdir()} <= {LOCK_FILE}
+    except FileNotFoundError:
+        return True
+    except OSError:  # not a folder, unreadable: not this run's to clean
+        return False
+
+
+def _remove_claim(out: Path) -> None:
+    """Remove what claiming `out` made, the lock and the folder, if nothing else is in it. The lock is
+    unlinked while still held: a second process started meanwhile has already been refused (the lock
+    is taken without waiting), and one started afterwards finds a fresh folder."""
+    import contextlib
+
+    from sentkit.training.rundir import LOCK_FILE
+
+    if not _holds_only_lock(out):
+        return
+    with contextlib.suppress(OSError):
+        (out / LOCK_FILE).unlink(missing_ok=True)
+        out.rmdir()
+
+
+def _fit_and_save(cfg: WhitenConfig) -> Path:
     from sentkit.core.methods import write_marker
     from sentkit.models.loading import load, precision_of
     from sentkit.models.transformer import TransformerEncoder
