@@ -285,6 +285,26 @@ def test_every_command_that_encodes_takes_precision(command: str) -> None:
     assert "auto" in (action.help or "") or "auto" in str(action.metavar)
 
 
+OWN_DIM = {  # commands that encode but whose --dim is not the cut of the model's vectors (or that lack it)
+    "whiten": "its --dim is how many whitened directions the model it trains keeps (training/whiten.py)",
+    "explore": "explore/cli.py is not wired for --dim yet (the page loads models with --precision alone)",
+}
+
+
+@pytest.mark.parametrize("command", [c for c in ENCODING if c not in OWN_DIM])
+def test_every_command_that_encodes_takes_dim(command: str) -> None:
+    """`--dim N`, the first N dimensions (sentkit.models.loading.add_model_settings), beside --precision."""
+    parser = commands()[command]
+    action = next((a for a in parser._actions if "--dim" in a.option_strings), None)
+    assert action is not None, f"`sentkit {command}` encodes with a model but has no --dim"
+    assert "truncate_dim" in (action.help or "") and "whiten" in (action.help or "")
+
+
+def test_whitens_own_dim_says_how_it_differs() -> None:
+    action = next(a for a in commands()["whiten"]._actions if "--dim" in a.option_strings)
+    assert "whitened" in (action.help or "")
+
+
 def test_the_explore_page_loads_every_model_in_its_precision(tiny_model_dir: Path) -> None:
     pytest.importorskip("fastapi")
     from sentkit.explore.core import Explorer

@@ -121,12 +121,23 @@ def content_id(folder: Path) -> str:
 
 def with_precision(key: str, encoder: Any) -> str:
     """A cache key given by the user (``--fingerprint``, ``evaluate(fingerprint=...)``) for `encoder` as it computes:
-    ``key|precision=bf16`` for a half precision (idempotent), `key` itself for float32, so that a key given for one
-    model never serves another precision's vectors."""
+    ``key|precision=bf16`` for a half precision, ``|dim=128`` for vectors cut to their first dimensions
+    (``truncate_dim``), ``|quantize=int8`` for quantized ones (each idempotent); `key` itself for whole float32
+    vectors, so that a key given for one model never serves another precision's, size's or code's vectors."""
+    parts = []
     used = getattr(encoder, "precision", None)
-    if not isinstance(used, str) or used == "fp32" or key.endswith(f"|precision={used}"):
-        return key
-    return f"{key}|precision={used}"
+    if isinstance(used, str) and used != "fp32":
+        parts.append(f"precision={used}")
+    dim = getattr(encoder, "truncate_dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        parts.append(f"dim={dim}")
+    quantize = getattr(encoder, "quantize", None)
+    if isinstance(quantize, str):
+        parts.append(f"quantize={quantize}")
+    for part in parts:
+        if part not in key.split("|")[1:]:
+            key = f"{key}|{part}"
+    return key
 
 
 def fingerprint(encoder: Any, name: str | None = None) -> str | None:
@@ -152,6 +163,8 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
             settings["attention"] = encoder.attention
         if getattr(encoder, "precision", "fp32") not in (None, "fp32"):  # half precision: other vectors, another key
             settings["precision"] = encoder.precision
+        if getattr(encoder, "truncate_dim", None) is not None:  # the first N dimensions: another key (none: the old)
+            settings["truncate_dim"] = encoder.truncate_dim
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
         return digest(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}", 20)
@@ -159,6 +172,8 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
         pooled = f"|pooling={encoder.pooling}" if getattr(encoder, "pooling", None) else ""  # a bag pooled another way
         if getattr(encoder, "precision", None) not in (None, "fp32"):  # e.g. a whitened transformer base in bf16
             pooled += f"|precision={encoder.precision}"
+        if getattr(encoder, "truncate_dim", None) is not None:  # cut to its first dimensions (sentkit.load(dim=))
+            pooled += f"|dim={encoder.truncate_dim}"
         return digest(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}", 20)
     return None
 

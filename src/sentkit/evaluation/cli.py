@@ -438,8 +438,9 @@ def _run_mteb(
     folder = Path(args.output).parent
     # settings that make another model of the same weights (a pooling, a prompt given on the command line)
     parts = [f"{k}={getattr(args, k)}" for k in ("pooling", "attention") if getattr(args, k, None) is not None]
-    if encoder is not _not_loaded and used_settings(encoder, {}).get("precision"):  # half precision, as resolved
-        parts.append(f"precision={used_settings(encoder, {})['precision']}")
+    used = used_settings(encoder, {}) if encoder is not _not_loaded else {}
+    # half precision as resolved, the first dimensions kept, the code vectors are quantized to
+    parts += [f"{k}={used[k]}" for k in ("precision", "dim", "quantize") if used.get(k) is not None]
     parts += [f"{k}={getattr(args, k)}" for k in ("prompt_name", "prompt") if getattr(args, k, None) is not None]
     variant = ";".join(parts)
     identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None

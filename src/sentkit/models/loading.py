@@ -16,8 +16,9 @@ trains one. An unknown name close to a known one gets the closest names, and the
 mentioned for a name that could be a hub id.
 
 Every command (`evaluate`, `embed`, `similarity`, `neighbours`, `explore`, experiment grids) loads
-its models here; those that encode one model the user names take the same three settings of it
-(`add_model_settings`: ``--pooling``, ``--attention``, ``--precision``). `sentkit.core.identity.fingerprint` is the
+its models here; those that encode one model the user names take the same settings of it
+(`add_model_settings`: ``--pooling``, ``--attention``, ``--precision``, ``--dim``: the first N dimensions,
+sentence-transformers' ``truncate_dim``). `sentkit.core.identity.fingerprint` is the
 stable id their caches key on, and `content_id` says what a name loads by content (the files of a
 folder, a registry name and its package's version), which sharded `sentkit embed` runs compare
 before they join their parts.
@@ -28,6 +29,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import logging
+import numbers
 import re
 import sys
 from collections.abc import Callable
@@ -144,9 +147,17 @@ def add_model_settings(p: Any) -> None:
         "bf16 on a GPU with native bf16 (else fp16) and on a CPU with AMX, else fp32 (default: fp32, the vectors "
         "sentence-transformers gives by default); word-vector and Hill models compute in float32 whatever is asked",
     )
+    p.add_argument(
+        "--dim",
+        default=None,
+        metavar="N",
+        help="keep the first N dimensions of the model's vectors (sentence-transformers' truncate_dim; meant for "
+        "Matryoshka-trained models; any model can be cut): caches, indexes and results are kept per N (default: all). "
+        "Not `sentkit whiten --dim`, which sets how many whitened directions a new model is trained to keep",
+    )
 
 
-SETTINGS = ("pooling", "attention", "precision")  # add_model_settings' options, as `load` keyword arguments
+SETTINGS = ("pooling", "attention", "precision", "dim")  # add_model_settings' options, as `load` keyword arguments
 
 
 def model_settings(args: Any) -> dict[str, Any]:
@@ -159,18 +170,48 @@ def model_settings(args: Any) -> dict[str, Any]:
             raise ConfigError(f"--{k} is empty: give a name (or leave --{k} out for the model's own)")
     if "precision" in given:
         check_precision(str(given["precision"]))
+    if "dim" in given:
+        given["dim"] = check_dim(given["dim"], None)
     return given
+
+
+def check_dim(dim: Any, full: int | None, name: str = "the model") -> int | None:
+    """`dim` (None, or a whole number 1..`full`: the first dimensions of a model's vectors to keep) as an int;
+    ConfigError, one line, for anything else. `full` None: the model's size is not known yet."""
+    if dim is None:
+        return None
+    if isinstance(dim, str):
+        dim = int(dim.strip()) if re.fullmatch(r"\s*[+-]?\d+\s*", dim) else dim
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise ConfigError(f"--dim (truncate_dim) must be a whole number of dimensions, got {dim!r}")
+    dim = int(dim)
+    if dim < 1:
+        raise ConfigError(f"--dim (truncate_dim) must be at least 1, got {dim}")
+    if full is not None and dim > full:
+        raise ConfigError(
+            f"--dim {dim} is more than {name}'s {full} dimensions; give a --dim of 1 to {full} (or leave it out)"
+        )
+    return int(dim)
+
+
+def dim_of(encoder: Any) -> int | None:
+    """The first dimensions `encoder` keeps of its model's vectors (`truncate_dim`); None: all of them."""
+    used = getattr(encoder, "truncate_dim", None)
+    return int(used) if isinstance(used, numbers.Integral) and not isinstance(used, bool) else None
 
 
 def used_settings(encoder: Any, given: dict[str, Any]) -> dict[str, Any]:
     """The settings that make `encoder` another model of the same weights, as a command records them (results'
     ``model.settings``, shard records, index keys, MTEB revisions): those given, with `precision` as the encoder
     computes (what ``auto`` resolved to) when that is half precision; fp32, a model's own arithmetic, is left out
-    (so a key written before precisions existed still names the same vectors)."""
-    out = {k: v for k, v in given.items() if k != "precision"}
+    (so a key written before precisions existed still names the same vectors); `dim` as the encoder truncates (a
+    folder's own ``truncate_dim`` too); none: no key, as before."""
+    out = {k: v for k, v in given.items() if k not in ("precision", "dim", "truncate_dim")}
     used = precision_of(encoder)
     if used not in (None, "fp32"):
         out["precision"] = used
+    if dim_of(encoder) is not None:
+        out["dim"] = dim_of(encoder)
     return out
 
 
@@ -208,8 +249,11 @@ def takes_precision(spec: str | Path) -> bool:
 def settings_before_loading(spec: str | Path, given: dict[str, Any], device: str = "auto") -> dict[str, Any]:
     """`used_settings` before the model `spec` loads (a sharded embed's record, compared before any part is
     joined): `precision` resolved for the device the model will run on, and left out when that is fp32 or the
-    model computes in float32 whatever it is given (`takes_precision`)."""
-    out = {k: v for k, v in given.items() if k != "precision"}
+    model computes in float32 whatever it is given (`takes_precision`); `dim` as given (a folder's own
+    ``truncate_dim`` is part of its files, which the record's content id covers)."""
+    out = {k: v for k, v in given.items() if k not in ("precision", "truncate_dim")}
+    if given.get("truncate_dim") is not None and "dim" not in out:
+        out["dim"] = given["truncate_dim"]
     if given.get("precision") is not None and takes_precision(spec):
         from sentkit.models.precision import resolve
         from sentkit.models.transformer import usable_device
@@ -261,6 +305,8 @@ def load(
     attention: a decoder's, "causal" or "bidirectional"; precision: "auto", "fp32", "bf16" or "fp16",
     sentkit.models.precision) apply to transformer models only (a model averaging word vectors takes
     `pooling`; every other model computes in float32 and ignores `precision`, saying so once).
+    `truncate_dim` (or `dim`, its command-line name) keeps the first N dimensions of any model's vectors, as
+    sentence-transformers' ``SentenceTransformer(folder, truncate_dim=N)`` does.
     `allow_code=False` refuses `file.py:attr` / `module:attr`.
 
     `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
@@ -283,6 +329,7 @@ def load(
 
 def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encoder:
     text = str(spec).strip()
+    kwargs = _one_dim(kwargs)
     kind = describe(text)
     if kind == "code":
         if not allow_code:
@@ -290,12 +337,14 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
                 f"model {text!r} names Python code (file.py:attr or module:attr), which runs when it "
                 "loads: it is accepted from the command line only"
             )
+        kwargs, cut = _pop_dim(kwargs)
         _no_settings(text, _drop_precision(text, kwargs))
-        return as_encoder(import_attr(text))
+        return _truncated(as_encoder(import_attr(text)), cut, text)
     if kind == "word vectors":
-        kwargs = _drop_precision(text, kwargs)
+        kwargs, cut = _pop_dim(_drop_precision(text, kwargs))
         _bag_settings(text, kwargs)
-        return _pooled(WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))(), text, kwargs)
+        encoder = _pooled(WORD_VECTORS.get(WORD_VECTOR_ALIASES.get(text.lower(), text.lower()))(), text, kwargs)
+        return _truncated(encoder, cut, text)
     if kind == "folder":
         return _load_folder(Path(text).expanduser(), kwargs)
     if kind == "hub" and _offline_and_not_cached(text):  # answered without importing torch
@@ -308,6 +357,96 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
         if kind != "hub":
             raise
         raise _not_on_hub(text, _reason(e)) from None
+
+
+def _one_dim(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with the first dimensions to keep under one name, `truncate_dim` (sentence-transformers'; `dim`, the
+    name of the command-line flag and of results' settings, is accepted too), checked."""
+    if "dim" not in kwargs:
+        if kwargs.get("truncate_dim") is not None:
+            kwargs = {**kwargs, "truncate_dim": check_dim(kwargs["truncate_dim"], None)}
+        return kwargs
+    kwargs = dict(kwargs)
+    dim = kwargs.pop("dim")
+    if kwargs.get("truncate_dim") is not None and dim is not None and kwargs["truncate_dim"] != dim:
+        raise ConfigError(f"dim={dim!r} and truncate_dim={kwargs['truncate_dim']!r} disagree; give one of them")
+    kwargs["truncate_dim"] = check_dim(dim if dim is not None else kwargs.get("truncate_dim"), None)
+    return kwargs
+
+
+def _pop_dim(kwargs: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    kwargs = dict(kwargs)
+    return kwargs, kwargs.pop("truncate_dim", None)
+
+
+class Truncated:
+    """The first `truncate_dim` dimensions of a model that is not a transformer (word vectors, Hill et al. models,
+    whitened or SIF models, code): its vectors computed whole, then cut (the first N columns). Other attributes are
+    the wrapped encoder's; its fingerprint is the wrapped one's with the cut (None where that has none)."""
+
+    def __init__(self, encoder: Any, truncate_dim: int, name: str = "") -> None:
+        self.wrapped = encoder
+        said = getattr(encoder, "dim", None)
+        full: int | None = int(said) if isinstance(said, numbers.Integral) and not isinstance(said, bool) else None
+        if full is None:  # no size said: one short text's
+            try:
+                full = int(encoder.encode(["a"]).shape[-1])
+            except Exception:  # the wrapped model's own error comes when it encodes
+                full = None
+        self.truncate_dim = check_dim(truncate_dim, full, name or type(encoder).__name__)
+        self.name = name or getattr(encoder, "name", type(encoder).__name__)
+
+    @property
+    def dim(self) -> int:
+        return int(self.truncate_dim)  # type: ignore[arg-type]
+
+    def encode(self, texts: Any, batch_size: int = 32, *, show_progress: bool = False, **kwargs: Any) -> Any:
+        import numpy as np
+
+        from sentkit.core.interface import takes_encoder_arguments
+
+        args = {"batch_size": batch_size, "show_progress": show_progress}
+        if not takes_encoder_arguments(self.wrapped.encode):
+            args = {}
+        out = np.asarray(self.wrapped.encode(texts, **args, **kwargs))
+        d = int(self.truncate_dim)  # type: ignore[arg-type]
+        if out.shape[-1] < d:
+            raise ConfigError(
+                f"--dim {d} is more than {self.name}'s {out.shape[-1]} dimensions; give a --dim of 1 to "
+                f"{out.shape[-1]} (or leave it out)"
+            )
+        return np.ascontiguousarray(out[..., :d], dtype=np.float32)
+
+    def fingerprint(self) -> str | None:
+        from sentkit.core.identity import derived_fingerprint
+
+        return derived_fingerprint(f"truncated|{self.truncate_dim}", self.wrapped)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+
+def _truncated(encoder: Any, truncate_dim: int | None, text: str) -> Any:
+    """`encoder` cut to its first `truncate_dim` dimensions (None: as it is)."""
+    return encoder if truncate_dim is None else Truncated(encoder, truncate_dim, text)
+
+
+def _warn_untrained_dim(p: Path, marker: dict[str, Any] | None, truncate_dim: int | None) -> None:
+    """One warning line when a folder trained at some dimensions (Matryoshka: sentkit.json's ``matryoshka_dims``) is
+    cut at another."""
+    dims = marker.get("matryoshka_dims") if marker is not None else None
+    if truncate_dim is None or not isinstance(dims, list) or not dims or truncate_dim in dims:
+        return
+    logging.getLogger(__name__).warning(
+        "model %s was trained to be cut at %s dimensions (matryoshka_dims), not %d: its first %d dimensions were "
+        "not trained to stand alone",
+        p,
+        ", ".join(str(d) for d in dims),
+        truncate_dim,
+        truncate_dim,
+    )
 
 
 def _not_on_hub(text: str, why: str) -> ConfigError:
@@ -374,14 +513,15 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     final = final_phase(p, marker)
     if final is not None and final.is_dir():
         return _load_folder(final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
+    _warn_untrained_dim(p, marker, kwargs.get("truncate_dim"))
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
         loader = get_method(str(method)).load
         passed: dict[str, Any] = {}
         if kwargs.get("precision") is not None and _takes(loader, "precision"):  # e.g. a whitened transformer
             passed["precision"] = kwargs["precision"]
-        kwargs = _drop_precision(str(p), kwargs)
+        kwargs, cut = _pop_dim(_drop_precision(str(p), kwargs))
         _bag_settings(str(p), kwargs)
-        return _pooled(loader(p, **passed), str(p), kwargs)
+        return _truncated(_pooled(loader(p, **passed), str(p), kwargs), cut, str(p))
     # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
     # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():

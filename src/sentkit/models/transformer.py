@@ -26,6 +26,7 @@ from sentkit.models.hub import (
     resolve,
     special_affixes,
 )
+from sentkit.models.loading import check_dim
 from sentkit.models.pooling import (
     POOLINGS,
     layer_weights,
@@ -118,7 +119,13 @@ class TransformerEncoder:
 
     ``precision`` ("auto", "fp32", "bf16", "fp16"; None: fp32) is the transformer's arithmetic
     (`sentkit.models.precision`): the model is cast to it (in place), pooling and everything after it
-    stay in float32; ``self.precision`` holds the one `auto` resolved to."""
+    stay in float32; ``self.precision`` holds the one `auto` resolved to.
+
+    ``truncate_dim`` (None: all) keeps the first N dimensions of every vector, as sentence-transformers'
+    ``truncate_dim`` does: after every module of the model, its Normalize included (so a normalising model's cut
+    vectors are not unit length; ``encode(normalize=True)`` normalises after the cut, as ST's
+    ``normalize_embeddings``). A folder's ``config_sentence_transformers.json`` may give one; a value given here
+    wins (ST's rule)."""
 
     def __init__(
         self,
@@ -136,6 +143,7 @@ class TransformerEncoder:
         include_prompt: bool = True,
         attention: str | None = None,
         precision: str | None = None,
+        truncate_dim: int | None = None,
     ) -> None:
         self.model = model
         self.dense = list(dense)  # sentence-transformers Dense modules after the pooling (e.g. whitening)
@@ -168,6 +176,7 @@ class TransformerEncoder:
         self.prompts: dict[str, str] = check_prompts(prompts, default_prompt_name)
         self.default_prompt_name = default_prompt_name
         self.include_prompt = bool(include_prompt)
+        self.truncate_dim = check_dim(truncate_dim, self.full_dim, name)
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -182,13 +191,15 @@ class TransformerEncoder:
         default_prompt_name: str | None = None,
         attention: str | None = None,
         precision: str | None = None,
+        truncate_dim: int | None = None,
     ) -> TransformerEncoder:
         """Load a registry name, local directory (transformers or sentence-transformers layout) or HF id.
 
         `prompts` are merged over the folder's own (a name given here wins); `default_prompt_name`, when
         given, replaces the folder's (sentence-transformers' rules). `attention` ("causal" or
         "bidirectional") switches a decoder's attention (sentkit.models.decoder). `precision` (None: fp32)
-        is the dtype the weights load in (sentkit.models.precision)."""
+        is the dtype the weights load in (sentkit.models.precision). `truncate_dim` (None: the folder's own
+        ``truncate_dim`` in config_sentence_transformers.json, if any) keeps the first N dimensions."""
         from transformers import AutoModel
 
         resolved = resolve_precision(precision, usable_device(device))  # a bad name fails before any loading
@@ -204,6 +215,7 @@ class TransformerEncoder:
             st_pooling, st_max, st_norm, st_dense = _read_st_settings(Path(path))
             st_pooling = recorded_pooling(_recorded(Path(path)).get("pooling"), st_pooling)  # mean-no-specials
             st_prompts, st_default, st_include = read_st_prompts(Path(path))
+            st_truncate = read_st_truncate_dim(Path(path))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(
                 f"model directory {path}: its sentence-transformers settings cannot be read ({type(e).__name__}: {e})"
@@ -233,11 +245,18 @@ class TransformerEncoder:
             include_prompt=st_include,
             attention=attention,
             precision=resolved,
+            truncate_dim=truncate_dim if truncate_dim is not None else st_truncate,
         )
 
     @property
-    def dim(self) -> int:
+    def full_dim(self) -> int:
+        """The size of the model's whole vectors (before any `truncate_dim`)."""
         return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size) * self.pool_fn.width
+
+    @property
+    def dim(self) -> int:
+        """The size of the vectors `encode` returns."""
+        return self.truncate_dim or self.full_dim
 
     # ---------------------------------------------------------------- encoding
     @torch.inference_mode()
@@ -328,7 +347,7 @@ class TransformerEncoder:
             for s in range(0, len(seq), body):
                 pieces.append(head + seq[s : s + body])
                 owner.append(i)
-        out = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        out = np.zeros((len(pieces), self.full_dim), dtype=np.float32)
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pieces), desc="encode", unit="text", disable=not show_progress)
@@ -354,13 +373,11 @@ class TransformerEncoder:
             bar.update(len(idx))
         bar.close()
         if len(pieces) != n:  # average the windows of chunked texts
-            summed = np.zeros((n, self.dim), dtype=np.float64)
+            summed = np.zeros((n, self.full_dim), dtype=np.float64)
             np.add.at(summed, np.asarray(owner), out)
             counts = np.bincount(np.asarray(owner), minlength=n)[:, None]
             out = (summed / counts).astype(np.float32)
-        if self.normalize if normalize is None else normalize:
-            out /= np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
-        return out
+        return finish(out, self.truncate_dim, module=self.normalize, asked=normalize)
 
     __call__ = encode
 
@@ -395,6 +412,7 @@ class TransformerEncoder:
             prompts=self.prompts,
             default_prompt_name=self.default_prompt_name,
             include_prompt=self.include_prompt,
+            truncate_dim=self.truncate_dim,
         )
         return Path(out)
 
@@ -488,6 +506,34 @@ def read_st_prompts(path: Path) -> tuple[dict[str, str], str | None, bool]:
             if m.get("type", "").endswith(".Pooling") and pool_cfg.is_file():
                 include = bool(json.loads(pool_cfg.read_text()).get("include_prompt", True))
     return prompts, default, include
+
+
+def read_st_truncate_dim(path: Path) -> int | None:
+    """The ``truncate_dim`` a sentence-transformers folder's ``config_sentence_transformers.json`` gives (None: none),
+    which SentenceTransformer(folder) applies unless it is given another."""
+    cfg_file = path / "config_sentence_transformers.json"
+    if not (path.is_dir() and cfg_file.is_file()):
+        return None
+    value = json.loads(cfg_file.read_text()).get("truncate_dim")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{cfg_file}: truncate_dim must be a whole number or null, got {value!r}")
+    return value
+
+
+def finish(out: np.ndarray, truncate_dim: int | None, *, module: bool, asked: bool | None) -> np.ndarray:
+    """A model's vectors `out` [n, full] as `encode` returns them, in sentence-transformers' order: the model's own
+    Normalize (`module`; ``asked=False`` switches it off), then the cut to `truncate_dim`, then the normalisation asked
+    for (``asked=True``, ST's ``normalize_embeddings``)."""
+    if truncate_dim is not None and truncate_dim >= out.shape[1]:
+        truncate_dim = None  # all of it: nothing to cut
+    if (module if asked is None else asked) and (truncate_dim is None or asked is None):
+        out /= np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+    if truncate_dim is None:
+        return out
+    out = np.ascontiguousarray(out[:, :truncate_dim])
+    if asked:
+        out /= np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+    return out
 
 
 def base_prompt_settings(name_or_path: str) -> dict[str, Any]:
@@ -591,6 +637,7 @@ def save_st_directory(
     prompts: dict[str, str] | None = None,
     default_prompt_name: str | None = None,
     include_prompt: bool = True,
+    truncate_dim: int | None = None,
 ) -> None:
     """Save a transformer + pooling as a sentence-transformers directory, with its `prompts`,
     `default_prompt_name` and the Pooling's `include_prompt` (a base's, kept). Files are built in a
@@ -686,6 +733,7 @@ def save_st_directory(
                 "prompts": prompts,
                 "default_prompt_name": default_prompt_name,
                 "similarity_fn_name": "cosine",
+                **({"truncate_dim": int(truncate_dim)} if truncate_dim is not None else {}),
             },
             indent=2,
         )

@@ -101,6 +101,11 @@ class GloveAverage:
         self.vectors_: np.ndarray = glove.vectors  # [vocab, 50]
         self.dim_: int = glove.dim
 
+    @property
+    def dim(self) -> int:
+        """The size of the vectors `encode` returns (what a `truncate_dim` is checked against)."""
+        return self.dim_
+
     # -- baseline interface -------------------------------------------------------------------
     def fit(self, corpus: Any = None) -> GloveAverage:
         """No-op (pre-trained vectors); returns self."""
