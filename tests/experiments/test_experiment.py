@@ -11,6 +11,7 @@ import pytest
 
 import sentkit
 from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError, MissingInputError
 from sentkit.core.methods import METHODS, Method, register_method, write_marker
 from sentkit.experiments import load_experiment, run_experiment
 from sentkit.experiments import paper as paper_mod
@@ -213,6 +214,11 @@ def test_import_copies_only_the_runs_the_file_declares(tmp_path: Path, fake_meth
     assert main(["experiment", "import", str(f), "--from", str(tmp_path / "out"), "--only", "small"]) == 0
     with pytest.raises(ConfigError, match="no `results` folder"):
         import_results(load_experiment(_write(tmp_path)), tmp_path / "out")
+    # a --from that is not a folder is refused, not read as every run "missing"
+    with pytest.raises(MissingInputError, match="--from .* does not exist"):
+        import_results(spec, tmp_path / "nowhere")
+    with pytest.raises(InputError, match="--from .* is not a folder"):
+        import_results(spec, f)
 
 
 def test_failing_cell_does_not_stop_the_grid(tmp_path: Path, fake_method: None) -> None:

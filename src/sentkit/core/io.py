@@ -15,13 +15,14 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from sentkit.core.errors import SentkitError
+from sentkit.core.errors import InputError, MissingInputError, SentkitError
 from sentkit.core.identity import file_digest, host_tag
 
 log = logging.getLogger(__name__)
@@ -224,6 +225,34 @@ def _nearest_existing(p: Path) -> Path:
             break
         cur = cur.parent
     return cur
+
+
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def require_file(path: str | Path, what: str, *, hint: str = "") -> Path:
+    """`path` when it names a regular file (a symbolic link to one included), for an input a user
+    named: :class:`MissingInputError` when nothing is there, :class:`InputError` when it is a folder
+    or not a regular file (a FIFO, a socket, a device). Only ``stat`` is called, so a FIFO is never
+    opened (which would wait for a writer). `what` names the input in the message ("results file"),
+    `hint` (what to give instead) ends the folder's and the odd file's message."""
+    p = Path(path)
+    advice = f" ({hint})" if hint else ""
+    try:
+        mode = p.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise MissingInputError(f"{what} {p} does not exist") from None
+    if stat.S_ISREG(mode):
+        return p
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{what} {p} is a folder, not a file{advice}")
+    kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+    raise InputError(f"{what} {p} is not a regular file ({kind}){advice}")
 
 
 def check_writable(path: str | Path, *, what: str = "output") -> None:

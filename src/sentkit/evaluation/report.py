@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sentkit.core.errors import InputError, MissingInputError
+from sentkit.core.errors import InputError
+from sentkit.core.io import require_file
 from sentkit.evaluation.tasks import (
     ALL_TASKS,
     DOWNSTREAM,
@@ -430,15 +431,12 @@ FAILED_NOTE = (
 
 
 def load_run(path: str | Path) -> dict[str, Any]:
-    """Read and check a results file written by `sentkit evaluate`. FileNotFoundError when it
-    is missing; ValueError naming the file (and task) when it is not one: not UTF-8, not JSON, no
-    `results`, a task without its metrics. A task whose score is NaN is kept (shown as —), with a
+    """Read and check a results file written by `sentkit evaluate`. MissingInputError (a
+    FileNotFoundError) when it is missing; InputError (a ValueError) when it is a folder or not a
+    regular file (a FIFO is not opened), or naming the file (and task) when it is not one: not
+    UTF-8, not JSON, no `results`, a task without its metrics. A task whose score is NaN is kept (shown as —), with a
     warning; an unknown task name is dropped, with a warning."""
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{p} is a folder, not a results file (give the JSON that `sentkit evaluate -o` wrote)")
-    if not p.is_file():
-        raise MissingInputError(f"results file {p} does not exist")
+    p = require_file(path, "results file", hint="give the JSON that `sentkit evaluate -o` wrote")
     try:
         data = json.loads(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError:

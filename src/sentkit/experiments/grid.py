@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.core.config import ConfigError, from_dict, load_toml
+from sentkit.core.io import require_file
 from sentkit.core.registry import suggest
 from sentkit.experiments.claims import ClaimSpec
 from sentkit.experiments.kinds import CellKind, cell_kind
@@ -183,7 +184,7 @@ class ExperimentSpec:
 def load_experiment(path: str | Path) -> ExperimentSpec:
     """Parse and validate an experiment TOML file; relative paths (output, results, corpus) are
     relative to the working directory, as the commands run from the project's root."""
-    p = Path(path)
+    p = require_file(path, "experiment file", hint="give the experiment's TOML file")
     raw = dict(load_toml(p))
     cells_raw = raw.pop("cell", [])
     if not isinstance(cells_raw, list):

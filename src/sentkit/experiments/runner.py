@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sentkit.core.config import ConfigError
+from sentkit.core.errors import InputError, MissingInputError
 from sentkit.core.methods import read_marker
 from sentkit.experiments.cells import (
     CELL,
@@ -92,6 +93,10 @@ def import_results(spec: ExperimentSpec, source: str | Path, *, only: list[str] 
     {cell/seed: "published" | "unchanged" | "missing" | "stale: ..."}."""
     if spec.results is None:
         raise ConfigError(f"experiment {spec.name!r} has no `results` folder to import into")
+    if not Path(source).is_dir():  # else every run would be reported "missing"
+        if not Path(source).exists():
+            raise MissingInputError(f"--from {source} does not exist (give the run output folder, the file's `output`)")
+        raise InputError(f"--from {source} is not a folder (give the run output folder, the file's `output`)")
     status: dict[str, str] = {}
     for run in plan(spec):
         if only and run.cell.name not in only:
