@@ -195,6 +195,7 @@ class TaskSpec:
                 )
         if not self.name.strip():
             raise TaskSpecError("TaskSpec: name is empty; give the task a name")
+        _check_kind_name(self.name, self.kind)
         unknown = [c for c in self.cohorts if c not in COHORTS]
         if unknown:
             raise TaskSpecError(
@@ -217,6 +218,30 @@ class TaskSpec:
 
     def missing(self, data_dir: Path) -> list[Path]:
         return [p for p in self.paths(data_dir) if not p.is_file()]
+
+
+def _check_kind_name(task: str, kind: str) -> None:
+    """What of a task's `kind` can be checked when the `TaskSpec` is built: a name, and not a known kind
+    misspelt in case or separators (``"STS"``, ``"k-fold"``). Whether the kind exists is checked when the
+    task is added (`add_task`, which imports the plug-in kinds first): a kind of sentkit's own, or of a
+    plug-in, may register its runner after a task of it is built."""
+    if not kind.strip() or kind != kind.strip():
+        raise TaskSpecError(f"TaskSpec {task!r}: kind {kind!r} is not a kind's name; kinds: {', '.join(sorted(KINDS))}")
+    if kind in KINDS:
+        return
+    same = [k for k in KINDS if loose_key(k) == loose_key(kind)]
+    if same:
+        raise TaskSpecError(f"TaskSpec {task!r}: unknown kind {kind!r}. Did you mean {same[0]!r}?")
+
+
+def unknown_kind(task: str, kind: str) -> InputError:
+    """The one line for a task of a kind that has no runner: the closest kind, every kind, the way to add one."""
+    known = sorted(KINDS)
+    return TaskSpecError(
+        f"task {task}: unknown kind {kind!r}.{suggest(kind, known)} Kinds: {', '.join(known)}; a new kind needs "
+        "its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass decorated with @register_kind "
+        "(in a plug-in: an entry point of group sentkit.kinds)"
+    )
 
 
 def _check_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -253,15 +278,13 @@ _GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING}
 def add_task(spec: TaskSpec) -> TaskSpec:
     """Register a task: its name and aliases, and its group's list (`--tasks all` and the group's name
     then include it). Its kind must be one of `KINDS` (each has a runner in evaluation/runner.py), or
-    a plug-in kind (an entry point of group ``sentkit.kinds``, imported here when first needed)."""
+    a plug-in kind (an entry point of group ``sentkit.kinds``, imported here when first needed): an
+    unknown kind is refused here, with the closest kind, not when the `TaskSpec` is built (a kind's
+    runner may register after a task of it is built; the spec checks only the kind's spelling)."""
     if spec.kind not in KINDS:
         KIND_PLUGINS.load_all()
     if spec.kind not in KINDS:
-        raise InputError(
-            f"task {spec.name}: kind {spec.kind!r} is none of {', '.join(sorted(KINDS))}; a new "
-            "kind needs its runner in sentkit.evaluation.runner.RUNNERS: a TaskKindRunner subclass "
-            "decorated with @register_kind (in a plug-in: an entry point of group sentkit.kinds)"
-        )
+        raise unknown_kind(spec.name, spec.kind)
     if spec.group not in (*_GROUPS, "user"):
         raise InputError(f"task {spec.name}: group {spec.group!r} is none of downstream, probing, user")
     TASKS.add(spec.name, spec)
