@@ -327,7 +327,7 @@ def test_encode_in_half_precision_that_stays_float32_fails_on_its_dtypes(
     """bf16 asked, but the weights left in float32 (a silent float32): the check fails with a line that says so."""
     import torch
 
-    from sentkit.models import encoder as E
+    from sentkit.models import transformer as E
 
     monkeypatch.setattr(E, "dtype_of", lambda precision: torch.float32)
     out = tmp_path / "out"
