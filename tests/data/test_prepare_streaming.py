@@ -278,6 +278,19 @@ def test_a_tokenizer_that_windows_would_change_gets_whole_documents(
     assert_same_store(tmp_path / "s", reference_store(corpus, Odd(), min_doc_tokens=5))
 
 
+def _spying(tok: Any) -> tuple[Any, list[int]]:
+    """`tok` as prepare calls it, recording the longest text of each call."""
+    calls: list[int] = []
+
+    def spy(texts: list[str], **kw: Any) -> Any:
+        calls.append(max(len(t) for t in texts))
+        return tok(texts, **kw)
+
+    spy.get_vocab = tok.get_vocab  # type: ignore[attr-defined]
+    spy.backend_tokenizer = tok.backend_tokenizer  # type: ignore[attr-defined]
+    return spy, calls
+
+
 # ----------------------------------------------------------------------------- one long document, read in blocks
 def test_a_single_file_is_read_in_blocks_that_split_characters(
     tmp_path: Path, tok: Any, monkeypatch: pytest.MonkeyPatch
@@ -287,14 +300,7 @@ def test_a_single_file_is_read_in_blocks_that_split_characters(
     f = tmp_path / "one.txt"
     text = _random_text(rng, 2000)
     f.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
-    calls: list[int] = []
-
-    def spy(texts: list[str], **kw: Any) -> Any:
-        calls.append(max(len(t) for t in texts))
-        return tok(texts, **kw)
-
-    spy.get_vocab = tok.get_vocab  # type: ignore[attr-defined]
-    spy.backend_tokenizer = tok.backend_tokenizer  # type: ignore[attr-defined]
+    spy, calls = _spying(tok)
     prepare_store(f, spy, tmp_path / "s", min_doc_tokens=10, show_progress=False, window=200)
     assert_same_store(tmp_path / "s", reference_store(f, tok, min_doc_tokens=10))
     # after the two calls of the probe, never more than a few windows' worth of text at once
@@ -493,14 +499,7 @@ def test_a_document_without_spaces_is_tokenized_in_bounded_windows(
     monkeypatch.setattr(corpus_mod, "READ_BYTES", 4096)
     f = tmp_path / "zh.txt"
     f.write_text(_cjk_text(np.random.default_rng(2), 3000), encoding="utf-8")
-    calls: list[int] = []
-
-    def spy(texts: list[str], **kw: Any) -> Any:
-        calls.append(max(len(t) for t in texts))
-        return tok(texts, **kw)
-
-    spy.get_vocab = tok.get_vocab  # type: ignore[attr-defined]
-    spy.backend_tokenizer = tok.backend_tokenizer  # type: ignore[attr-defined]
+    spy, calls = _spying(tok)
     monkeypatch.setattr(store_mod, "cut_kinds", lambda t: cut_kinds(tok))  # the probe's calls are not counted
     prepare_store(f, spy, tmp_path / "s", min_doc_tokens=10, show_progress=False, window=300)
     assert_same_store(tmp_path / "s", reference_store(f, tok, min_doc_tokens=10))
