@@ -1,12 +1,13 @@
 """Run under torchrun: the whole training loop, job after job, in one process group (the
-2-process check of scripts/gpu_check.py and tests/training/test_multiprocess.py).
+2-process check of scripts/gpu_check.py, tests/training/test_multiprocess.py and test_fsdp.py).
 
 argv: spec_json = {"jobs": [{"method": "declutr", "config": {...}, "kill_at": k or null}, ...]}.
 Each job runs `get_method(method).train(config)` (what `sentkit train` calls). A job with
 `kill_at` never returns: rank 0 kills itself with SIGKILL (as `kill -9` would) right after it has
-saved the checkpoint of step k, so the run dies mid-training with that checkpoint behind it. A
-job with `"expect_error": true` must raise on every rank: each prints `rank R raised NAME: message`
-and the next job runs."""
+saved the checkpoint of step k (a file, or under distributed=fsdp the sharded folder that every
+rank wrote), so the run dies mid-training with that checkpoint behind it. A job with
+`"expect_error": true` must raise on every rank: each prints `rank R raised NAME: message` and
+the next job runs."""
 
 from __future__ import annotations
 
@@ -27,15 +28,19 @@ from sentkit.core.methods import get_method
 def kill_after_checkpoint(step: int, folder: str | None = None) -> None:
     """SIGKILL this process right after the checkpoint of `step` is saved (in a run folder named `folder`, if given:
     a phase of a multi-phase run such as llm2vec's ``2-simcse``)."""
-    real = loop.save_checkpoint
 
-    def save(out: str | Path, state: dict[str, Any]) -> Path:
-        path = real(out, state)
-        if int(state["step"]) == step and folder in (None, Path(out).name):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return path
+    def killing(real: Any) -> Any:
+        def save(out: str | Path, state: dict[str, Any], *args: Any) -> Path:
+            path = real(out, state, *args)
+            main = not dist.is_initialized() or dist.get_rank() == 0
+            if main and int(state["step"]) == step and folder in (None, Path(out).name):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return path  # type: ignore[no-any-return]
 
-    loop.save_checkpoint = save  # type: ignore[assignment]
+        return save
+
+    loop.save_checkpoint = killing(loop.save_checkpoint)  # type: ignore[assignment]
+    loop.save_sharded = killing(loop.save_sharded)  # distributed=fsdp: every rank saves its shard
 
 
 def main() -> None:

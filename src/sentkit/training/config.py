@@ -16,6 +16,7 @@ from sentkit.models.pooling import POOLINGS, load_with, saveable_poolings
 log = logging.getLogger(__name__)
 
 SCHEDULES = ("slanted_triangular", "linear", "constant")
+DISTRIBUTED = ("ddp", "fsdp")  # how several processes (torchrun) share the model: sentkit.training.fsdp
 
 
 # ----------------------------------------------------------------------------- config
@@ -61,7 +62,9 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: str = "auto"
     seed: int = 0
-    # several processes (torchrun)
+    # several processes (torchrun): ddp (a whole copy of the model on each) or fsdp (each holds a shard of every
+    # parameter, gradient and optimizer state; sentkit.training.fsdp)
+    distributed: Literal["ddp", "fsdp"] = "ddp"
     dist_timeout: float = 1800.0  # seconds a collective of a training step may wait for another process
     prepare_timeout: float = 86400.0  # seconds the other processes wait while rank 0 prepares (tokenizer, store)
     # bookkeeping (may change on --resume)
@@ -139,8 +142,28 @@ class TrainConfig:
             raise ConfigError(f"cut_frac must be in [0, 1), got {self.cut_frac}")
         if self.lr_ratio < 1:
             raise ConfigError(f"lr_ratio must be at least 1, got {self.lr_ratio}")
+        check_distributed(self.distributed, self.precision, self.lora_r)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: pick one")
+
+
+def check_distributed(distributed: str, precision: str, lora_r: int | None) -> None:
+    """`distributed` is ddp or fsdp; fsdp refuses what it does not support (sentkit.training.fsdp): LoRA adapters,
+    and fp16, whose loss scaler would see only one rank's gradient shard."""
+    if distributed not in DISTRIBUTED:
+        hint = suggest(distributed, list(DISTRIBUTED))
+        raise ConfigError(f"distributed must be one of {', '.join(DISTRIBUTED)}, got {distributed!r}.{hint}")
+    if distributed != "fsdp":
+        return
+    if lora_r:
+        raise ConfigError(
+            f"distributed=fsdp does not support LoRA adapters (lora_r={lora_r}): set lora_r=0, or distributed=ddp"
+        )
+    if precision == "fp16":
+        raise ConfigError(
+            "distributed=fsdp does not support precision=fp16 (its loss scaler sees one rank's gradient shard): "
+            "set precision=bf16 or fp32, or distributed=ddp"
+        )
 
 
 def check_base_precision(base_precision: str, precision: str, lora_r: int | None) -> None:

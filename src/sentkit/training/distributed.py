@@ -301,8 +301,17 @@ def unwrap(module: nn.Module) -> Any:
 
 @contextlib.contextmanager
 def sync_gradients(module: nn.Module, sync: bool) -> Iterator[None]:
-    """Let DDP all-reduce gradients in this block's backward only when `sync` (the last
-    micro-batch of a step); earlier backwards just accumulate locally."""
+    """Let DDP all-reduce (FSDP reduce-scatter) gradients in this block's backward only when `sync`
+    (the last micro-batch of a step); earlier backwards just accumulate locally (unsharded, under FSDP).
+    The same gradient either way: the one of one process on the whole step."""
+    set_sync = getattr(module, "set_requires_gradient_sync", None)  # FSDP2's switch, on every unit below
+    if set_sync is not None:
+        set_sync(sync)
+        try:
+            yield
+        finally:
+            set_sync(True)
+        return
     if sync or not hasattr(module, "no_sync"):
         yield
         return

@@ -1,11 +1,12 @@
 """The one training loop of every transformer method (DeCLUTR, SimCSE, TSDAE, MLM), phases in order.
 
 A method (`sentkit.training.recipe.Recipe`) supplies the batches and the objective; this loop owns
-the output folder's safety, the token store, processes (DDP), precision, the optimiser and
-schedule, exact resume, checkpoints, metrics and the saved encoder. Each process of a multi-process
-run logs to its own file (train.log for rank 0, train-rank<N>.log for the others); a rank that
-stops mid-run is reported by the others in one line that names it, its log and the checkpoint to
-resume from (`stopped_report`)."""
+the output folder's safety, the token store, processes (DDP, or FSDP: `distributed=fsdp`, where only
+the wrap, the no-sync switch and the checkpoint read/write differ, see `sentkit.training.fsdp`),
+precision, the optimiser and schedule, exact resume, checkpoints, metrics and the saved encoder.
+Each process of a multi-process run logs to its own file (train.log for rank 0, train-rank<N>.log
+for the others); a rank that stops mid-run is reported by the others in one line that names it, its
+log and the checkpoint to resume from (`stopped_report`)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ from sentkit.training.checkpoint import (
     last_checkpoint,
     load_checkpoint,
     read_checkpoint,
+    restore,
     rng_state,
     save_checkpoint,
+    save_sharded,
     set_rng_state,
 )
 from sentkit.training.config import TrainConfig
@@ -46,6 +49,7 @@ from sentkit.training.distributed import (
     watch_peers,
     wrap,
 )
+from sentkit.training.fsdp import plain_module, shard
 from sentkit.training.metrics import MetricsLogger
 from sentkit.training.recipe import Recipe, StoreSpec
 from sentkit.training.rundir import claim, clean_stale, rank_log_name, run_lock, run_log, write_run
@@ -249,6 +253,8 @@ def _run(
     from sentkit.models.hub import position_limit
     from sentkit.models.transformer import base_prompt_settings, save_st_directory
 
+    sharded = cfg.distributed == "fsdp"  # FSDP: sharded model, optimizer and checkpoints (sentkit.training.fsdp)
+
     # --- rank 0 first: the output folder, and what only rank 0 makes (a vocabulary trained on the corpus)
     with main_first(info, cfg.prepare_timeout, "rank 0 prepared the run (prepare_timeout)") as plan:
         if info.is_main:
@@ -290,7 +296,7 @@ def _run(
         state: dict[str, Any] | None = None
         if plan["resuming"] and not prepare_only:
             if info.is_main:  # the newest complete checkpoint (a torn one falls back to the one before)
-                state, path = load_checkpoint(out, map_location="cpu")
+                state, path = load_checkpoint(out, map_location="cpu", sharded=sharded)
                 chosen.update(checkpoint=str(path), step=int(state["step"]))
             else:
                 state = read_checkpoint(chosen["checkpoint"], map_location="cpu")
@@ -319,18 +325,25 @@ def _run(
     total = cfg.max_steps or cfg.epochs * steps_per_epoch
     step_units = StepUnits(len(pool), cfg.batch_size, cfg.seed)
 
+    # --- processes: DDP around the module, or FSDP sharding it (before the optimizer: FSDP replaces the
+    # parameters by their shards). Every collective from here to the end (DDP's start, the steps, the last
+    # barrier) is watched: a rank that stops is reported by name (RankFailed, when the error leaves _run
+    # through `stack`)
+    step = 0
+    stack.enter_context(watch_peers(info, lambda: f"training step {step + 1}" if step < total else "the run ended"))
+    model = shard(module, info, device, precision) if sharded else wrap(module, info, device)
+
     # --- optimizer, schedule, loss scaling
     opt = make_optimizer(module, cfg.lr, cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, total))
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     params = [p for p in module.parameters() if p.requires_grad]
 
-    # --- resume (tensors load on the CPU; load_state_dict moves them to the device)
-    step = 0
+    # --- resume (a file's tensors load on the CPU, load_state_dict moves them to the device; a sharded
+    # checkpoint's shards load straight into the sharded model and optimizer)
     kept_tokens, kept_s, kept_cpu = 0, 0.0, 0.0  # tokens, loop seconds and CPU seconds before this process (a resume)
     if state is not None:
-        module.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        restore(state, model, opt)
         sched.load_state_dict(state["scheduler"])
         if "scaler" in state:
             scaler.load_state_dict(state["scaler"])
@@ -345,10 +358,6 @@ def _run(
     if info.is_main:
         save_json(cfg, out / "train_config.json")
         write_run(out, recipe.name, cfg, status="training", step=step)
-    # every collective from here to the end (DDP's start, the steps, the last barrier) is watched: a
-    # rank that stops is reported by name (RankFailed, when the error leaves _run through `stack`)
-    stack.enter_context(watch_peers(info, lambda: f"training step {step + 1}" if step < total else "the run ended"))
-    model = wrap(module, info, device)
     ctx = StepContext(recipe, model, cfg, device, info, scaler)
     metrics = MetricsLogger(out, cfg.logger, recipe.loss_names) if info.is_main else None
     local = cfg.batch_size // info.world_size
@@ -385,12 +394,10 @@ def _run(
                     "elapsed_s": el,
                 }
             )
-        if info.is_main and (step % cfg.checkpoint_every == 0 or step == total):
-            save_checkpoint(
+        if step % cfg.checkpoint_every == 0 or step == total:
+            save_state(
                 out,
                 {
-                    "model": module.state_dict(),
-                    "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict(),
                     "scaler": scaler.state_dict(),
                     "rng": rng_state(),
@@ -404,10 +411,15 @@ def _run(
                         "cpu_seconds": kept_cpu + time.process_time() - c_start,
                     },
                 },
+                model,
+                opt,
+                info,
+                sharded,
             )
-        if info.is_main and step in cfg.snapshots and step < total:  # the encoder as it is now, beside the run
+        whole = plain_module(model, info) if step in cfg.snapshots and step < total else None  # FSDP: a collective
+        if whole is not None:  # rank 0: the encoder as it is now, beside the run
             save_st_directory(
-                unwrap(model).mlm_model,
+                whole.mlm_model,
                 tokenizer,
                 out / SNAPSHOTS / f"step-{step}",
                 max_length=limit,
@@ -441,11 +453,13 @@ def _run(
 
         dist.barrier()
 
-    # --- save the encoder (sentence-transformers layout, masked LM with its head, config, card)
-    if info.is_main and step >= total:
+    # --- save the encoder (sentence-transformers layout, masked LM with its head, config, card); under FSDP
+    # every rank sends its shards to rank 0, which saves the whole model
+    whole = plain_module(model, info) if step >= total else None
+    if whole is not None:
         enc = recipe.encoder_settings()
         save_st_directory(
-            unwrap(model).mlm_model,
+            whole.mlm_model,
             tokenizer,
             out,
             max_length=limit,
@@ -469,6 +483,17 @@ def _run(
         )
         write_run(out, recipe.name, cfg, status="done", step=step)
     return out
+
+
+def save_state(
+    out: Path, state: dict[str, Any], model: torch.nn.Module, opt: Any, info: DistInfo, sharded: bool
+) -> None:
+    """Write a checkpoint of `state` with the model and optimizer: rank 0 alone writes the file of a
+    run whose ranks hold whole copies; under FSDP every rank writes its shard (`save_sharded`)."""
+    if sharded:
+        save_sharded(out, state, model, opt, info)
+    elif info.is_main:
+        save_checkpoint(out, {"model": unwrap(model).state_dict(), "optimizer": opt.state_dict(), **state})
 
 
 def base_normalizes(name_or_path: str) -> bool:
