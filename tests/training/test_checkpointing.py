@@ -9,7 +9,6 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -38,15 +37,9 @@ UNITS = [0, 1, 2, 3]
 @pytest.fixture()
 def sentences(tmp_path: Path) -> Path:
     """Documents of many short sentences (a sentence store for SimCSE and TSDAE)."""
-    from support import WORDS
+    from support import write_sentence_docs
 
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "sents"
-    folder.mkdir()
-    for d in range(4):
-        sents = [" ".join(rng.choice(WORDS, size=int(rng.integers(5, 12)))).capitalize() + "." for _ in range(12)]
-        (folder / f"doc{d}.txt").write_text(" ".join(sents))
-    return folder
+    return write_sentence_docs(tmp_path / "sents")
 
 
 def config(method: str, corpus: Path, out: Path, model: Path, **kw: Any) -> Any:

@@ -43,15 +43,9 @@ def cfg_of(method: str, corpus: Path | str, out: Path | str, **kw: object) -> ob
 @pytest.fixture()
 def sentences(tmp_path: Path) -> Path:
     """A folder of documents made of many short sentences (for sentence stores)."""
-    from support import WORDS
+    from support import write_sentence_docs
 
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "sents"
-    folder.mkdir()
-    for d in range(4):
-        sents = [" ".join(rng.choice(WORDS, size=int(rng.integers(5, 12)))).capitalize() + "." for _ in range(12)]
-        (folder / f"doc{d}.txt").write_text(" ".join(sents))
-    return folder
+    return write_sentence_docs(tmp_path / "sents")
 
 
 def _store(method: str, corpus: Path, model_dir: Path, tmp_path: Path) -> Path:

@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -67,17 +66,14 @@ def settings(method: str, corpora: dict[str, Path], model: Path, out: Path, **kw
 
 
 def _corpora(root: Path) -> dict[str, Path]:
-    from support import WORDS, make_docs
+    from support import make_docs, write_sentence_docs
 
     docs, sentences = root / "docs", root / "sentences"
     docs.mkdir()
     sentences.mkdir()
     for i, text in enumerate(make_docs(8, 300)):
         (docs / f"doc{i}.txt").write_text(text, encoding="utf-8")
-    rng = np.random.default_rng(0)
-    for d in range(4):
-        sents = [" ".join(rng.choice(WORDS, size=int(rng.integers(5, 12)))).capitalize() + "." for _ in range(12)]
-        (sentences / f"doc{d}.txt").write_text(" ".join(sents), encoding="utf-8")
+    write_sentence_docs(sentences)
     return {"docs": docs, "sentences": sentences}
 
 
