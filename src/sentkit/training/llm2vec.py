@@ -32,6 +32,7 @@ from typing import Any
 from sentkit.core.config import ConfigError
 from sentkit.core.methods import Method
 from sentkit.data.corpus import CorpusError, Fix
+from sentkit.objectives.matryoshka import MatryoshkaSettings
 from sentkit.training.recipes.simcse import SimCSE, SimCSEConfig
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ PHASE_KEYS: dict[str, dict[str, str]] = {
 
 
 @dataclass
-class LLM2VecConfig:
+class LLM2VecConfig(MatryoshkaSettings):
     """Every setting of the recipe; each phase's config is derived from these (`phases`)."""
 
     corpus: str
@@ -91,6 +92,7 @@ class LLM2VecConfig:
     max_steps: int | None = None  # not taken (two phases, two step counts): --set mntp_steps=N / simcse_steps=N
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # matryoshka_dims / _weights (phase 2's) read and checked
         if self.max_steps is not None:
             raise ConfigError(
                 f"--method llm2vec runs two phases with a step count each: instead of --max-steps {self.max_steps}, "
@@ -160,6 +162,8 @@ class LLM2VecConfig:
                     "pooling": self.pooling,
                     "mlp": False,
                     "prepared_dir": str(out / "prepared" / "sentences"),
+                    "matryoshka_dims": self.matryoshka_dims,
+                    "matryoshka_weights": self.matryoshka_weights,
                 },
             ),
         }
@@ -267,7 +271,7 @@ def train_llm2vec(cfg: LLM2VecConfig) -> Path:
     record["final"] = PHASES[-1]
     atomic_write_text(record_file, json.dumps(record, indent=2, default=str) + "\n")
     point_st_at(out, PHASES[-1])  # SentenceTransformer(out) loads phase 2, as sentkit.load(out) does
-    write_marker(out, "llm2vec", final=PHASES[-1], base_model=cfg.model)
+    write_marker(out, "llm2vec", final=PHASES[-1], base_model=cfg.model, **cfg.matryoshka_marker())
     write_run(out, "llm2vec", cfg, status="done")
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -21,7 +22,9 @@ from sentkit.core.config import ConfigError
 from sentkit.data.corpus import Fix
 from sentkit.models.decoder import check_mask_token, is_decoder_config
 from sentkit.models.mlm import MaskedLM
+from sentkit.models.pooling import POOLINGS
 from sentkit.objectives.contrastive import info_nce
+from sentkit.objectives.matryoshka import MatryoshkaSettings, matryoshka_card
 from sentkit.objectives.mlm import mask_sequence
 from sentkit.objectives.spans import STRATEGIES, SpanSettings, sample_spans
 from sentkit.training.batching import pad_with_labels
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- config
 @dataclass
-class DeclutrConfig(TrainConfig):
+class DeclutrConfig(MatryoshkaSettings, TrainConfig):
     """Every setting of a DeCLUTR run. Defaults are the paper's, except the offline base model, and
     that long documents are cut into pieces (so a few books give enough documents for a batch)."""
 
@@ -319,6 +322,7 @@ class Declutr(Recipe):
             )
         if cfg.mlm and tokenizer.mask_token_id is None:
             raise ConfigError(f"model {cfg.model!r} has no mask token; use --set mlm=false")
+        cfg.check_matryoshka_width(int(mlm_model.config.hidden_size) * POOLINGS.get(cfg.pooling).width)
         self.special = sorted(set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
         self.next_token = is_decoder_config(mlm_model.config)  # a decoder: token 0 has no output before it
         self.loss_names = (("contrastive",) if cfg.contrastive else ()) + (("mlm",) if cfg.mlm else ())
@@ -422,7 +426,10 @@ class Declutr(Recipe):
         return DeclutrModule(self.mlm_model, self.cfg.pooling, self.cfg.mlm, self.pad_id, self.cfg.contrastive)
 
     def contrastive(self, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        return info_nce(a, p, self.cfg.temperature)
+        return self.cfg.matryoshka_loss(partial(info_nce, temperature=self.cfg.temperature), a, p)
+
+    def encoder_settings(self) -> dict[str, Any]:
+        return {"pooling": self.cfg.pooling, **self.cfg.matryoshka_marker()}
 
     def card(self, steps: int, store: Any) -> str:
         c, s = self.cfg, self.span_settings
@@ -432,4 +439,5 @@ class Declutr(Recipe):
             f"- pooling: {c.pooling}; anchors {c.num_anchors}, positives {c.num_positives}, spans "
             f"{s.min_span_len}-{s.max_span_len} tokens ({c.strategy}); temperature {c.temperature}\n"
             f"- losses: contrastive={c.contrastive}, mlm={c.mlm}; batch {c.batch_size} documents, lr {c.lr}\n"
+            + matryoshka_card(c)
         )

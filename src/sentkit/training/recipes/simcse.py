@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,9 @@ from torch import nn
 
 from sentkit.core.config import ConfigError
 from sentkit.models.mlm import MaskedLM
+from sentkit.models.pooling import POOLINGS
 from sentkit.objectives.contrastive import info_nce
+from sentkit.objectives.matryoshka import MatryoshkaSettings, matryoshka_card
 from sentkit.training.batching import pad_with_labels
 from sentkit.training.recipe import (
     Batch,
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- config
 @dataclass
-class SimCSEConfig(TextConfig):
+class SimCSEConfig(MatryoshkaSettings, TextConfig):
     """Defaults are the paper's unsupervised BERT settings (batch 64, lr 3e-5, max length 32, one
     epoch, temperature 0.05, linear decay without warm-up, no weight decay), on the offline base."""
 
@@ -114,6 +117,7 @@ class SimCSE(TextRecipe):
         super().__init__(cfg, mlm_model, tokenizer, max_len)
         self.cfg: SimCSEConfig = cfg
         self.loss_names = ("contrastive",)
+        cfg.check_matryoshka_width(int(mlm_model.config.hidden_size) * POOLINGS.get(cfg.pooling).width)
 
     @classmethod
     def load_model(cls, cfg: Any, out: Path) -> tuple[Any, Any]:
@@ -149,7 +153,10 @@ class SimCSE(TextRecipe):
         return SimCSEModule(self.mlm_model, self.cfg.pooling, self.cfg.mlp, self.pad_id)
 
     def contrastive(self, a: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        return info_nce(a, p, self.cfg.temperature, symmetric=False)
+        return self.cfg.matryoshka_loss(partial(info_nce, temperature=self.cfg.temperature, symmetric=False), a, p)
+
+    def encoder_settings(self) -> dict[str, Any]:
+        return {"pooling": self.cfg.pooling, **self.cfg.matryoshka_marker()}
 
     def card(self, steps: int, store: Any) -> str:
         c = self.cfg
@@ -158,5 +165,5 @@ class SimCSE(TextRecipe):
             f"({len(store)} {c.text_unit}s of at most {c.max_len} tokens).\n\n"
             f"- pooling: {c.pooling}{' with an MLP during training only' if c.mlp and c.pooling == 'cls' else ''}; "
             f"temperature {c.temperature}; dropout as the only augmentation\n"
-            f"- batch {c.batch_size} texts, lr {c.lr} ({c.schedule})\n"
+            f"- batch {c.batch_size} texts, lr {c.lr} ({c.schedule})\n" + matryoshka_card(c)
         )
