@@ -208,3 +208,33 @@ def test_a_one_process_fsdp_checkpoint_resumes_in_two_processes_with_gradient_ch
     assert runs["second"].returncode == 0, runs["second"].stderr[-4000:]
     assert has_checkpoint(root / "begun") and not (root / "begun" / CHECKPOINT).exists()
     assert _worst(_weights(root / "begun"), _weights(root / "one")) < 1e-5
+
+
+def test_a_sharded_checkpoint_without_its_meta_falls_back_to_the_one_before(tmp_path: Path) -> None:
+    """One process (DCP without a process group): a sharded folder is used only once rank 0 wrote meta.pt into it
+    last; a torn latest one is reported, removed and the previous one restored exactly."""
+    from sentkit.training.checkpoint import load_checkpoint, restore, save_sharded
+    from sentkit.training.distributed import DistInfo
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    saved = {}
+    for step in (1, 2):
+        model(torch.randn(5, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        save_sharded(tmp_path, {"step": step, "scheduler": {}, "config": {}}, model, opt, DistInfo())
+        saved[step] = {k: v.clone() for k, v in model.state_dict().items()}
+    assert last_checkpoint(tmp_path) == (tmp_path / SHARDED, 2) and has_checkpoint(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "checkpoint").iterdir()) == ["sharded", "sharded.prev"]  # no temps
+    (tmp_path / SHARDED / META).unlink()  # as if killed before rank 0 wrote it
+    assert last_checkpoint(tmp_path) == (tmp_path / SHARDED_PREV, 1)
+    state, path = load_checkpoint(tmp_path, sharded=True)
+    assert (path, state["step"], state["sharded"]) == (tmp_path / SHARDED_PREV, 1, str(tmp_path / SHARDED_PREV))
+    assert not (tmp_path / SHARDED).exists()  # the torn one never becomes `prev` on the next save
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    restore(state, fresh, fresh_opt)
+    assert all(torch.equal(fresh.state_dict()[k], saved[1][k]) for k in saved[1])
+    assert int(fresh_opt.state_dict()["state"][0]["step"]) == 1  # the optimizer's state too (one step taken)
