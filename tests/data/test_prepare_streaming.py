@@ -115,6 +115,9 @@ def reference_store(
     np.save(buf, np.asarray(offsets, dtype=np.int64))
     rep["tokens_kept"] = offsets[-1]
     rep["corpus"] = stats.as_dict()
+    kept = np.frombuffer(b"".join(tokens), dtype=np.uint32)
+    unk = getattr(tok, "unk_token_id", None)
+    rep["unknown_tokens"] = int(np.count_nonzero(kept == unk)) if unk is not None else 0
     return b"".join(tokens), buf.getvalue(), rep
 
 
@@ -288,6 +291,7 @@ def _spying(tok: Any) -> tuple[Any, list[int]]:
 
     spy.get_vocab = tok.get_vocab  # type: ignore[attr-defined]
     spy.backend_tokenizer = tok.backend_tokenizer  # type: ignore[attr-defined]
+    spy.unk_token, spy.unk_token_id = tok.unk_token, tok.unk_token_id  # type: ignore[attr-defined]
     return spy, calls
 
 

@@ -109,6 +109,13 @@ def check_store_target(out: str | Path, *, what: str = "store folder") -> Path:
     return p
 
 
+# A share of the tokenizer's unknown token ([UNK]) above this is a warning: the tokenizer does not cover
+# the corpus's script (a BERT vocabulary gives Thai one [UNK] per space-separated run: about 100 %).
+# Edited English under an English vocabulary gives well under 1 %, emoji-heavy text a few %; at 10 % a
+# tenth of what a model is trained on carries no information.
+UNKNOWN_SHARE_WARN = 0.10
+
+
 @dataclass
 class PrepareReport:
     documents_read: int = 0
@@ -118,6 +125,25 @@ class PrepareReport:
     tokens_kept: int = 0
     seconds: float = 0.0
     corpus: dict[str, Any] = field(default_factory=dict)
+    # how many of the tokens kept are the tokenizer's unknown token (counted in tokens.bin by `write_store`)
+    unknown_tokens: int = 0
+
+    def unknown_share(self) -> float:
+        """The share of the tokens kept that are the tokenizer's unknown token (0.0 for none)."""
+        return self.unknown_tokens / self.tokens_kept if self.tokens_kept else 0.0
+
+    def unknown_warning(self, tokenizer_name: str, unk: str) -> str | None:
+        """One line when the unknown token's share is above `UNKNOWN_SHARE_WARN`, else None."""
+        share = self.unknown_share()
+        if share <= UNKNOWN_SHARE_WARN:
+            return None
+        name = tokenizer_name or "this tokenizer"
+        return (
+            f"{share:.1%} of the tokens ({self.unknown_tokens:,} of {self.tokens_kept:,}) are the unknown "
+            f"token {unk}: the tokenizer of {name} does not cover this corpus's script, and a model learns "
+            "nothing from those tokens; prepare with a tokenizer that covers it (--model NAME: a multilingual "
+            "model, e.g. bert-base-multilingual-cased or xlm-roberta-base, or one trained on this language)"
+        )
 
     def summary(self, min_tokens: int) -> str:
         c = self.corpus
@@ -128,6 +154,8 @@ class PrepareReport:
         ]
         if self.pieces_from_splits:
             lines.append(f"long documents were split into {self.pieces_from_splits} pieces")
+        if self.unknown_share() > UNKNOWN_SHARE_WARN:
+            lines.append(f"unknown tokens: {self.unknown_share():.1%} of the tokens (see the warning above)")
         lines.append(f"took {self.seconds:.1f} s")
         return "\n".join(lines)
 
@@ -704,6 +732,25 @@ def tokenize_into(
     return Tokenized(rep, offsets, np.frombuffer(writer.short, dtype=np.int64))
 
 
+def unknown_id(tokenizer: Any) -> int | None:
+    """The id of the tokenizer's unknown token (None when it has none: a byte-level tokenizer)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    return unk if isinstance(unk, int) and not isinstance(unk, bool) else None
+
+
+def count_id(tokens: Path, token_id: int, *, block: int = 1 << 24) -> int:
+    """How many of the uint32 ids in the file `tokens` are `token_id`, read `block` ids at a time (memory
+    flat in the store's size; the file was just written, so it is read from the page cache). The same for a
+    store written whole and one joined from shards."""
+    n = 0
+    with open(tokens, "rb") as f:
+        while True:
+            ids = np.fromfile(f, dtype=np.uint32, count=block)
+            if not len(ids):
+                return n
+            n += int(np.count_nonzero(ids == token_id))
+
+
 def write_store(
     tmp: Path,
     out: Path,
@@ -743,6 +790,11 @@ def write_store(
             + (f" ({stats.skipped_text()})" if stats.skipped else ""),
             fixes=fixes,
         )
+    unk = unknown_id(tokenizer)
+    rep.unknown_tokens = count_id(tmp / "tokens.bin", unk) if unk is not None else 0
+    warning = rep.unknown_warning(settings.tokenizer_name, str(getattr(tokenizer, "unk_token", None) or "[UNK]"))
+    if warning is not None:
+        log.warning("%s", warning)
     np.save(tmp / "offsets.npy", done.offsets)
     meta = {
         "format": STORE_FORMAT,
@@ -757,6 +809,8 @@ def write_store(
         **({"txt_mode": settings.txt_mode} if settings.txt_mode != "file" else {}),
         "num_docs": rep.kept,
         "num_tokens": rep.tokens_kept,
+        # the share of the tokens kept that are the tokenizer's unknown token (None: it has none)
+        "unknown_token_share": round(rep.unknown_share(), 6) if unk is not None else None,
         "report": {k: v for k, v in rep.__dict__.items()},
         **(extra or {}),
     }
