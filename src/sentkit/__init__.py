@@ -31,7 +31,10 @@ def search(
     text, embedded by `encoder` (with its query prompt), by cosine: (ids [m, k], cosines [m, k]).
     Exact below 200k rows (in blocks of queries x rows: bounded memory); past it through `index`, the
     folder ``sentkit index`` built of `vectors`, opened once and kept open for the next call while its
-    files are unchanged (see `sentkit.retrieval.index.search`, which takes the same keywords)."""
+    files are unchanged (see `sentkit.retrieval.index.search`, which takes the same keywords). A binary index
+    (``sentkit index --quantize binary``) is searched by Hamming distance and rescored (``rescore="float"``, "int8"
+    or "none"; ``rescore_multiplier``); codes that ``sentkit embed --quantize`` wrote are searched with the query
+    quantized by their calibration (docs/smaller_vectors.md)."""
     from sentkit.retrieval.index import search as _search
 
     return _search(queries, k, vectors=vectors, index=index, encoder=encoder, **kwargs)

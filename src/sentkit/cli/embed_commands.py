@@ -54,6 +54,21 @@ def register(sub: Any) -> None:
         help="embed shard I of N (from 0) into parts beside --output, resumable part by part; the last "
         "shard to finish joins them (default under torchrun: RANK/WORLD_SIZE)",
     )
+    e.add_argument(
+        "--quantize",
+        default=None,
+        metavar="int8|binary",
+        help="write codes instead of floats (.npy only), sentence-transformers' quantize_embeddings: int8 (1 byte a "
+        "dimension, ranges fitted on a seeded sample of the input) or binary (1 bit a dimension, packed: int8 "
+        "[n, ceil(dim/8)]); X.quantization.json beside X.npy keeps the calibration that queries are quantized with",
+    )
+    e.add_argument(
+        "--calibration",
+        default=None,
+        metavar="N",
+        help="texts of the input, a seeded sample, that --quantize int8 fits its ranges on (default 10000, all of a "
+        "smaller input)",
+    )
     from sentkit.core.interface import add_prompt_flags
     from sentkit.models.loading import add_model_settings
 
@@ -226,6 +241,10 @@ def _is_embed_output(path: Path) -> bool:
                 if reader is None:
                     return False
                 shape, _, dtype = reader(f)
+            if dtype == np.int8:  # codes of `--quantize`, with their calibration beside
+                from sentkit.models.quantization import calibration_path
+
+                return len(shape) == 2 and calibration_path(path).is_file()
             return len(shape) == 2 and dtype in (np.float32, np.float16)
         import pyarrow.parquet as pq
 
@@ -258,6 +277,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     src, dst = Path(args.input), Path(args.output)
     check_positive(args, "batch_size", "block")
     shard = Shard.parse(args.shard) if args.shard else Shard.from_env()
+    quantize, calibration_rows = _quantize_flags(args, dst, sharded=shard is not None)
     _check_embed_paths(src, dst, sharded=shard is not None)
     digest = hasher()
     # reads and checks every line before loading the model; hashes the whole input on the way
@@ -287,8 +307,30 @@ def cmd_embed(args: argparse.Namespace) -> int:
             )
         kw["chunk_long"] = True
 
-    def encode(texts: list[str]) -> np.ndarray:
+    def floats(texts: list[str]) -> np.ndarray:
         return check_embeddings(encode_with_prompt(enc, texts, **kw), len(texts), what=f"model {args.model}")
+
+    encode: Any = floats
+    dim = _dim_of(enc)
+    cal = None
+    if quantize is not None:  # the calibration first (a seeded sample of the input), then every block's codes
+        import numpy as np
+
+        from sentkit.models.loading import model_settings, used_settings
+        from sentkit.models.quantization import Calibration, code_width, sample_rows
+
+        about = {"model": args.model, "settings": used_settings(enc, model_settings(args)), "of_rows": n}
+        if quantize == "int8":
+            picked = set(sample_rows(n, calibration_rows, seed=0).tolist())
+            sample = [t for i, t in enumerate(_read_texts(src, args.text_field)) if i in picked]
+            if len(sample) < 2:
+                raise ConfigError(f"--quantize int8 fits its ranges on at least 2 texts; {src} has {len(sample)}")
+            emb = np.concatenate([floats(sample[i : i + args.block]) for i in range(0, len(sample), args.block)])
+            cal = Calibration.fit(emb, "int8", seed=0, source=str(src), **about)
+        else:
+            cal = Calibration("binary", dim, source="sign (no calibration)", extra=about)
+        dim, codes = code_width(quantize, dim), cal.codes
+        encode = lambda texts: codes(floats(texts))  # noqa: E731
 
     writer = _write_npy if dst.suffix.lower() == ".npy" else _write_parquet
     if shard is not None:
@@ -322,13 +364,49 @@ def cmd_embed(args: argparse.Namespace) -> int:
             yield buf, encode(buf)
 
     remove_stale_temps(dst.parent, dst.name)
+    from sentkit.models.quantization import calibration_path
+
     with tqdm(total=n, desc="embed", unit="text", file=sys.stderr, disable=quiet) as bar, atomic_path(dst) as tmp:
-        written = writer(tmp, n, _dim_of(enc), blocks(), bar.update, dtype=args.dtype)
+        written = writer(tmp, n, dim, blocks(), bar.update, dtype="int8" if cal is not None else args.dtype)
         if written != n:
             raise ConfigError(f"{src} changed while it was being embedded ({n} texts, then {written}); run again")
+    if cal is not None:
+        cal.save(calibration_path(dst))
+    else:  # the calibration of codes this file replaced
+        calibration_path(dst).unlink(missing_ok=True)
     record_path(dst).unlink(missing_ok=True)  # a sharded run's record of the file this one replaced
-    print(f"wrote {n} embeddings to {dst}")
+    print(
+        f"wrote {n} embeddings to {dst}"
+        + (f" ({cal.precision} codes; calibration {calibration_path(dst)})" if cal else "")
+    )
     return 0
+
+
+def _quantize_flags(args: argparse.Namespace, dst: Path, *, sharded: bool) -> tuple[str | None, int]:
+    """--quantize and --calibration, checked before anything is read (one line each): the precision (None: floats)
+    and the rows int8's ranges are fitted on."""
+    from sentkit.models.quantization import DEFAULT_CALIBRATION_ROWS, check_quantize
+
+    quantize, rows = getattr(args, "quantize", None), getattr(args, "calibration", None)
+    if quantize is None:
+        if rows is not None:
+            raise ConfigError(
+                "--calibration is the sample --quantize int8 fits its ranges on: give --quantize int8 too"
+            )
+        return None, 0
+    quantize = check_quantize(quantize)
+    if rows is not None and quantize != "int8":
+        raise ConfigError("--calibration applies to --quantize int8 (binary codes need no calibration)")
+    if rows is not None and (not str(rows).strip().isdigit() or int(rows) < 2):
+        raise ConfigError(f"--calibration must be a whole number of texts >= 2, got {rows!r}")
+    if dst.suffix.lower() != ".npy":
+        raise ConfigError(f"--quantize writes a .npy of codes; give --output X.npy, not {dst.name}")
+    if sharded:
+        raise ConfigError(
+            "--quantize is not sharded: int8 ranges are fitted on one sample of the whole input; run embed --quantize "
+            "without --shard (or embed floats in shards and build `sentkit index --quantize binary` of them)"
+        )
+    return quantize, int(rows) if rows is not None else DEFAULT_CALIBRATION_ROWS
 
 
 def _shard_settings(args: argparse.Namespace, src: Path, n: int, sha256: str) -> dict[str, Any]:

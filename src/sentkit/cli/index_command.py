@@ -54,16 +54,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=int, default=None, help=f"seed of the training sample and k-means (default {d['seed']})"
     )
+    p.add_argument(
+        "--quantize",
+        default=None,
+        metavar="binary",
+        help="a binary index instead: the vectors' sign bits (sentence-transformers' binary codes, 1 bit a "
+        "dimension) searched by Hamming distance (faiss IndexBinaryFlat, exact), the best k * --rescore-multiplier "
+        "rescored with the float query against the float vectors or int8 codes kept in the index (neighbours "
+        "--rescore, sentkit.search(rescore=...)); --nlist, --nprobe, --candidates, --codes and --kmeans-iters do "
+        "not apply, --train-size is the sample int8's ranges are fitted on",
+    )
     p.set_defaults(func=_index)
 
 
 def _index(args: argparse.Namespace) -> int:
-    from sentkit.core.config import from_dict
-    from sentkit.retrieval.index import IndexSettings, build
+    from pathlib import Path
+
+    from sentkit.core.config import ConfigError, from_dict
+    from sentkit.retrieval.index import IndexSettings, build, build_binary
     from sentkit.sharding.prepare import naming_output
 
+    if Path(args.input).is_dir():
+        raise ConfigError(
+            f"--input {args.input} is a folder, not a file; give the .npy of vectors that `sentkit embed --output "
+            "X.npy` wrote"
+        )
     given = {k: getattr(args, k) for k in SETTINGS_FLAGS if getattr(args, k) is not None}
     settings = from_dict(IndexSettings, given, where="sentkit index")
+    if args.quantize is not None:
+        if args.quantize != "binary":
+            raise ConfigError(f"--quantize of an index must be binary, got {args.quantize!r}")
+        ivf = [
+            f"--{k.replace('_', '-')}" for k in ("nlist", "nprobe", "candidates", "codes", "kmeans_iters") if k in given
+        ]
+        if ivf:
+            raise ConfigError(f"{', '.join(ivf)} set the IVF index; a --quantize binary index takes none of them")
+        t = time.perf_counter()
+        with naming_output(args.output, "--output"):
+            meta = build_binary(args.input, args.output, settings, progress=not getattr(args, "quiet", False))
+        print(
+            f"indexed {meta['n']} vectors of {meta['dim']} dimensions as binary codes (Hamming, rescored by "
+            f"cosine; int8 codes kept) in {time.perf_counter() - t:.1f}s into {args.output}"
+        )
+        return 0
     t = time.perf_counter()
     with naming_output(args.output, "--output"):  # not the write check's or the temporary folder's name
         meta = build(args.input, args.output, settings, progress=not getattr(args, "quiet", False))

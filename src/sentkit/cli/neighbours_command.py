@@ -45,7 +45,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from sentkit.models.loading import add_model_settings
 
     add_model_settings(p)
+    add_binary_flags(p)
     p.set_defaults(func=_neighbours)
+
+
+def add_binary_flags(p: argparse.ArgumentParser) -> None:
+    """--quantize binary, --rescore and --rescore-multiplier (sentkit.retrieval.index.BinaryCodes)."""
+    from sentkit.retrieval.index import RESCORE_MULTIPLIER
+
+    p.add_argument(
+        "--quantize",
+        default=None,
+        metavar="binary",
+        help="search the corpus's sign bits (binary codes, 1 bit a dimension) by Hamming distance, then rescore the "
+        "best k * --rescore-multiplier with the float query (default: float cosine search)",
+    )
+    p.add_argument(
+        "--rescore",
+        default=None,
+        metavar="float|int8|none",
+        help="with --quantize binary: rescore the candidates against their float vectors (default), their int8 "
+        "codes, or not at all (Hamming order)",
+    )
+    p.add_argument(
+        "--rescore-multiplier",
+        default=None,
+        metavar="M",
+        help=f"with --quantize binary: candidates rescored per result (default {RESCORE_MULTIPLIER})",
+    )
+
+
+def binary_settings(args: argparse.Namespace) -> dict[str, object] | None:
+    """The checked --quantize / --rescore / --rescore-multiplier (None: no binary search); one line each."""
+    from sentkit.core.config import ConfigError
+    from sentkit.retrieval.index import RESCORE_MULTIPLIER, check_rescore
+
+    quantize = getattr(args, "quantize", None)
+    if quantize is None:
+        given = [
+            f
+            for f, k in (("--rescore", "rescore"), ("--rescore-multiplier", "rescore_multiplier"))
+            if getattr(args, k, None) is not None
+        ]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} apply to --quantize binary: give it too (or leave them out)")
+        return None
+    if quantize != "binary":
+        from sentkit.core.registry import suggest
+
+        raise ConfigError(f"--quantize here must be binary, got {quantize!r}.{suggest(str(quantize), ['binary'])}")
+    rescore, multiplier = check_rescore(args.rescore or "float", args.rescore_multiplier or RESCORE_MULTIPLIER)
+    return {"rescore": rescore, "multiplier": multiplier}
 
 
 def _neighbours(args: argparse.Namespace) -> int:
@@ -60,6 +110,7 @@ def _neighbours(args: argparse.Namespace) -> int:
         raise ConfigError("--top-k must be >= 1")
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ConfigError("--max-sentences must be >= 1")
+    binary = binary_settings(args)
     import sentkit
 
     t0 = time.perf_counter()
@@ -79,7 +130,14 @@ def _neighbours(args: argparse.Namespace) -> int:
     )
     from sentkit.retrieval.index import attach
 
-    index = attach(index, where)  # past sentkit.retrieval.index.EXACT_BELOW sentences: the approximate index
+    if binary is not None:  # the corpus's sign bits, searched by Hamming distance and rescored
+        from sentkit.retrieval.index import BinaryCodes
+
+        if index.sparse:
+            raise ConfigError(f"--quantize binary needs dense vectors; {args.model} gives sparse ones (TF-IDF)")
+        index.ann = BinaryCodes.of(index.embeddings, **binary)  # type: ignore[arg-type]
+    else:
+        index = attach(index, where)  # past sentkit.retrieval.index.EXACT_BELOW sentences: the approximate index
     t1 = time.perf_counter()
     print(
         f"index: {len(index)} sentences, {'built' if built else 'loaded'} in {t1 - t0:.1f}s ({where})", file=sys.stderr

@@ -131,13 +131,22 @@ def with_precision(key: str, encoder: Any) -> str:
     dim = getattr(encoder, "truncate_dim", None)
     if isinstance(dim, int) and not isinstance(dim, bool):
         parts.append(f"dim={dim}")
-    quantize = getattr(encoder, "quantize", None)
-    if isinstance(quantize, str):
+    quantize = quantized_key(encoder)
+    if quantize is not None:
         parts.append(f"quantize={quantize}")
     for part in parts:
         if part not in key.split("|")[1:]:
             key = f"{key}|{part}"
     return key
+
+
+def quantized_key(encoder: Any) -> str | None:
+    """What keys the codes an encoder's vectors are quantized to (`sentkit.models.quantization.QuantizedEncoder`):
+    the precision, with a digest of the int8 calibration ranges; None for float vectors."""
+    if not isinstance(getattr(encoder, "quantize", None), str):
+        return None
+    key = getattr(getattr(encoder, "calibration", None), "key", None)
+    return str(key()) if callable(key) else str(encoder.quantize)
 
 
 def fingerprint(encoder: Any, name: str | None = None) -> str | None:
@@ -165,6 +174,8 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
             settings["precision"] = encoder.precision
         if getattr(encoder, "truncate_dim", None) is not None:  # the first N dimensions: another key (none: the old)
             settings["truncate_dim"] = encoder.truncate_dim
+        if quantized_key(encoder) is not None:  # codes: another key
+            settings["quantize"] = quantized_key(encoder)
         p = Path(str(path))
         sig = folder_signature(p) if p.is_dir() else str(path)
         return digest(f"{name}|{sig}|{json.dumps(settings, sort_keys=True, default=str)}", 20)
@@ -174,6 +185,8 @@ def fingerprint(encoder: Any, name: str | None = None) -> str | None:
             pooled += f"|precision={encoder.precision}"
         if getattr(encoder, "truncate_dim", None) is not None:  # cut to its first dimensions (sentkit.load(dim=))
             pooled += f"|dim={encoder.truncate_dim}"
+        if quantized_key(encoder) is not None:
+            pooled += f"|quantize={quantized_key(encoder)}"
         return digest(f"{type(encoder).__name__}|{folder_signature(Path(name))}{pooled}", 20)
     return None
 
@@ -250,6 +263,16 @@ def cache_folder_name(fingerprint: str) -> str:
     if safe == fingerprint and 0 < len(safe) <= 120 and not safe.startswith("."):
         return safe
     return f"{safe.lstrip('.')[:100]}-{digest(fingerprint, 16)}"
+
+
+def calibration_id(precision: str, ranges: Any) -> str:
+    """What keys quantized vectors (`sentkit.models.quantization.Calibration.key`): the precision, and for int8 /
+    uint8 12 hex digits of the calibration ranges' float32 bytes."""
+    if ranges is None:
+        return precision
+    import numpy as np
+
+    return f"{precision}:{digest(np.ascontiguousarray(ranges, dtype=np.float32).tobytes(), 12)}"
 
 
 def derived_fingerprint(kind: str, base: Any, *arrays: Any) -> str | None:

@@ -32,6 +32,21 @@ def register(subparsers: Any) -> None:
 
     add_model_settings(p)
     p.add_argument(
+        "--quantize",
+        default=None,
+        metavar="int8|binary",
+        help="score the codes of the model's vectors, as sentence-transformers' quantize_embeddings gives them: int8 "
+        "values, or binary as +1/-1 (cosine = 1 - 2*hamming/dim, so tasks rank by Hamming distance); results, "
+        "caches and MTEB revisions are kept apart (docs/smaller_vectors.md)",
+    )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="where --quantize int8 takes its ranges, never from the tasks' own sentences: a .txt of texts (a seeded "
+        "sample of 10000 is encoded) or the .quantization.json `sentkit embed --quantize int8` wrote",
+    )
+    p.add_argument(
         "--tasks",
         default=None,
         help="comma-separated task names, 'all' (every task whose data is present, and the user "
@@ -251,6 +266,25 @@ def _refuse_foreign_file(path: str) -> None:
         ) from None
 
 
+def _quantize_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`load`'s quantize and calibration keywords from --quantize / --calibration, checked (one line each)."""
+    from sentkit.core.config import ConfigError
+    from sentkit.models.quantization import check_quantize
+
+    quantize, calibration = getattr(args, "quantize", None), getattr(args, "calibration", None)
+    if quantize is None:
+        if calibration is not None:
+            raise ConfigError("--calibration is for --quantize int8: give --quantize int8 too (or leave it out)")
+        return {}
+    quantize = check_quantize(quantize)
+    if quantize == "int8" and calibration is None:
+        raise ConfigError(
+            "--quantize int8 needs ranges fitted on texts that are not the test data: give --calibration TEXTS.txt "
+            "(a seeded sample is encoded) or the .quantization.json `sentkit embed --quantize int8` wrote"
+        )
+    return {"quantize": quantize, "calibration": calibration}
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.core.config import ConfigError, parse_overrides
     from sentkit.core.identity import fingerprint, with_precision
@@ -267,6 +301,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         )
     _refuse_foreign_file(args.output)
     settings = model_settings(args)
+    quantized = _quantize_settings(args)  # checked before anything loads
     if settings.get("precision") == "auto":  # evaluation's own rule (sentkit.models.precision.EVAL_AUTO_KEEPS_FP32)
         from sentkit.models.loading import takes_precision
         from sentkit.models.precision import for_evaluation
@@ -314,7 +349,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         from sentkit.core.interface import prompt_load_kwargs
 
-        encoder = load(args.model, **settings, **prompt_load_kwargs(args))
+        encoder = load(args.model, **settings, **prompt_load_kwargs(args), **quantized)
         fp = with_precision(args.fingerprint, encoder) if args.fingerprint else fingerprint(encoder, args.model)
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None

@@ -407,6 +407,7 @@ def evaluate(
     from sentkit.evaluation.report import declutr_average
     from sentkit.models.loading import precision_of
 
+    quantized = getattr(enc, "quantize", None)  # codes (sentkit.models.quantization.QuantizedEncoder)
     out = {
         "model": {
             "name": model_name or getattr(enc, "name", type(enc).__name__),
@@ -414,6 +415,7 @@ def evaluate(
             "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None),
             "prompts": prompts,
             **({"precision": precision_of(enc)} if precision_of(enc) else {}),
+            **({"quantize": quantized} if isinstance(quantized, str) else {}),
         },
         "config": to_dict(cfg),
         "seed": cfg.seed,

@@ -205,13 +205,17 @@ def used_settings(encoder: Any, given: dict[str, Any]) -> dict[str, Any]:
     ``model.settings``, shard records, index keys, MTEB revisions): those given, with `precision` as the encoder
     computes (what ``auto`` resolved to) when that is half precision; fp32, a model's own arithmetic, is left out
     (so a key written before precisions existed still names the same vectors); `dim` as the encoder truncates (a
-    folder's own ``truncate_dim`` too); none: no key, as before."""
+    folder's own ``truncate_dim`` too) and `quantize` as it quantizes; none: no key, as before."""
     out = {k: v for k, v in given.items() if k not in ("precision", "dim", "truncate_dim")}
     used = precision_of(encoder)
     if used not in (None, "fp32"):
         out["precision"] = used
     if dim_of(encoder) is not None:
         out["dim"] = dim_of(encoder)
+    out.pop("quantize", None)
+    out.pop("calibration", None)
+    if isinstance(getattr(encoder, "quantize", None), str):  # codes (sentkit.models.quantization.QuantizedEncoder)
+        out["quantize"] = encoder.quantize
     return out
 
 
@@ -299,6 +303,8 @@ def load(
     allow_code: bool = True,
     prompts: dict[str, str] | None = None,
     default_prompt_name: str | None = None,
+    quantize: str | None = None,
+    calibration: str | Path | None = None,
     **kwargs: Any,
 ) -> Encoder:
     """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
@@ -311,7 +317,18 @@ def load(
 
     `prompts` (name -> text) and `default_prompt_name` work as in sentence-transformers for every
     model: a transformer merges them over its folder's own; any other encoder is wrapped so that the
-    prompt's text is prepended (`sentkit.core.interface.PromptedEncoder`)."""
+    prompt's text is prepended (`sentkit.core.interface.PromptedEncoder`).
+
+    `quantize` ("int8" or "binary") gives the codes of the model's vectors as float32 (int8 values, +1 / -1 bits:
+    `sentkit.models.quantization.QuantizedEncoder`), int8 with ranges from `calibration` (a .txt of texts, a seeded
+    sample encoded, or the .quantization.json `sentkit embed --quantize int8` wrote)."""
+    if quantize is not None or calibration is not None:
+        from sentkit.models.quantization import QuantizedEncoder, calibrate
+
+        if quantize is None:
+            raise ConfigError("a calibration was given without quantize: give quantize='int8' (or 'binary')")
+        enc = load(spec, allow_code=allow_code, prompts=prompts, default_prompt_name=default_prompt_name, **kwargs)
+        return QuantizedEncoder(enc, calibrate(enc, quantize, calibration=calibration))
     if prompts is None and default_prompt_name is None:
         return _load(spec, allow_code=allow_code, **kwargs)
     from sentkit.core.interface import PromptedEncoder, check_prompts
@@ -400,15 +417,26 @@ class Truncated:
     def dim(self) -> int:
         return int(self.truncate_dim)  # type: ignore[arg-type]
 
-    def encode(self, texts: Any, batch_size: int = 32, *, show_progress: bool = False, **kwargs: Any) -> Any:
+    def encode(
+        self,
+        texts: Any,
+        batch_size: int = 32,
+        *,
+        show_progress: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         import numpy as np
 
-        from sentkit.core.interface import takes_encoder_arguments
+        from sentkit.core.interface import encode_with_prompt, takes_encoder_arguments
 
         args = {"batch_size": batch_size, "show_progress": show_progress}
         if not takes_encoder_arguments(self.wrapped.encode):
             args = {}
-        out = np.asarray(self.wrapped.encode(texts, **args, **kwargs))
+        out = np.asarray(
+            encode_with_prompt(self.wrapped, texts, prompt_name=prompt_name, prompt=prompt, **args, **kwargs)
+        )
         d = int(self.truncate_dim)  # type: ignore[arg-type]
         if out.shape[-1] < d:
             raise ConfigError(

@@ -132,6 +132,13 @@ def open_vectors(path: str | Path, what: str = "--input") -> np.ndarray:
     if not isinstance(x, np.ndarray):  # an .npz archive renamed .npy
         x.close()
         raise VectorIndexError(f"{what} {p}: not a .npy array ({_file_kind(p)}); {need}")
+    from sentkit.models.quantization import calibration_path
+
+    if x.dtype == np.int8 and calibration_path(p).is_file():
+        raise VectorIndexError(
+            f"{what} {p}: holds the codes of `sentkit embed --quantize`, not float vectors; sentkit.search searches "
+            "them exactly (vectors=X.npy), or index the float vectors: sentkit index --quantize binary"
+        )
     if x.ndim != 2 or x.dtype not in DTYPES or x.shape[0] == 0 or x.shape[1] == 0:
         raise VectorIndexError(
             f"{what} {p}: holds a {x.dtype} array of shape {tuple(x.shape)}, not the "
@@ -256,7 +263,7 @@ def build(
     return meta
 
 
-def _check_target(p: Path) -> Path:
+def _check_target(p: Path, extra: tuple[str, ...] = ()) -> Path:
     """``out`` may be missing, empty, or an index sentkit wrote (replaced); anything else is refused."""
     if p.is_symlink():
         p = p.resolve()
@@ -266,7 +273,7 @@ def _check_target(p: Path) -> Path:
         raise VectorIndexError(
             f"--output {p}: exists and is not a sentkit index; give a new folder, or move this one away yourself"
         )
-    if p.is_dir() and set(e.name for e in p.iterdir()) - {INDEX_FILE, META_FILE}:
+    if p.is_dir() and set(e.name for e in p.iterdir()) - {INDEX_FILE, META_FILE, INT8_FILE}:
         raise VectorIndexError(f"--output {p}: is an index but also holds other files; give a new folder")
     return p
 
@@ -388,7 +395,7 @@ def exact_search(
 
 
 OPEN_KEEP = 2  # indexes search() keeps open (the last used), each holding its codes in memory
-_open: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], VectorIndex]] = OrderedDict()
+_open: OrderedDict[tuple[str, str], tuple[tuple[Any, ...], Any]] = OrderedDict()
 _open_lock = threading.Lock()
 
 
@@ -400,7 +407,7 @@ def _stamp(*paths: Path) -> tuple[Any, ...] | None:
         return None
 
 
-def open_index(folder: str | Path, vectors: str | Path) -> VectorIndex:
+def open_index(folder: str | Path, vectors: str | Path) -> Any:
     """The :class:`VectorIndex` in ``folder`` of ``vectors``, opened once: a later call gets the same open
     index while its ``index.faiss``, ``index.json`` and vectors are the same files, unchanged (device,
     inode, size, mtime, ctime); a rebuilt index or rewritten vectors are opened, and checked, again.
@@ -414,7 +421,7 @@ def open_index(folder: str | Path, vectors: str | Path) -> VectorIndex:
             _open.move_to_end(key)
             return held[1]
         _open.pop(key, None)
-        vi = VectorIndex(folder, vectors)
+        vi: Any = BinaryIndex(folder, vectors) if is_binary(folder) else VectorIndex(folder, vectors)
         if stamp is not None:
             _open[key] = (stamp, vi)
             while len(_open) > OPEN_KEEP:
@@ -432,19 +439,40 @@ def search(
     exact_below: int | None = None,
     prompt_name: str | None = None,
     prompt: str | None = None,
+    rescore: str | None = None,
+    rescore_multiplier: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest rows of ``vectors`` (an embed .npy, or an array) to each query, by cosine:
     (ids [m, k], scores [m, k]). ``queries`` are vectors [m, dim], or texts when ``encoder`` is given
     (embedded with its query prompt, as ``neighbours`` does, or `prompt_name` / `prompt`).
     Below ``exact_below`` rows (default :data:`EXACT_BELOW`) the search is exact, in blocks (bounded
     memory); past it it needs ``index``, a folder ``sentkit index`` built from ``vectors``, kept open for
-    the next call (:func:`open_index`)."""
+    the next call (:func:`open_index`).
+
+    A binary index (``sentkit index --quantize binary``) is searched whatever the size, by Hamming distance, its
+    best ``k * rescore_multiplier`` rescored (`rescore`: float, int8 or none; :class:`BinaryCodes`). Codes that
+    ``sentkit embed --quantize`` wrote (``vectors`` with its ``.quantization.json`` beside) are searched exactly,
+    the query quantized with that calibration (:func:`codes_search`)."""
     if encoder is not None and isinstance(queries, (str, Sequence)) and not isinstance(queries, np.ndarray):
         from sentkit.retrieval.neighbours import encode_side, side_prompt
 
         texts = [queries] if isinstance(queries, str) else list(queries)
         side = side_prompt(encoder, "query", prompt_name=prompt_name, prompt=prompt)
         queries = np.asarray(encode_side(encoder, texts, **side), dtype=np.float32)
+    how, times = check_rescore(rescore or "float", rescore_multiplier or RESCORE_MULTIPLIER)
+    if isinstance(vectors, (str, Path)):
+        from sentkit.models.quantization import calibration_of
+
+        cal = calibration_of(vectors)
+        if cal is not None:  # codes of `sentkit embed --quantize`
+            codes = np.load(vectors, mmap_mode="r", allow_pickle=False)
+            return codes_search(codes, cal, queries, k, rescore=how, multiplier=times)
+    if index is not None and is_binary(index):
+        if not isinstance(vectors, (str, Path)):
+            raise VectorIndexError("an index searches the .npy it was built from: pass vectors as its path")
+        return open_index(index, vectors).search(  # type: ignore[no-any-return]
+            queries, k, rescore=how, multiplier=times
+        )
     limit = EXACT_BELOW if exact_below is None else exact_below
     x = open_vectors(vectors, what="vectors") if isinstance(vectors, (str, Path)) else np.asarray(vectors)
     if x.shape[0] < limit:
@@ -491,3 +519,307 @@ def attach(index: Any, folder: str | Path, *, progress: bool = True) -> Any:
     except (VectorIndexError, OSError) as e:
         log.warning("searching %d sentences exactly: %s", len(index), e)
     return index
+
+
+# ----------------------------------------------------------------------------- binary search
+# `sentkit index --quantize binary`, `neighbours --quantize binary`, `search(..., rescore=...)`: the rows' signs, one
+# bit a dimension (sentkit.models.quantization, sentence-transformers' codes), searched by Hamming distance with
+# faiss's IndexBinaryFlat (exact Hamming: 32x fewer bytes than float32, no training); the best k * multiplier
+# candidates are then rescored, as sentence-transformers' ``semantic_search_faiss`` does, with the float query
+# against each candidate's float vector (`float`: read from the vectors, memory-mapped) or its int8 codes
+# (`int8`: dequantized; the codes are kept in the index, a quarter of float32's bytes), or not at all (`none`:
+# the scores are the cosines of the +1/-1 vectors, ``1 - 2 * hamming / dim``).
+RESCORE = ("float", "int8", "none")
+RESCORE_MULTIPLIER = 4  # candidates per result that are rescored (sentence-transformers' default is 2)
+BINARY_KIND = "binary"
+INT8_FILE = "int8.npy"
+
+
+def check_rescore(rescore: Any, multiplier: Any) -> tuple[str, int]:
+    """`rescore` (float, int8, none) and the multiplier (a whole number >= 1), checked: one line each."""
+    from sentkit.core.registry import suggest
+
+    if rescore not in RESCORE:
+        raise VectorIndexError(
+            f"--rescore must be one of {', '.join(RESCORE)}, got {rescore!r}.{suggest(str(rescore), list(RESCORE))}"
+        )
+    if isinstance(multiplier, str) and multiplier.strip().isdigit():
+        multiplier = int(multiplier)
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
+        raise VectorIndexError(f"--rescore-multiplier must be a whole number >= 1, got {multiplier!r}")
+    return str(rescore), int(multiplier)
+
+
+class BinaryCodes:
+    """Rows as packed sign bits in a faiss IndexBinaryFlat, with what rescoring reads: `floats` (the rows, [n, dim],
+    an array or a memory map) and / or `int8` codes with their `ranges`. ``search(queries, k)`` -> (ids, scores)
+    with the `rescore` and `multiplier` it was given (or those passed to it)."""
+
+    def __init__(
+        self,
+        bits: Any,
+        dim: int,
+        *,
+        floats: Any = None,
+        int8: Any = None,
+        ranges: np.ndarray | None = None,
+        rescore: str = "float",
+        multiplier: int = RESCORE_MULTIPLIER,
+    ) -> None:
+        self.index, self.dim, self.floats, self.int8, self.ranges = bits, int(dim), floats, int8, ranges
+        self.rescore, self.multiplier = check_rescore(rescore, multiplier)
+        self._check(self.rescore)
+
+    @classmethod
+    def of(
+        cls,
+        rows: np.ndarray,
+        *,
+        rescore: str = "float",
+        multiplier: int = RESCORE_MULTIPLIER,
+        sample: int = 100_000,
+        seed: int = 0,
+    ) -> BinaryCodes:
+        """The binary codes of float `rows` [n, dim] in memory (float rescoring reads `rows`; int8's ranges are fitted
+        on a seeded sample of `sample` of them)."""
+        from sentkit.models.quantization import fit_ranges, quantize, sample_rows
+
+        faiss = _faiss()
+        x = normalise_rows(np.asarray(rows))
+        index = faiss.IndexBinaryFlat(8 * -(-x.shape[1] // 8))
+        index.add(np.packbits(x > 0, axis=-1))
+        int8 = ranges = None
+        if rescore == "int8":
+            ranges = fit_ranges(x[sample_rows(len(x), sample, seed)])
+            int8 = quantize(x, "int8", ranges=ranges)
+        return cls(index, x.shape[1], floats=x, int8=int8, ranges=ranges, rescore=rescore, multiplier=multiplier)
+
+    def _check(self, rescore: str) -> None:
+        if rescore == "float" and self.floats is None:
+            raise VectorIndexError(
+                "--rescore float reads the float vectors, which are not here; use --rescore int8 or none"
+            )
+        if rescore == "int8" and self.int8 is None:
+            raise VectorIndexError(
+                "--rescore int8 reads int8 codes this binary index does not keep; use --rescore float or none"
+            )
+
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    def search(
+        self, queries: Any, k: int = 10, *, rescore: str | None = None, multiplier: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k for float query vectors [m, dim] (best first, ties by row): Hamming candidates, rescored."""
+        from sentkit.models.quantization import dequantize
+
+        rescore, multiplier = check_rescore(rescore or self.rescore, multiplier or self.multiplier)
+        self._check(rescore)
+        q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
+        if q.shape[1] != self.dim:
+            raise VectorIndexError(
+                f"queries are {q.shape[1]}-dimensional, the binary codes {self.dim}-dimensional: encode them with the "
+                "model (and --dim) that made the vectors"
+            )
+        k = min(int(k), len(self))
+        if k < 1:
+            raise VectorIndexError(f"k must be >= 1, got {k}")
+        c = min(len(self), k * multiplier)  # (none: the extra candidates settle ties at the k-th distance by row)
+        dist, cand = self.index.search(np.packbits(q > 0, axis=-1), c)
+        ids = np.zeros((len(q), k), np.int64)
+        scores = np.full((len(q), k), -np.inf, np.float32)
+        for r in range(len(q)):
+            keep = cand[r] >= 0
+            if rescore == "none":  # Hamming order, equal distances by row
+                order = np.lexsort((cand[r][keep], dist[r][keep]))[:k]
+                ids[r, : len(order)] = cand[r][keep][order]
+                scores[r, : len(order)] = 1 - 2 * dist[r][keep][order] / self.dim
+                continue
+            rows = np.unique(cand[r][keep])  # sorted: read in order; ties by row
+            if rescore == "float":
+                docs = normalise_rows(np.asarray(self.floats[rows]))
+            else:
+                docs = normalise_rows(dequantize(np.asarray(self.int8[rows]), "int8", self.ranges))  # type: ignore[arg-type]
+            sims = docs @ q[r]
+            order = np.argsort(-sims, kind="stable")[:k]
+            ids[r, : len(order)], scores[r, : len(order)] = rows[order], sims[order]
+        return ids, scores
+
+
+def build_binary(
+    vectors: str | Path, out: str | Path, settings: IndexSettings | None = None, *, progress: bool = True
+) -> dict[str, Any]:
+    """The binary index of the float ``.npy`` at ``vectors`` in folder ``out`` (written whole beside it, then
+    renamed): ``index.faiss`` (the sign bits, faiss IndexBinaryFlat), ``int8.npy`` (int8 codes for ``--rescore
+    int8``, ranges fitted on a seeded sample of ``train_size`` rows, kept in ``index.json``)."""
+    from tqdm.auto import tqdm
+
+    from sentkit.core.io import check_output_dir, make_temp_dir, remove_stale_temps
+    from sentkit.data.store import _replace_dir
+    from sentkit.models.quantization import fit_ranges, quantize, sample_rows
+
+    faiss = _faiss()
+    s = settings or IndexSettings()
+    src = Path(vectors)
+    x = open_vectors(src)
+    dst = _check_target(Path(os.path.abspath(out)), extra=(INT8_FILE,))
+    check_output_dir(dst, what="--output")
+    make_temp_dir(dst).rmdir()
+    n, d = (int(v) for v in x.shape)
+    sample = sample_rows(n, s.train_size, s.seed)
+    ranges = (
+        fit_ranges(
+            np.concatenate(
+                [
+                    normalise_rows(_finite(np.asarray(x[sample[i : i + s.chunk]]), sample[i : i + s.chunk], src))
+                    for i in range(0, len(sample), s.chunk)
+                ]
+            )
+        )
+        if n >= 2
+        else np.vstack([normalise_rows(np.asarray(x))[0]] * 2)
+    )
+    index = faiss.IndexBinaryFlat(8 * -(-d // 8))
+    h = hasher()
+    with open(src, "rb") as f:
+        h.update(f.read(int(x.offset)))  # type: ignore[attr-defined]  # the .npy header
+    before = _file_facts(src)
+    remove_stale_temps(dst.parent, dst.name)
+    tmp = make_temp_dir(dst)
+    try:
+        codes = np.lib.format.open_memmap(tmp / INT8_FILE, mode="w+", dtype=np.int8, shape=(n, d))
+        with tqdm(total=n, desc="index", unit=" vectors", disable=not progress) as bar:
+            for start, rows in _chunks(x, s.chunk, src):
+                h.update(np.ascontiguousarray(x[start : start + len(rows)]).tobytes())
+                index.add(np.packbits(rows > 0, axis=-1))
+                codes[start : start + len(rows)] = quantize(rows, "int8", ranges=ranges)
+                bar.update(len(rows))
+        codes.flush()
+        del codes
+        if _file_facts(src) != before:
+            raise VectorIndexError(f"--input {src} changed while it was being indexed; run again")
+        meta = {
+            "format": INDEX_FORMAT,
+            "version": INDEX_VERSION,
+            "kind": BINARY_KIND,
+            "metric": "hamming, rescored by cosine",
+            "n": n,
+            "dim": d,
+            "dtype": str(x.dtype),
+            "ranges": ranges.tolist(),
+            "settings": to_dict(s),
+            "faiss": faiss.__version__,
+            "source": {**before, "sha256": h.hexdigest()},
+        }
+        faiss.write_index_binary(index, str(tmp / INDEX_FILE))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")  # the marker, last
+        for name in (INDEX_FILE, INT8_FILE, META_FILE):
+            with open(tmp / name, "rb+") as fh:
+                os.fsync(fh.fileno())
+        _replace_dir(tmp, dst)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return meta
+
+
+class BinaryIndex(BinaryCodes):
+    """A binary index folder (`build_binary`) of a float ``.npy``, opened: its bits, int8 codes and the vectors
+    (memory-mapped, for float rescoring); a source that changed since is refused as `VectorIndex` refuses it."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        vectors: str | Path | None = None,
+        *,
+        rescore: str = "float",
+        multiplier: int = RESCORE_MULTIPLIER,
+        check: bool = True,
+    ) -> None:
+        faiss = _faiss()
+        self.folder = Path(folder)
+        self.meta = read_meta(self.folder)
+        src = Path(vectors) if vectors is not None else Path(self.meta["source"]["path"])
+        why = stale_reason(self.meta, src) if check else None
+        if why is not None:
+            raise VectorIndexError(
+                f"index {self.folder} is stale: {why}; rebuild it: sentkit index --quantize binary --input {src} "
+                f"--output {self.folder}"
+            )
+        floats = open_vectors(src, what="vectors")
+        try:
+            bits = faiss.read_index_binary(str(self.folder / INDEX_FILE))
+            int8 = np.load(self.folder / INT8_FILE, mmap_mode="r")
+        except (RuntimeError, OSError, ValueError) as e:
+            raise VectorIndexError(
+                f"index {self.folder}: cannot be read ({str(e).splitlines()[0][:100]}); rebuild it: sentkit index "
+                f"--quantize binary --input {src} --output {self.folder}"
+            ) from None
+        ranges = np.asarray(self.meta["ranges"], dtype=np.float32)
+        super().__init__(
+            bits, int(self.meta["dim"]), floats=floats, int8=int8, ranges=ranges, rescore=rescore, multiplier=multiplier
+        )
+
+
+def is_binary(folder: str | Path) -> bool:
+    """Whether `folder` holds a binary index (`build_binary`)."""
+    try:
+        return read_meta(folder).get("kind") == BINARY_KIND
+    except VectorIndexError:
+        return False
+
+
+class _Decoded:
+    """Rows of codes (int8 or packed bits), decoded a block at a time to the floats a task scores (`as_float`)."""
+
+    def __init__(self, codes: np.ndarray, calibration: Any) -> None:
+        self.codes, self.cal = codes, calibration
+        self.shape = (codes.shape[0], calibration.dim)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        return self.cal.floats(np.asarray(self.codes[rows]))  # type: ignore[no-any-return]
+
+
+def codes_search(
+    codes: np.ndarray,
+    calibration: Any,
+    queries: Any,
+    k: int,
+    *,
+    rescore: str = "float",
+    multiplier: int = RESCORE_MULTIPLIER,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact search of the codes `sentkit embed --quantize` wrote, as sentence-transformers' ``semantic_search_faiss``
+    searches a quantized corpus: the float query quantized with the same `calibration`, the best k * multiplier rows
+    by the codes' cosine (binary: by Hamming distance), then rescored with the float query against each candidate's
+    codes decoded (int8 dequantized, bits as +1/-1): `rescore` "none" keeps the codes' order and scores; "float"
+    and "int8" both rescore (the candidates' float vectors are not in a codes file)."""
+    from sentkit.models.quantization import SCALAR, dequantize
+
+    rescore, multiplier = check_rescore(rescore, multiplier)
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    if q.shape[1] != calibration.dim:
+        raise VectorIndexError(
+            f"queries are {q.shape[1]}-dimensional, the codes {calibration.dim}-dimensional: encode them with the "
+            "model (and --dim) that made the codes"
+        )
+    qc = normalise_rows(calibration.floats(calibration.codes(q)))
+    c = k if rescore == "none" else min(codes.shape[0], k * multiplier)
+    cand, first = exact_top_k(qc, _Decoded(codes, calibration), c, normalise=True)
+    if rescore == "none":
+        return cand[:, :k], first[:, :k]
+    qn = normalise_rows(q)
+    k = min(k, codes.shape[0])
+    ids = np.zeros((len(q), k), np.int64)
+    scores = np.full((len(q), k), -np.inf, np.float32)
+    for r in range(len(q)):
+        rows = np.unique(cand[r])
+        raw = np.asarray(codes[rows])
+        if calibration.precision in SCALAR:
+            docs = dequantize(raw, calibration.precision, calibration.ranges)
+        else:
+            docs = calibration.floats(raw)
+        sims = normalise_rows(docs) @ qn[r]
+        order = np.argsort(-sims, kind="stable")[:k]
+        ids[r, : len(order)], scores[r, : len(order)] = rows[order], sims[order]
+    return ids, scores
