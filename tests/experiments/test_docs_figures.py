@@ -35,8 +35,6 @@ DOCS = REPO / "docs"
 # hand-written pages whose figures carry no references yet: {page: who owns the fix}
 PENDING = {
     "docs/benchmarks.md": "the lead (its SentEval times are being re-measured): commit each measurement, reference it",
-    "docs/declutr.md": "its owner: the paper's settings as inline code (0.05, 0.1, 1.0)",
-    "docs/evaluation.md": "its owner: settings as inline code, corpus counts and the probing figures referenced",
 }
 
 PAGES = sorted(p.relative_to(REPO).as_posix() for p in DOCS.glob("*.md") if p.name != "results.md")
