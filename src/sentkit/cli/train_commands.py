@@ -65,6 +65,26 @@ def register(sub: Any) -> None:
         help="override any config key, e.g. --set batch_size=8 --set mlm=false (repeatable)",
     )
     t.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+    t.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the memory plan (peak per process: weights, gradients, optimizer state, activations, overhead) "
+        "from the model's config and these settings, then exit without preparing or training",
+    )
+    t.add_argument(
+        "--gpu-memory",
+        default=None,
+        metavar="SIZE",
+        help="with --plan (implies it): plan for a GPU with SIZE of memory (24GB, 24GiB, 80G, or bytes) and say "
+        "whether the run fits and the cheapest change that makes it fit",
+    )
+    t.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --plan: the number of processes the run will have (torchrun; default $WORLD_SIZE, else 1)",
+    )
     t.set_defaults(func=cmd_train)
 
     # ---- whiten: `sentkit train --method whiten`, with its own words
@@ -155,7 +175,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         for name in method_names():
             print(f"{name:24s} {METHODS[name].description}")
         return 0
+    budget = None
+    if getattr(args, "gpu_memory", None) is not None:
+        from sentkit.training.plan import parse_size
+
+        budget = parse_size(args.gpu_memory)  # a bad size is one line before anything else
+    planning = getattr(args, "plan", False) or budget is not None
+    if planning:  # nothing is read or written: a plan needs no corpus or output folder
+        args.corpus, args.out = args.corpus or "-", args.out or "-"
     method, cfg = resolve_train_config(args)
+    if planning:
+        print(memory_plan(method.name, cfg, budget, getattr(args, "processes", None)))
+        return 0
     if args.show_config:
         print(json.dumps(to_dict(cfg), indent=2))
         return 0
@@ -180,6 +211,87 @@ def cmd_train(args: argparse.Namespace) -> int:
             else f"saved {method.name} encoder to {out}"
         )
     return 0
+
+
+def memory_plan(method: str, cfg: Any, budget: int | None, processes: int | None) -> str:
+    """`sentkit train ... --plan`: the plan's table for each phase of the run (llm2vec: MNTP, then SimCSE) and,
+    given a budget, whether it fits and the cheapest change that makes it fit (`sentkit.training.plan`)."""
+    import os
+
+    from sentkit.core.errors import InputError
+    from sentkit.training.plan import ModelShape, RunSettings, plan, table, verdict
+
+    if processes is not None and processes < 1:
+        raise InputError(f"--processes must be at least 1, got {processes}")
+    world = processes or int(os.environ.get("WORLD_SIZE", "1") or 1)
+    device = "cuda" if budget is not None else _plan_device(getattr(cfg, "device", "auto"))
+    from sentkit.training.config import TrainConfig
+
+    if method != "llm2vec" and not isinstance(cfg, TrainConfig):
+        raise InputError(
+            f"--plan: the memory plan covers the transformer loop's methods and llm2vec, not {method!r} "
+            "(it trains no transformer through the loop)"
+        )
+    if method == "llm2vec":
+        common = {k: getattr(cfg, k) for k in ("precision", "lora_r", "lora_dropout", "base_precision")}
+        common["gradient_checkpointing"] = cfg.gradient_checkpointing
+        phases = [
+            (
+                "mntp",
+                {
+                    **common,
+                    "batch_size": cfg.mntp_batch_size,
+                    "seq_len": cfg.seq_len,
+                    "mlm_probability": cfg.mlm_probability,
+                },
+            ),
+            ("simcse", {**common, "batch_size": cfg.simcse_batch_size, "max_len": cfg.max_len, "pooling": cfg.pooling}),
+        ]
+    else:
+        phases = [(method, cfg)]
+    shape = ModelShape.from_config(plan_model_config(cfg))
+    blocks = []
+    for name, phase_cfg in phases:
+        p = plan(shape, RunSettings.from_config(phase_cfg, name, shape, device=device, world_size=world))
+        text = f"memory plan ({name}, per process, peak; sentkit.training.plan):\n{table(p)}"
+        if budget is not None:
+            text += "\n" + verdict(shape, p, budget)
+        blocks.append(text)
+    return "\n\n".join(blocks)
+
+
+def _plan_device(device: str) -> str:
+    if device.startswith("cuda"):
+        return "cuda"
+    if device != "auto":
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def plan_model_config(cfg: Any) -> Any:
+    """The config of the model `cfg` trains (its config.json through transformers' AutoConfig: no weights), with a
+    from-scratch architecture's overrides (layers, hidden, heads, intermediate, max_positions) applied."""
+    from sentkit.core.errors import MissingInputError
+    from sentkit.models.hub import ARCH_KEYS, resolve
+
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(resolve(cfg.model))
+    except (OSError, ValueError) as e:
+        raise MissingInputError(
+            f"--plan reads the model's config.json: {cfg.model!r} has none here ({str(e).splitlines()[0][:200]})"
+        ) from None
+    if getattr(cfg, "train_tokenizer", False):  # a vocabulary trained on the corpus, of vocab_size
+        config.vocab_size = int(cfg.vocab_size)
+    arch = cfg.arch() if hasattr(cfg, "arch") else {}
+    for key, value in arch.items():
+        attr = next((a for a in ARCH_KEYS.get(key, ()) if hasattr(config, a)), None)
+        if attr is not None:
+            setattr(config, attr, int(value))
+    return config
 
 
 def cmd_whiten(args: argparse.Namespace) -> int:
