@@ -240,11 +240,6 @@ def test_a_sharded_checkpoint_without_its_meta_falls_back_to_the_one_before(tmp_
     assert int(fresh_opt.state_dict()["state"][0]["step"]) == 1  # the optimizer's state too (one step taken)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sentkit.training.rundir._scaffolding_only counts checkpoint/*.pt only, not a sharded folder's "
-    "checkpoint/sharded/meta.pt: a folder holding only FSDP checkpoints reads as an empty run (lead: one line there)",
-)
 def test_a_folder_with_a_sharded_checkpoint_is_a_run_that_a_new_run_refuses(tmp_path: Path) -> None:
     from sentkit.training.checkpoint import save_sharded
     from sentkit.training.distributed import DistInfo

@@ -157,7 +157,8 @@ def _scaffolding_only(out: Path, entries: list[str]) -> bool:
     from sentkit.core.methods import MARKER_FILE
 
     early = {RUN_FILE, LOG_FILE, "metrics.csv", "train_config.json", "prepared", "tokenizer", "tensorboard"}
-    if (out / MARKER_FILE).exists() or any((out / "checkpoint").glob("*.pt")):
+    ckpt = out / "checkpoint"  # a checkpoint file, or a sharded (FSDP) checkpoint folder made whole by its meta.pt
+    if (out / MARKER_FILE).exists() or any(ckpt.glob("*.pt")) or any(ckpt.glob("*/meta.pt")):
         return False
     return all(
         e in early or _RANK_LOG.fullmatch(e) or e == "checkpoint" or (e.startswith(".") and e.endswith(".lock"))
