@@ -17,7 +17,20 @@ RSS of its training steps alone (VmHWM, reset through /proc/self/clear_refs once
 the RSS before the steps, the bytes of parameters, gradients and optimiser state, and seconds per step (rough: the
 machine is shared).
 
-    python benchmarks/train_memory.py [--steps 2] [--out benchmarks/results/train_memory.json]
+Two more settings run the whole `sentkit train --method mlm` (the same model, sequences and batch: 4 sequences a
+process) as 2 processes (torchrun, gloo on the CPU), each process reporting its own peak RSS (ru_maxrss):
+
+- ``ddp-2``: plain DDP (every weight trains, float32);
+- ``fsdp-2``: ``distributed=fsdp`` (`sentkit.training.fsdp`).
+
+Beside each setting's measurement, the memory plan of the same run (`sentkit.training.plan`: weights, gradients,
+optimizer state, activations, overhead per process), computed from the model's config alone.
+
+    python benchmarks/train_memory.py [--steps 2] [--only SETTING,...] [--out benchmarks/results/train_memory.json]
+    python benchmarks/train_memory.py --plan-only   # the plan columns again, for the rows already measured
+    python benchmarks/train_memory.py --docs        # docs/benchmarks.md's section from the JSON
+
+`--only` measures those settings and keeps the file's other rows (each row records its date and load average).
 """
 
 from __future__ import annotations
@@ -48,6 +61,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "lora-bf16+ckpt": {"lora_r": 16, "base_precision": "bf16", "gradient_checkpointing": True},
 }
 SEQ_LEN, BATCH = 128, 8
+PROCESSES = {"ddp-2": {"distributed": "ddp"}, "fsdp-2": {"distributed": "fsdp"}}  # 2 processes, `sentkit train`
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- train-memory -->", "<!-- /train-memory -->"
 
 
 def status_kb(field: str) -> int:
@@ -133,6 +149,62 @@ def child(name: str, model: Path, steps: int) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------------------- 2 processes (sentkit train)
+RANK_CHILD = """
+import json, os, resource, sys
+from sentkit.cli.main import main
+rc = main(sys.argv[1:])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print("RANK " + json.dumps({"rank": int(os.environ.get("RANK", 0)), "peak": peak, "rc": rc}), flush=True)
+"""
+
+
+def processes_row(name: str, model: Path, root: Path, steps: int, threads: int) -> dict[str, Any]:
+    """`sentkit train --method mlm` as 2 processes (torchrun, gloo): each process's peak RSS."""
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    from check_support import free_port, write_corpus
+
+    corpus = write_corpus(root / "corpus", 40, 400)
+    child = root / "rank_child.py"
+    child.write_text(RANK_CHILD)
+    sets = {"seq_len": SEQ_LEN, "batch_size": BATCH, "lora_r": 0, "device": "cpu", "progress": False, **PROCESSES[name]}
+    sets |= {"checkpoint_every": 1000}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
+    cmd += [str(child), "train", "--method", "mlm", "--model", str(model), "--corpus", str(corpus)]
+    cmd += ["--out", str(root / f"run-{name}"), "--max-steps", str(steps)]
+    cmd += [a for k, v in sets.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // 2)), "TOKENIZERS_PARALLELISM": "false"}
+    t = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=3600)
+    ranks = sorted(
+        (json.loads(line[5:]) for line in done.stdout.splitlines() if line.startswith("RANK ")), key=lambda r: r["rank"]
+    )
+    if done.returncode or len(ranks) != 2 or any(r["rc"] for r in ranks):
+        raise SystemExit(f"{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return {
+        "setting": name,
+        "config": {k: v for k, v in sets.items() if k in ("lora_r", "distributed")},
+        "processes": 2,
+        "compute_precision": "fp32",
+        "peak_process_mb": max(r["peak"] for r in ranks) / 2**20,
+        "peak_per_rank_mb": [r["peak"] / 2**20 for r in ranks],
+        "seconds": time.perf_counter() - t,
+    }
+
+
+# ----------------------------------------------------------------------------- the plan beside each row
+def plan_of(row: dict[str, Any], model_config: dict[str, Any]) -> dict[str, Any]:
+    """The memory plan of the run a row measured, in MB (2^20 bytes, as the measurements)."""
+    from sentkit.training.plan import ModelShape, RunSettings, plan
+    from sentkit.training.recipes.mlm import MLMConfig
+
+    shape = ModelShape.from_config(model_config)
+    cfg = MLMConfig(corpus="-", out="-", seq_len=SEQ_LEN, batch_size=BATCH, **row["config"])
+    settings = RunSettings.from_config(cfg, "mlm", shape, device="cpu", world_size=row.get("processes", 1))
+    p = plan(shape, settings)
+    return {k: v / 2**20 for k, v in p.rows()} | {"trainable": p.trainable}
+
+
 # ----------------------------------------------------------------------------- the runs (parent)
 def model_dir(root: Path) -> Path:
     from _train import scratch_dir
@@ -145,6 +217,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2)  # the second step holds AdamW's state through its backward
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=str(HERE / "results" / "train_memory.json"))
+    ap.add_argument("--only", default=None, help="measure these settings (comma-separated), keep the other rows")
+    ap.add_argument("--plan-only", action="store_true", help="recompute the plan beside each row, measure nothing")
+    ap.add_argument("--docs", action="store_true", help="write docs/benchmarks.md's section from the JSON")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -152,48 +227,96 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, Path(args.model), args.steps)))
         return
-    rows = []
+    out = Path(args.out)
+    if args.docs:
+        DOCS.write_text(docs_with(DOCS.read_text(encoding="utf-8"), json.loads(out.read_text())), encoding="utf-8")
+        return
+    known = [*SETTINGS, *PROCESSES]
+    wanted = [] if args.plan_only else (args.only.split(",") if args.only else known)
+    for name in wanted:
+        if name not in known:
+            raise SystemExit(f"--only: no setting {name!r} (settings: {', '.join(known)})")
+    result = json.loads(out.read_text()) if out.is_file() and (args.only or args.plan_only) else {}
+    rows = {r["setting"]: r for r in result.get("rows", [])}
     with tempfile.TemporaryDirectory() as tmp:
         model = model_dir(Path(tmp))
-        for name in SETTINGS:
-            env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
-            cmd = [sys.executable, __file__, "--child", name, "--model", str(model), "--steps", str(args.steps)]
-            cmd += ["--threads", str(args.threads)]
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            if done.returncode:
-                raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            rows.append(row)
+        model_config = json.loads((model / "config.json").read_text())
+        for name in wanted:
+            if name in PROCESSES:
+                row = processes_row(name, model, Path(tmp), args.steps, args.threads)
+            else:
+                env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+                cmd = [sys.executable, __file__, "--child", name, "--model", str(model), "--steps", str(args.steps)]
+                cmd += ["--threads", str(args.threads)]
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                if done.returncode:
+                    raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+            row |= {"measured": time.strftime("%Y-%m-%d"), "load_average": os.getloadavg()[0]}
+            rows[name] = row
             print(json.dumps(row), flush=True)
-    result = {
+    for row in rows.values():
+        row["plan_mb"] = plan_of(row, model_config)
+        row["planned_over_measured"] = round(row["plan_mb"]["total per process"] / row["peak_process_mb"], 2)
+    result |= {
         "benchmark": "train_memory",
         "command": "python benchmarks/train_memory.py" + (f" --steps {args.steps}" if args.steps != 2 else ""),
-        "machine": machine(),
+        "machine": result.get("machine") or machine(),
         "arch": ARCH,
         "seq_len": SEQ_LEN,
         "batch": BATCH,
         "steps": args.steps,
-        "load_average": os.getloadavg()[0],
-        "rows": rows,
+        "rows": [rows[n] for n in known if n in rows],
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
 
 
+NAMES = {
+    "full": "full fine-tuning, fp32",
+    "full+ckpt": "the same + `gradient_checkpointing=true`",
+    "lora-bf16": "LoRA `lora_r=16`, `base_precision=bf16`",
+    "lora-bf16+ckpt": "the same + `gradient_checkpointing=true`",
+    "ddp-2": "full fine-tuning, 2 processes, DDP",
+    "fsdp-2": "full fine-tuning, 2 processes, `distributed=fsdp`",
+}
+
+
 def table(result: dict[str, Any]) -> str:
+    """The measured peak of each setting beside its plan; every figure references the JSON."""
+    ref = "benchmarks/results/train_memory.json"
     lines = [
-        "| setting | trainable | params | grads | AdamW state | RSS before the steps | peak RSS of the steps "
-        "| peak RSS of the process | s / step |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| setting | processes | peak RSS per process, measured | planned: weights | gradients | AdamW state "
+        "| activations | overhead | total | planned / measured |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
+    by_name = {r["setting"]: (i, r) for i, r in enumerate(result["rows"])}
+    for name, label in NAMES.items():
+        if name not in by_name:
+            lines.append(f"| {label} | {2 if name in PROCESSES else 1} | to be measured | | | | | | | |")
+            continue
+        i, r = by_name[name]
+        p = r["plan_mb"]
+        cells = [f"{p[k]:,.0f}" for k in ("weights", "gradients", "optimizer state", "activations", "overhead")]
         lines.append(
-            f"| {r['setting']} | {r['trainable'] / 1e6:.1f}M of {r['parameters'] / 1e6:.1f}M | {r['param_mb']:,.0f} MB "
-            f"| {r['grad_mb']:,.0f} MB | {r['optimizer_mb']:,.0f} MB | {r['rss_before_steps_mb']:,.0f} MB "
-            f"| {r['peak_steps_mb']:,.0f} MB | {r['peak_process_mb']:,.0f} MB "
-            f"| {np.median(r['seconds_per_step']):.1f} |"
+            f"| {label} | {r.get('processes', 1)} | {r['peak_process_mb']:,.0f} MB | "
+            + " | ".join(cells)
+            + f" | {p['total per process']:,.0f} MB | {r['planned_over_measured']:.2f} "
+            f"<!-- fig: {ref}#rows/{i}/planned_over_measured --> |"
         )
     return "\n".join(lines)
+
+
+def section(result: dict[str, Any]) -> str:
+    return f"{BEGIN}\n{table(result)}\n{END}"
+
+
+def docs_with(text: str, result: dict[str, Any]) -> str:
+    """docs/benchmarks.md with its training-memory table made from `result`."""
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} section")
+    head, rest = text.split(BEGIN, 1)
+    return head + section(result) + rest.split(END, 1)[1]
 
 
 if __name__ == "__main__":

@@ -17,7 +17,13 @@ on one GPU, one more check with two or more).
    utilisation"); below its floor the check fails. How the work is counted and why each floor
    catches a CPU fallback, a silent fp32 or a stall per step: "Throughput floors" below;
 5. 2 processes: a run killed with kill -9 after a checkpoint and resumed, against the same run
-   straight (NCCL with 2+ GPUs; gloo with --cpu; skipped with one GPU).
+   straight (NCCL with 2+ GPUs; gloo with --cpu; skipped with one GPU);
+6. training memory (``train_memory``): two MNTP steps of the GPT-2 decoder built from a config, LoRA (rank 16) on
+   a bf16 base with gradient checkpointing, through sentkit's loop on the GPU; the memory plan's estimate
+   (`sentkit.training.plan`, less the CUDA context it adds) against ``torch.cuda.max_memory_allocated`` over the
+   steps (less what was allocated before): the ratio is reported and must be within 25 %; with 2+ GPUs, the same
+   for two FSDP steps of full fine-tuning on 2 processes (``distributed=fsdp``, each rank's peak); skipped on a
+   CPU (``--cpu``: nothing to compare with max_memory_allocated) and the FSDP part with one GPU.
 
 Nothing here needs pytest or the tests/ tree (scripts/check_support.py holds what they share).
 Every check builds what it needs (corpus, models, token store, made once and shared) inside its
@@ -124,6 +130,7 @@ NAMES = {
     "mlm": "throughput: an MLM training step",
     "mntp": "throughput: an MNTP training step of a decoder (bf16)",
     "two_procs": "2 processes: kill -9 and resume",
+    "train_memory": "training memory: the plan against max_memory_allocated",
 }
 
 
@@ -1071,6 +1078,103 @@ def check_two_processes(ws: Workspace) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------------------- training memory
+MEMORY_WORKER = """
+import json, os, sys
+import torch
+from sentkit.core.methods import method_target
+from sentkit.training.loop import train
+
+job = json.loads(sys.argv[1])
+recipe = method_target(job["method"])
+train(recipe.config_cls(**job["config"]), recipe, stop_at=job["stop_at"])
+peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
+print("PEAK " + json.dumps({"rank": int(os.environ.get("RANK", 0)), "peak": peak}), flush=True)
+"""
+
+
+def memory_ratio(planned: int, measured: int) -> dict[str, Any]:
+    """The plan (less the CUDA context) against a measured max_memory_allocated: within 25 % passes."""
+    ratio = planned / measured if measured > 0 else float("inf")
+    return {
+        "planned GB": round(planned / 1e9, 3),
+        "measured GB": round(measured / 1e9, 3),
+        "planned / measured": round(ratio, 3),
+        "ok": 0.75 <= ratio <= 1.25,
+    }
+
+
+def memory_config(ws: Workspace, out: Path, **kw: Any) -> Any:
+    """Two MNTP steps of the workspace's decoder (4 planned, the loop stopped after 2: no final save)."""
+    from sentkit.training.recipes.mntp import MNTPConfig
+
+    base: dict[str, Any] = dict(
+        corpus=str(ws.corpus),
+        out=str(out),
+        model=str(ws.decoder),
+        seq_len=ws.sizes.tp_len,
+        batch_size=ws.sizes.tp_batch["mntp"],
+        max_steps=4,
+        checkpoint_every=1000,
+        log_every=1,
+        progress=False,
+        device=ws.sizes.device,
+    )
+    return MNTPConfig(**{**base, **kw})
+
+
+def planned_bytes(cfg: Any, model: Path, world_size: int) -> int:
+    """The plan's total per process for `cfg`, less the CUDA context (which max_memory_allocated does not count)."""
+    from sentkit.training.plan import CUDA_CONTEXT, ModelShape, RunSettings, plan
+
+    shape = ModelShape.from_config(json.loads((model / "config.json").read_text()))
+    return plan(shape, RunSettings.from_config(cfg, "mntp", shape, device="cuda", world_size=world_size)).total - (
+        CUDA_CONTEXT
+    )
+
+
+def check_train_memory(ws: Workspace) -> dict[str, Any]:
+    import torch
+
+    from sentkit.training.loop import train
+    from sentkit.training.recipes.mntp import MNTP
+
+    cfg = memory_config(
+        ws, ws.root / "memory-lora", lora_r=16, base_precision="bf16", gradient_checkpointing=True, precision="bf16"
+    )
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    train(cfg, MNTP, stop_at=2)
+    torch.cuda.synchronize()
+    res = {
+        "LoRA r=16, bf16 base, checkpointing": memory_ratio(
+            planned_bytes(cfg, ws.decoder, 1), torch.cuda.max_memory_allocated() - before
+        )
+    }
+    gpus = torch.cuda.device_count()
+    if gpus < 2:
+        res["FSDP"] = {"ok": None, "skipped": f"needs 2 GPUs ({gpus} visible)"}
+    else:
+        from check_support import torchrun
+        from sentkit.core.config import to_dict
+
+        fsdp = memory_config(ws, ws.root / "memory-fsdp", lora_r=0, distributed="fsdp", precision="bf16")
+        worker = ws.root / "memory_worker.py"
+        worker.write_text(MEMORY_WORKER)
+        job = json.dumps({"method": "mntp", "config": to_dict(fsdp), "stop_at": 2})
+        done = torchrun(worker, job, timeout=600)
+        peaks = [json.loads(x[5:])["peak"] for x in done.stdout.splitlines() if x.startswith("PEAK ")]
+        if done.returncode or len(peaks) != 2:
+            res["FSDP"] = {"ok": False, "exit": done.returncode, "stderr": done.stderr[-1500:]}
+        else:
+            res["FSDP"] = memory_ratio(planned_bytes(fsdp, ws.decoder, 2), max(peaks))
+    return {"ok": all(r["ok"] is not False for r in res.values()), **res}
+
+
+GPU_ONLY = {"train_memory": "needs a GPU: the plan is compared with torch.cuda.max_memory_allocated"}
+
 CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     "precision": check_precision,
     "precision_decoder": check_precision_decoder,
@@ -1081,6 +1185,7 @@ CHECKS: dict[str, Callable[[Workspace], dict[str, Any]]] = {
     **{f"encode_{p}": functools.partial(check_encode_half, precision=p) for p in ("bf16", "fp16")},
     **{m: functools.partial(check_train, method=m) for m in ("declutr", "simcse", "mlm", "mntp")},
     "two_procs": check_two_processes,
+    "train_memory": check_train_memory,
 }
 THROUGHPUT = (
     "encode",
@@ -1157,6 +1262,10 @@ def _run(args: argparse.Namespace) -> int:
             if key == "two_procs" and not args.cpu and gpus < 2:
                 results["checks"][name] = {"ok": None, "skipped": f"needs 2 GPUs ({gpus} visible)"}
                 print(f"[SKIP] {name}: needs 2 GPUs ({gpus} visible)", flush=True)
+                continue
+            if key in GPU_ONLY and args.cpu:
+                results["checks"][name] = {"ok": None, "skipped": GPU_ONLY[key]}
+                print(f"[SKIP] {name}: {GPU_ONLY[key]}", flush=True)
                 continue
             t = time.perf_counter()
             try:

@@ -3,8 +3,9 @@
 # gradient caching with dropout on CUDA generators, the throughput of encode (fp32, and bf16 / fp16 with their
 # dtypes and vectors checked against fp32) and of DeCLUTR, SimCSE and
 # MLM training steps (BERT-base, model FLOPs as a share of the GPU's measured matmul rate, against
-# floors a CPU fallback, a silent fp32 or a stall per step fails), and with 2+ GPUs a 2-process NCCL
-# run killed and resumed. What it checks, how long it takes and how to read the result:
+# floors a CPU fallback, a silent fp32 or a stall per step fails), with 2+ GPUs a 2-process NCCL
+# run killed and resumed, and the memory plan (sentkit train --plan) against torch.cuda.max_memory_allocated for
+# LoRA steps on a bf16 base with checkpointing (and, with 2+ GPUs, FSDP steps; skipped on a CPU). What it checks, how long it takes and how to read the result:
 # docs/benchmarks.md, "GPU check".
 #
 #   bash scripts/gpu_check.sh [--out DIR] [--steps N] [--keep] [--only CHECK,...]   # DIR: default $OUT when set, else /tmp/sentkit-gpu-check

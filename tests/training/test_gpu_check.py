@@ -403,16 +403,50 @@ def test_a_check_that_cannot_build_its_inputs_fails_alone(
     out = tmp_path / "out"
     assert gpu_check.main(["--cpu", "--out", str(out)]) == gpu_check.FAILED == 1
     data = json.loads((out / "gpu_check.json").read_text())
-    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 13
+    assert data["finished"] is True and len(data["checks"]) == len(gpu_check.NAMES) == 14
     no_corpus = {gpu_check.NAMES[k] for k in ("matmul", "encode", "encode_bf16", "encode_fp16")}
     for name, res in data["checks"].items():
         if name in no_corpus:
             assert res["ok"] is True, (name, res)
+        elif name == gpu_check.NAMES["train_memory"]:  # a GPU's check: skipped on a CPU, before any input
+            assert res["ok"] is None and res["skipped"] == gpu_check.GPU_ONLY["train_memory"]
         else:
             assert res["ok"] is False and "No space left on device" in res["error"], name
     assert len(calls) == 1
     assert [p.name for p in out.iterdir()] == ["gpu_check.json"]
-    assert "4 of 13 checks passed" in capsys.readouterr().out
+    assert "5 of 14 checks passed or skipped" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- training memory
+def test_the_memory_check_skips_on_a_cpu_and_judges_the_plan_within_a_quarter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a CPU the check is skipped with its reason (exit 0, nothing built); on a GPU its verdict is the plan
+    (less the CUDA context) within 25 % of max_memory_allocated, and the plan it compares is the one
+    `sentkit train --plan` prints for that run on a GPU."""
+
+    from sentkit.training.plan import CUDA_CONTEXT, ModelShape, RunSettings, plan
+
+    out = tmp_path / "out"
+    assert gpu_check.main(["--cpu", "--only", "train_memory", "--out", str(out)]) == gpu_check.PASSED
+    data = json.loads((out / "gpu_check.json").read_text())
+    assert data["checks"] == {
+        gpu_check.NAMES["train_memory"]: {"ok": None, "skipped": gpu_check.GPU_ONLY["train_memory"]}
+    }
+    assert "[SKIP] training memory" in capsys.readouterr().out
+    assert gpu_check.memory_ratio(125, 100)["ok"] and gpu_check.memory_ratio(75, 100)["ok"]
+    assert not gpu_check.memory_ratio(126, 100)["ok"] and not gpu_check.memory_ratio(74, 100)["ok"]
+    assert gpu_check.memory_ratio(90, 100)["planned / measured"] == 0.9
+    from check_support import bert_mlm
+
+    model = bert_mlm(tmp_path / "bert")
+    ws = gpu_check.Workspace(tmp_path / "ws", gpu_check.Sizes(False, None))
+    ws._made["corpus"], ws._made["decoder"] = tmp_path / "corpus", model  # stand-ins: nothing is built
+    cfg = gpu_check.memory_config(ws, tmp_path / "run", lora_r=16, base_precision="bf16", gradient_checkpointing=True)
+    shape = ModelShape.from_config(json.loads((model / "config.json").read_text()))
+    expected = plan(shape, RunSettings.from_config(cfg, "mntp", shape, device="cuda")).total - CUDA_CONTEXT
+    assert gpu_check.planned_bytes(cfg, model, 1) == expected
+    assert cfg.lora_r == 16 and cfg.gradient_checkpointing and cfg.max_steps == 4
 
 
 # ----------------------------------------------------------------------------- the CPU self-test
@@ -432,7 +466,11 @@ def test_every_check_that_runs_on_a_cpu_passes(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     assert data["mode"] == "cpu" and data["finished"] is True
-    assert {n: c["ok"] for n, c in data["checks"].items()} == {n: True for n in gpu_check.NAMES.values()}
+    skipped = gpu_check.NAMES["train_memory"]  # needs a GPU's max_memory_allocated
+    assert {n: c["ok"] for n, c in data["checks"].items()} == {
+        n: None if n == skipped else True for n in gpu_check.NAMES.values()
+    }
+    assert f"[SKIP] {skipped}: {gpu_check.GPU_ONLY['train_memory']}" in res.stdout
     checks = data["checks"]
     assert checks[gpu_check.NAMES["resume"]]["max diff straight vs resumed"] == 0.0
     assert checks[gpu_check.NAMES["grad_cache"]]["cached vs dropout off (must differ)"] > 0

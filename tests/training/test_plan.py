@@ -292,3 +292,23 @@ def test_the_methods_page_and_its_json_are_the_scripts_output() -> None:
     import plan_table
 
     assert plan_table.main(["--check"]) == 0
+
+
+def test_the_training_memory_table_of_the_benchmarks_page_is_its_json() -> None:
+    """docs/benchmarks.md's table of measured peaks beside the plan is what `benchmarks/train_memory.py --docs` writes
+    from benchmarks/results/train_memory.json, and each row's plan is the plan of that run now."""
+    repo = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(repo / "benchmarks"))
+    try:
+        import train_memory
+    finally:
+        sys.path.remove(str(repo / "benchmarks"))
+    result = json.loads((repo / "benchmarks" / "results" / "train_memory.json").read_text())
+    page = (repo / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert train_memory.docs_with(page, result) == page
+    config = {"model_type": "bert", "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
+    config |= {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+    config |= {"hidden_dropout_prob": 0.1}
+    for row in result["rows"]:
+        assert row["plan_mb"] == pytest.approx(train_memory.plan_of(row, config)), row["setting"]
+        assert row["plan_mb"]["trainable"] == row.get("trainable", row["plan_mb"]["trainable"])
