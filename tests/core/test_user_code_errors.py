@@ -73,10 +73,6 @@ def test_code_encoder_keeps_prompts_and_texts_only_objects() -> None:
     assert encode_with_prompt(p, ["x"], prompt_name="query").shape == (1, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs models/loading.py to pass the spec: `as_encoder(import_attr(text), spec=text)` (lead's change)",
-)
 def test_embed_with_a_failing_code_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "mine.py").write_text(ENCODER)
     src = tmp_path / "in.txt"

@@ -356,7 +356,7 @@ def _load(spec: str | Path, *, allow_code: bool = True, **kwargs: Any) -> Encode
             )
         kwargs, cut = _pop_dim(kwargs)
         _no_settings(text, _drop_precision(text, kwargs))
-        return _truncated(as_encoder(import_attr(text)), cut, text)
+        return _truncated(as_encoder(import_attr(text), spec=text), cut, text)
     if kind == "word vectors":
         kwargs, cut = _pop_dim(_drop_precision(text, kwargs))
         _bag_settings(text, kwargs)
