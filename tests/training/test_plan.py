@@ -205,6 +205,18 @@ def test_plan_prints_the_table_and_trains_nothing(
     assert line.startswith("does not fit in ") and "cheapest change: --set gradient_checkpointing=true (est. " in line
 
 
+def test_plan_for_several_processes(workspace: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["train", "--method", "mlm", "--model", str(workspace["model"]), "--plan", "--processes", "2"]
+    assert main(args) == 0
+    shape = P.ModelShape.from_config(json.loads((workspace["model"] / "config.json").read_text()))
+    expected = P.plan(shape, P.RunSettings("mlm", batch_size=32, seq_len=128, head_share=0.15, world_size=2))
+    assert P.table(expected) in capsys.readouterr().out and "16 units a micro-batch on each of 2 processes" in P.table(
+        expected
+    )
+    assert main(["train", "--method", "mlm", "--processes", "2"]) == 2
+    assert "--processes only applies to --plan" in capsys.readouterr().err
+
+
 def test_a_bad_gpu_memory_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--method", "mlm", "--plan", "--gpu-memory", "lots"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -181,6 +181,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         budget = parse_size(args.gpu_memory)  # a bad size is one line before anything else
     planning = getattr(args, "plan", False) or budget is not None
+    if getattr(args, "processes", None) is not None and not planning:
+        from sentkit.core.errors import InputError
+
+        raise InputError("--processes only applies to --plan (torchrun --nproc_per_node sets a run's processes)")
     if planning:  # nothing is read or written: a plan needs no corpus or output folder
         args.corpus, args.out = args.corpus or "-", args.out or "-"
     method, cfg = resolve_train_config(args)
