@@ -1,5 +1,6 @@
 """docs/benchmarks.md's tables that a benchmark script prints from committed results are the script's output today:
-regenerating them from benchmarks/results/ gives the page's text and the committed table.json."""
+regenerating them from benchmarks/results/ gives the page's block (between `<!-- NAME:table -->` lines, which the
+strict figure test leaves out as generated) and the committed table.json."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def block(name: str) -> str:
+    """The text between docs/benchmarks.md's `<!-- NAME:table -->` and `<!-- /NAME:table -->` lines."""
+    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    return page.split(f"<!-- {name}:table -->\n")[1].split(f"\n<!-- /{name}:table -->")[0]
+
+
 def test_declutr_before_after_table_is_regenerated_from_the_committed_runs(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     sys.modules.pop("declutr_before_after", None)
@@ -17,7 +24,19 @@ def test_declutr_before_after_table_is_regenerated_from_the_committed_runs(monke
 
     folder = REPO / "benchmarks" / "results" / "declutr_before_after"
     text, figures = declutr_before_after.table(folder)
-    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    assert text in page, "rerun: python benchmarks/declutr_before_after.py --table " + str(folder.relative_to(REPO))
+    assert block("declutr_before_after") == text.rstrip("\n"), (
+        "rerun: python benchmarks/declutr_before_after.py --table " + str(folder.relative_to(REPO))
+    )
     assert figures == json.loads((folder / "table.json").read_text())
     assert len(text.splitlines()) == 2 + len(figures["rows"]) >= 3
+
+
+def test_eval_scores_table_is_regenerated_from_the_committed_results(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    sys.modules.pop("eval_scores", None)
+    import eval_scores
+
+    folder = REPO / "benchmarks" / "results" / "eval_scores"
+    assert block("eval_scores") == eval_scores.table(folder).rstrip("\n"), (
+        "rerun: python benchmarks/eval_scores.py --table-only --out-dir benchmarks/results/eval_scores"
+    )

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from sentkit.experiments.report.figures import FIGURE, Source, check_page, figures
+from sentkit.experiments.report.figures import FIGURE, GENERATED, Source, check_page, figures
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -35,6 +35,16 @@ DOCS = REPO / "docs"
 # hand-written pages whose figures carry no references yet: {page: who owns the fix}
 PENDING = {
     "docs/benchmarks.md": "the lead (its SentEval times are being re-measured): commit each measurement, reference it",
+}
+
+# the generated tables of hand-written pages (`<!-- NAME:table -->` blocks, not prose): NAME -> the test that
+# regenerates the block from committed results and compares
+GENERATED_TABLES = {
+    "declutr_before_after": "tests/experiments/test_benchmark_tables.py",
+    "eval_scores": "tests/experiments/test_benchmark_tables.py",
+    "precision_scores": "tests/models/test_precision.py",
+    "precision_throughput": "tests/models/test_precision.py",
+    "precision_throughput_fp16": "tests/models/test_precision.py",
 }
 
 PAGES = sorted(p.relative_to(REPO).as_posix() for p in DOCS.glob("*.md") if p.name != "results.md")
@@ -67,6 +77,23 @@ def test_every_figure_in_docs_is_the_committed_result_it_names(page: str, source
 
 def test_pending_pages_are_pages() -> None:
     assert set(PENDING) <= set(PAGES), "PENDING names a page that is gone: remove it"
+
+
+def test_every_generated_table_is_regenerated_by_a_test() -> None:
+    found = {m.group(1) for p in PAGES for m in GENERATED.finditer((REPO / p).read_text(encoding="utf-8"))}
+    assert found == set(GENERATED_TABLES), (
+        "a `<!-- NAME:table -->` block is left out of the figure check only when a test regenerates it: "
+        f"list it in GENERATED_TABLES with its test ({sorted(found ^ set(GENERATED_TABLES))})"
+    )
+    for name, test in GENERATED_TABLES.items():
+        assert f'"{name}"' in (REPO / test).read_text(encoding="utf-8"), f"{test} does not regenerate {name}"
+
+
+def test_a_generated_table_is_not_prose_and_its_markers_must_pair(source: Source) -> None:
+    table = "| a | 71.3 |\n|---|---|\n| b | 2.5 |"
+    assert check_page(f"<!-- t:table -->\n{table}\n<!-- /t:table -->\n", source) == []
+    assert len(check_page(f"<!-- t:table -->\n{table}\n<!-- /u:table -->\n", source)) == 2  # unpaired: prose
+    assert len(check_page(f"{table}\n", source)) == 2
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -22,6 +22,10 @@ References (the registry `REFERENCES`, by their first word after the cell):
 - ``paper METHOD KEY`` a figure of Hill et al. 2016's Tables 3 and 4 for the row of a method
   (:func:`sentkit.experiments.paper.hill_scores`; ``METHOD+embs`` for its row with pre-trained embeddings), in points.
 
+A table a benchmark script prints from its committed results is put in a page between ``<!-- NAME:table -->`` and
+``<!-- /NAME:table -->`` lines; such a block is generated, not prose, and a test regenerates it and compares
+(tests/experiments/test_docs_figures.py's `GENERATED` names each block's test, and fails on a block it does not list).
+
 `check_page` returns the errors of a page's text; `check_figures` those of every page given.
 """
 
@@ -45,6 +49,8 @@ _CODE = re.compile(r"`[^`\n]*`")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _TARGET = re.compile(r"\]\([^)]*\)")
 REF = re.compile(r"<!--\s*fig:(.*?)-->")
+# a table a benchmark script generates from committed results (its test regenerates it): not prose
+GENERATED = re.compile(r"^<!-- ([\w.-]+):table -->$.*?^<!-- /\1:table -->$", re.S | re.M)
 
 # an average's short name in a reference -> the score's name in the summary
 AVERAGE_NAMES = {
@@ -211,7 +217,7 @@ def check_page(text: str, src: Source, page: str = "page") -> list[str]:
     """The errors of a page: each figure without a reference after it on its line, each reference that does not
     give the figures before it, each reference that names nothing."""
     errors: list[str] = []
-    body = _FENCE.sub(_blank, text)
+    body = GENERATED.sub(_blank, _FENCE.sub(_blank, text))
     body = re.sub(r"<!--(?!\s*fig:).*?-->", _blank, body, flags=re.S)
     for n, line in enumerate(body.splitlines(), 1):
         start = 0
