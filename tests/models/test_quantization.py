@@ -92,7 +92,7 @@ def test_embed_quantize_writes_st_codes_and_their_calibration(
 ) -> None:
     out = tmp_path / "v.npy"
     args = ["-q", "embed", "--model", str(tiny_model_dir), "--input", str(corpus), "--output", str(out)]
-    extra = ["--calibration", "25"] if precision == "int8" else []
+    extra = ["--calibration-size", "25"] if precision == "int8" else []
     assert main([*args, "--quantize", precision, *extra, "--block", "16"]) == 0
     codes = np.load(out)
     cal = Q.Calibration.load(Q.calibration_path(out))
@@ -110,9 +110,9 @@ def test_embed_quantize_writes_st_codes_and_their_calibration(
     ("extra", "said"),
     [
         (["--quantize", "int9"], "Did you mean 'int8'"),
-        (["--quantize", "int8", "--calibration", "1"], "--calibration must be a whole number"),
-        (["--quantize", "binary", "--calibration", "100"], "binary codes need no calibration"),
-        (["--calibration", "100"], "give --quantize int8 too"),
+        (["--quantize", "int8", "--calibration-size", "1"], "--calibration-size must be a whole number"),
+        (["--quantize", "binary", "--calibration-size", "100"], "binary codes need no calibration"),
+        (["--calibration-size", "100"], "give --quantize int8 too"),
         (["--quantize", "int8", "--shard", "0/2"], "is not sharded"),
     ],
 )

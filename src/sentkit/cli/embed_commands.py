@@ -63,7 +63,8 @@ def register(sub: Any) -> None:
         "[n, ceil(dim/8)]); X.quantization.json beside X.npy keeps the calibration that queries are quantized with",
     )
     e.add_argument(
-        "--calibration",
+        "--calibration-size",
+        dest="calibration",
         default=None,
         metavar="N",
         help="texts of the input, a seeded sample, that --quantize int8 fits its ranges on (default 10000, all of a "
@@ -383,7 +384,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _quantize_flags(args: argparse.Namespace, dst: Path, *, sharded: bool) -> tuple[str | None, int]:
-    """--quantize and --calibration, checked before anything is read (one line each): the precision (None: floats)
+    """--quantize and --calibration-size, checked before anything is read (one line each): the precision (None: floats)
     and the rows int8's ranges are fitted on."""
     from sentkit.models.quantization import DEFAULT_CALIBRATION_ROWS, check_quantize
 
@@ -391,14 +392,14 @@ def _quantize_flags(args: argparse.Namespace, dst: Path, *, sharded: bool) -> tu
     if quantize is None:
         if rows is not None:
             raise ConfigError(
-                "--calibration is the sample --quantize int8 fits its ranges on: give --quantize int8 too"
+                "--calibration-size is the sample --quantize int8 fits its ranges on: give --quantize int8 too"
             )
         return None, 0
     quantize = check_quantize(quantize)
     if rows is not None and quantize != "int8":
-        raise ConfigError("--calibration applies to --quantize int8 (binary codes need no calibration)")
+        raise ConfigError("--calibration-size applies to --quantize int8 (binary codes need no calibration)")
     if rows is not None and (not str(rows).strip().isdigit() or int(rows) < 2):
-        raise ConfigError(f"--calibration must be a whole number of texts >= 2, got {rows!r}")
+        raise ConfigError(f"--calibration-size must be a whole number of texts >= 2, got {rows!r}")
     if dst.suffix.lower() != ".npy":
         raise ConfigError(f"--quantize writes a .npy of codes; give --output X.npy, not {dst.name}")
     if sharded:
