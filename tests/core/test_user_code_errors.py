@@ -71,6 +71,8 @@ def test_code_encoder_keeps_prompts_and_texts_only_objects() -> None:
     with pytest.raises(UserCodeError, match="raised ZeroDivisionError"):
         as_encoder(lambda texts: 1 / 0, spec="f.py:fn").encode(["x"])
     assert encode_with_prompt(p, ["x"], prompt_name="query").shape == (1, 2)
+    p.prompts = {"query": "q: "}  # set on the user's object, as before (sentkit.load merges prompts so)
+    assert p.wrapped.prompts == {"query": "q: "} and p.prompts is p.wrapped.prompts
 
 
 def test_embed_with_a_failing_code_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

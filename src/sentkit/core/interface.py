@@ -123,7 +123,7 @@ class CodeEncoder:
     ``encode`` raises (other than a `SentkitError`) becomes a `UserCodeError` naming `spec` and the
     exception (exit 1, not sentkit's "internal error"), the original as its cause. ``encode`` keeps
     the wrapped one's signature (prompts and Encoder arguments are passed on as before); every other
-    attribute is the wrapped encoder's."""
+    attribute is the wrapped encoder's, read and set."""
 
     def __init__(self, encoder: Any, spec: str) -> None:
         self.wrapped = encoder
@@ -140,6 +140,14 @@ class CodeEncoder:
                 raise UserCodeError(spec, e) from e
 
         self.encode = encode
+
+    _OWN = frozenset({"wrapped", "spec", "encode"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CodeEncoder._OWN:
+            object.__setattr__(self, name, value)
+        else:  # e.g. the prompts `sentkit.load(..., prompts=)` merges into a model that has its own
+            setattr(self.wrapped, name, value)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (CodeEncoder, (self.wrapped, self.spec))
