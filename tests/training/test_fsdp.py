@@ -62,6 +62,21 @@ def test_transformer_blocks_are_the_layers_of_encoders_and_decoders(tiny_model_d
     assert transformer_blocks(llama) == list(llama.model.layers)
 
 
+def test_blocks_that_share_weights_are_one_unit(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """TSDAE's decoder layers are tied to the encoder's: FSDP cannot put one parameter in two units, so each
+    encoder layer and the decoder layer tied to it are sharded together."""
+    from sentkit.training.fsdp import shard_units
+    from sentkit.training.recipes.tsdae import TSDAEConfig
+    from support.training import build
+
+    _, module = build(str(tiny_model_dir), TSDAEConfig(corpus="c", out=str(tmp_path)))
+    encoder, decoder = module.mlm_model.bert.encoder.layer, module.decoder.bert.encoder.layer
+    assert encoder[0].attention.self.query.weight is decoder[0].attention.self.query.weight  # tied, as TSDAE ties
+    assert shard_units(module) == [[encoder[i], decoder[i]] for i in range(len(encoder))]
+    _, simcse = build(str(tiny_model_dir), SimCSEConfig(corpus="c", out=str(tmp_path)))
+    assert shard_units(simcse) == [[layer] for layer in simcse.mlm_model.bert.encoder.layer]
+
+
 # ----------------------------------------------------------------------------- real processes
 def _settings(method: str, root: Path, model: Path, out: Path, **kw: Any) -> dict[str, Any]:
     base: dict[str, Any] = {

@@ -7,7 +7,8 @@ the same code:
 
 - `shard`: every transformer block (each module of the outermost homogeneous ``nn.ModuleList`` s of
   the model: BERT's ``encoder.layer``, GPT-2's ``h``, Llama's ``layers``, a TSDAE decoder's layers)
-  is its own FSDP unit, then the root (the `TrainModule`: embeddings, heads, whatever the objective
+  is its own FSDP unit (blocks that share weights, as TSDAE's tied decoder and encoder layers, one
+  unit together), then the root (the `TrainModule`: embeddings, heads, whatever the objective
   adds). A block's parameters are gathered just before it runs and freed after it (forward and
   backward), so at most one block is whole at a time besides the root.
 - Precision: in a half-precision run (bf16 / fp16) the gathered parameters are cast to that dtype for
@@ -74,6 +75,29 @@ def transformer_blocks(module: nn.Module) -> list[nn.Module]:
     return blocks
 
 
+def shard_units(module: nn.Module) -> list[list[nn.Module]]:
+    """The FSDP units of `module` below its root: its transformer blocks, blocks that share a parameter put in one
+    unit (TSDAE's decoder layers are tied to the encoder's: each pair is one unit), in the blocks' order."""
+    blocks = transformer_blocks(module)
+    owner: dict[int, int] = {}  # parameter id -> the first block that holds it
+    parent = list(range(len(blocks)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i, block in enumerate(blocks):
+        for p in block.parameters():
+            j = owner.setdefault(id(p), i)
+            if root(j) != root(i):
+                parent[root(i)] = root(j)
+    units: dict[int, list[nn.Module]] = {}
+    for i, block in enumerate(blocks):
+        units.setdefault(root(i), []).append(block)
+    return list(units.values())
+
+
 def _twin(module: nn.Module) -> nn.Module:
     """A copy of `module` whose parameters are on the meta device (no memory; ties kept) and whose
     buffers are real: filled from a full state dict when the encoder is saved."""
@@ -111,8 +135,8 @@ def shard(module: nn.Module, info: DistInfo, device: torch.device, precision: st
     if precision in ("bf16", "fp16"):
         half = torch.bfloat16 if precision == "bf16" else torch.float16
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
-    for block in transformer_blocks(module):
-        fully_shard(block, **kw)
+    for unit in shard_units(module):
+        fully_shard(unit if len(unit) > 1 else unit[0], **kw)
     fully_shard(module, **kw)
     return module
 
