@@ -35,7 +35,9 @@ class Train:
 @dataclass(frozen=True)
 class AsIs:
     """Evaluate the model the cell's `model` setting names (a registry name, a folder, ``"@cell[/folder]"``), loaded
-    with the other settings (`pooling`, ...); nothing is trained, no model folder is written."""
+    with the other settings as `sentkit.load` takes them (`pooling`, `precision`; `dim`: the first N coordinates,
+    e.g. a Matryoshka model at one of its trained widths; `quantize` int8 / binary with its `calibration`); nothing is
+    trained, no model folder is written."""
 
     method: str = "pretrained"
     trains = False
