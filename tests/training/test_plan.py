@@ -324,3 +324,18 @@ def test_the_training_memory_table_of_the_benchmarks_page_is_its_json() -> None:
     for row in result["rows"]:
         assert row["plan_mb"] == pytest.approx(train_memory.plan_of(row, config)), row["setting"]
         assert row["plan_mb"]["trainable"] == row.get("trainable", row["plan_mb"]["trainable"])
+
+
+def test_the_loop_logs_the_plan_line_at_the_start(workspace: dict[str, Path], tmp_path: Path) -> None:
+    """The run's train.log holds `run_line` of its config."""
+    from sentkit.training.recipes.mlm import MLMConfig
+
+    sets = {"seq_len": 32, "batch_size": 2}
+    args = ["train", "--method", "mlm", "--model", str(workspace["model"]), "--corpus", str(workspace["corpus"])]
+    args += ["--out", str(tmp_path / "run"), "--max-steps", "1", "--set", "progress=false", "--set", "device=cpu"]
+    assert main([*args, *(a for k, v in sets.items() for a in ("--set", f"{k}={v}"))]) == 0
+    config = json.loads((workspace["model"] / "config.json").read_text())
+    cfg = MLMConfig(corpus="-", out="-", device="cpu", **sets)  # type: ignore[arg-type]
+    log = (tmp_path / "run" / "train.log").read_text()
+    line = P.run_line(cfg, "mlm", config, "cpu", 1)
+    assert line.startswith("memory plan: ~") and line in log

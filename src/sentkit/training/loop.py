@@ -51,6 +51,7 @@ from sentkit.training.distributed import (
 )
 from sentkit.training.fsdp import plain_module, shard
 from sentkit.training.metrics import MetricsLogger
+from sentkit.training.plan import run_line
 from sentkit.training.recipe import Recipe, StoreSpec
 from sentkit.training.rundir import claim, clean_stale, rank_log_name, run_lock, run_log, write_run
 from sentkit.training.schedule import SCHEDULES
@@ -287,6 +288,7 @@ def _run(
     if base != "fp32":
         half_base(module, base)
         precision = base
+    log.info(run_line(cfg, recipe_cls.name, mlm_model.config, device.type, info.world_size))  # the memory plan
     module = module.to(device)
 
     # --- rank 0 first: the token store, and the checkpoint to resume from; then the other ranks
