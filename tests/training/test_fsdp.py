@@ -132,8 +132,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict
     for method in METHODS:
         one_process(method, "one")
     one_process("simcse", "begun", stop_at=CUT, distributed="fsdp")  # unsharded, its checkpoint sharded (DCP)
-    jobs = [{"method": m, "config": cfg(m, "fsdp", distributed="fsdp")} for m in METHODS]
-    jobs += [{"method": m, "config": cfg(m, "ddp")} for m in METHODS]
+    snap = {"snapshots": [CUT]}  # SimCSE's also save the encoder at step CUT (under FSDP: gathered mid-run)
+    jobs = [
+        {"method": m, "config": cfg(m, "fsdp", distributed="fsdp", **(snap if m == "simcse" else {}))} for m in METHODS
+    ]
+    jobs += [{"method": m, "config": cfg(m, "ddp", **(snap if m == "simcse" else {}))} for m in METHODS]
     jobs.append({"method": "declutr", "config": cfg("declutr", "killed", distributed="fsdp"), "kill_at": CUT})
     first = torchrun(WORKER, json.dumps({"jobs": jobs}))
     killed = root / "declutr" / "killed"
@@ -201,6 +204,14 @@ def test_an_fsdp_runs_folder_loads_with_sentkit_with_the_one_process_vectors(run
 
         st = SentenceTransformer(str(root / "fsdp"), device="cpu").encode(TEXTS)
         np.testing.assert_allclose(st, got, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_an_fsdp_snapshot_mid_run_is_the_ddp_runs(runs: dict[str, Any]) -> None:
+    root = runs["root"] / "simcse"
+    fsdp, ddp = (_weights(root / name / "snapshots" / f"step-{CUT}") for name in ("fsdp", "ddp"))
+    assert _worst(fsdp, ddp) < 1e-5
+    assert _worst(fsdp, _weights(root / "fsdp")) > 1e-6  # taken mid-run: the final weights moved on
 
 
 @pytest.mark.slow
