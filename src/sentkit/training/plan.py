@@ -374,7 +374,10 @@ def plan(shape: ModelShape, s: RunSettings) -> Plan:
 
     - weights: float32 (4 bytes) for every parameter; under LoRA with a half base, the frozen base in 2 bytes and
       the adapters in 4. FSDP (world N): 4 P / N sharded, plus what is gathered whole in the compute dtype: the
-      root (embeddings, head) for the step, and two blocks (the one running and the one prefetched).
+      root (embeddings, head) for the step, and two blocks (the one running and the one prefetched); on a CPU, where
+      host memory is the run's memory, also the whole float32 model twice, which rank 0 holds when it saves the
+      encoder (`sentkit.training.fsdp.plain_module`: the gathered state dict and the unsharded module it loads into;
+      the plan is of the process that peaks highest).
     - gradients: 4 bytes per trainable parameter; DDP (world > 1) adds its gradient buckets (another 4 bytes per
       trainable parameter; `gradient_as_bucket_view` is off); FSDP: 4 T / N plus one block's and the root's
       unsharded gradients before their reduce-scatter.
@@ -390,6 +393,8 @@ def plan(shape: ModelShape, s: RunSettings) -> Plan:
         n, e = s.world_size, nbytes(s.precision)
         root = shape.embedding_parameters() + shape.head_parameters()
         weights = math.ceil(4 * total_params / n) + e * (root + 2 * shape.block_parameters())
+        if s.device != "cuda":  # rank 0 gathers the whole float32 model to save it, in host memory
+            weights += 2 * 4 * total_params
         grads = math.ceil(4 * trainable / n) + 4 * (root + shape.block_parameters())
         opt = math.ceil(8 * trainable / n)
     else:
