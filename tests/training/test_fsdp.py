@@ -239,7 +239,7 @@ def test_a_one_process_fsdp_checkpoint_resumes_in_two_processes_with_gradient_ch
 def test_a_sharded_checkpoint_without_its_meta_falls_back_to_the_one_before(tmp_path: Path) -> None:
     """One process (DCP without a process group): a sharded folder is used only once rank 0 wrote meta.pt into it
     last; a torn latest one is reported, removed and the previous one restored exactly."""
-    from sentkit.training.checkpoint import load_checkpoint, restore, save_sharded
+    from sentkit.training.checkpoint import CheckpointError, load_checkpoint, restore, save_sharded
     from sentkit.training.distributed import DistInfo
 
     torch.manual_seed(0)
@@ -264,6 +264,12 @@ def test_a_sharded_checkpoint_without_its_meta_falls_back_to_the_one_before(tmp_
     restore(state, fresh, fresh_opt)
     assert all(torch.equal(fresh.state_dict()[k], saved[1][k]) for k in saved[1])
     assert int(fresh_opt.state_dict()["state"][0]["step"]) == 1  # the optimizer's state too (one step taken)
+    with pytest.raises(CheckpointError) as e:  # a resume under DDP of a run whose checkpoints are sharded
+        load_checkpoint(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path / 'checkpoint'} holds sharded (distributed=fsdp) checkpoints, and this run reads file "
+        "(distributed=ddp) ones: resume with --set distributed=fsdp"
+    )
 
 
 def test_a_folder_with_a_sharded_checkpoint_is_a_run_that_a_new_run_refuses(tmp_path: Path) -> None:

@@ -126,6 +126,13 @@ def load_checkpoint(
         return state, path
     if problems:
         raise CheckpointError(f"no usable checkpoint: {'; '.join(problems)}; start again with --overwrite")
+    if any(p.is_file() or (p / META).is_file() for p in _candidates(out, not sharded)):
+        kinds = ("file (distributed=ddp)", "sharded (distributed=fsdp)")
+        have, want = (kinds[0], kinds[1]) if sharded else (kinds[1], kinds[0])
+        raise CheckpointError(
+            f"{Path(out) / 'checkpoint'} holds {have} checkpoints, and this run reads {want} ones: resume with "
+            f"--set distributed={'ddp' if sharded else 'fsdp'}"
+        )
     what = "sharded (distributed=fsdp) checkpoint" if sharded else "checkpoint"
     raise CheckpointError(f"no {what} in {Path(out) / 'checkpoint'}")
 

@@ -63,7 +63,8 @@ class TrainConfig:
     device: str = "auto"
     seed: int = 0
     # several processes (torchrun): ddp (a whole copy of the model on each) or fsdp (each holds a shard of every
-    # parameter, gradient and optimizer state; sentkit.training.fsdp)
+    # parameter, gradient and optimizer state; sentkit.training.fsdp). Not resume-safe: the checkpoints differ (a
+    # file, or a sharded folder)
     distributed: Literal["ddp", "fsdp"] = "ddp"
     dist_timeout: float = 1800.0  # seconds a collective of a training step may wait for another process
     prepare_timeout: float = 86400.0  # seconds the other processes wait while rank 0 prepares (tokenizer, store)
