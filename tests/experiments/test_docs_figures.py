@@ -146,9 +146,10 @@ def test_each_reference_kind_reads_its_source(tmp_path: Path, source: Source) ->
     )
     assert check_page("MR 60.2 <!-- fig: paper paragraph-vector-dbow MR -->", source) == []
     assert check_page("MR 60.3 <!-- fig: paper paragraph-vector-dbow MR -->", source)
-    (tmp_path / "r.json").write_text(json.dumps({"a": [{"loss": 4.840218544}], "acc": 0.731}))
+    (tmp_path / "r.json").write_text(json.dumps({"a": [{"loss": 4.840218544}], "acc": 0.731, "b c": 2.5}))
     local = Source(tmp_path)
     assert check_page("4.840219 <!-- fig: r.json#a/0/loss -->, 73.1 <!-- fig: r.json#acc x100 -->", local) == []
+    assert check_page("2.5 <!-- fig: r.json#b%20c -->", local) == []
     assert check_page("4.840218 <!-- fig: r.json#a/0/loss -->", local)
 
 
