@@ -40,3 +40,21 @@ def test_eval_scores_table_is_regenerated_from_the_committed_results(monkeypatch
     assert block("eval_scores") == eval_scores.table(folder).rstrip("\n"), (
         "rerun: python benchmarks/eval_scores.py --table-only --out-dir benchmarks/results/eval_scores"
     )
+
+
+def test_objectives_speed_table_is_regenerated_from_the_committed_results() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("objectives_speed", REPO / "benchmarks" / "objectives_speed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    files = [REPO / "benchmarks" / "results" / f"objectives_speed_{k}.json" for k in ("simcse", "tsdae", "mlm")]
+    results = [r for f in files for r in json.loads(f.read_text())["results"]]
+    assert block("objectives_speed") == module.table(results), (
+        "rerun: python benchmarks/objectives_speed.py table benchmarks/results/objectives_speed_{simcse,tsdae,mlm}.json"
+    )

@@ -42,6 +42,7 @@ PENDING = {
 GENERATED_TABLES = {
     "declutr_before_after": "tests/experiments/test_benchmark_tables.py",
     "eval_scores": "tests/experiments/test_benchmark_tables.py",
+    "objectives_speed": "tests/experiments/test_benchmark_tables.py",
     "precision_scores": "tests/models/test_precision.py",
     "precision_throughput": "tests/models/test_precision.py",
     "precision_throughput_fp16": "tests/models/test_precision.py",
