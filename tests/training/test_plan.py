@@ -339,3 +339,20 @@ def test_the_loop_logs_the_plan_line_at_the_start(workspace: dict[str, Path], tm
     log = (tmp_path / "run" / "train.log").read_text()
     line = P.run_line(cfg, "mlm", config, "cpu", 1)
     assert line.startswith("memory plan: ~") and line in log
+
+
+def test_plan_of_llm2vec_gives_each_phase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """llm2vec plans its MNTP phase (mntp_batch_size x seq_len) and its SimCSE phase (simcse_batch_size x 2 x
+    max_len) with the recipe's shared LoRA, base precision and checkpointing settings."""
+    from support.decoders import tiny_decoder
+
+    model = tiny_decoder("gpt2", tmp_path / "gpt2")
+    sets = ["--set", "mntp_batch_size=8", "--set", "simcse_batch_size=4", "--set", "gradient_checkpointing=true"]
+    assert main(["train", "--method", "llm2vec", "--model", str(model), "--plan", *sets]) == 0
+    printed = capsys.readouterr().out
+    shape = P.ModelShape.from_config(json.loads((model / "config.json").read_text()))
+    seq = min(128, shape.positions)  # the recipe's 128 tokens, within the model's positions
+    for method, kw in (("mntp", {"seq_len": seq, "head_share": 0.2}), ("simcse", {"seq_len": seq, "seqs_per_unit": 2})):
+        batch = 8 if method == "mntp" else 4
+        s = P.RunSettings(method, batch_size=batch, gradient_checkpointing=True, contrastive=method == "simcse", **kw)
+        assert f"memory plan ({method}, per process" in printed and P.table(P.plan(shape, s)) in printed
