@@ -151,6 +151,9 @@ def test_each_reference_kind_reads_its_source(tmp_path: Path, source: Source) ->
     local = Source(tmp_path)
     assert check_page("4.840219 <!-- fig: r.json#a/0/loss -->, 73.1 <!-- fig: r.json#acc x100 -->", local) == []
     assert check_page("2.5 <!-- fig: r.json#b%20c -->", local) == []
+    (tmp_path / "n.json").write_text(json.dumps({"words": 21342308}))
+    assert check_page("21.3 M words <!-- fig: n.json#words M -->", local) == []
+    assert check_page("21.4 M words <!-- fig: n.json#words M -->", local)
     assert check_page("4.840218 <!-- fig: r.json#a/0/loss -->", local)
 
 

@@ -18,7 +18,8 @@ References (the registry `REFERENCES`, by their first word after the cell):
 - ``STUDY/CELL cpu-h`` the training CPU-hours of the cell, the cells it continues included, as the pages print them
   (:func:`sentkit.experiments.report.chain_train_cpu`); ``cpu-h range`` the least and the most over its seeds of its
   own training CPU (a recipe: its phases), for a cell that continues none.
-- ``PATH#a/b/0/c`` a number in a committed JSON file (a path from the project's root), ``x100`` after it to scale;
+- ``PATH#a/b/0/c`` a number in a committed JSON file (a path from the project's root), ``x100`` after it to scale a
+  share to a percentage, ``M`` a count to millions ("21.3 M tokens");
   a key with a space in it is written with ``%20`` (``#mean/exact%20ties``).
 - ``paper METHOD KEY`` a figure of Hill et al. 2016's Tables 3 and 4 for the row of a method
   (:func:`sentkit.experiments.paper.hill_scores`; ``METHOD+embs`` for its row with pre-trained embeddings), in points.
@@ -162,7 +163,7 @@ def _json_value(src: Source, target: str, words: list[str]) -> list[float]:
         data = data[int(part)] if isinstance(data, list) else data[part]
     if isinstance(data, bool) or not isinstance(data, int | float):
         raise InputError(f"{target} is {data!r}, not a number")
-    scale = {"x100": 100.0}
+    scale = {"x100": 100.0, "M": 1e-6}  # x100: a share as a percentage; M: a count in millions
     if any(w not in scale for w in words):
         raise InputError(f"unexpected {' '.join(words)!r} after a JSON reference")
     return [float(data) * (scale[words[0]] if words else 1.0)]
