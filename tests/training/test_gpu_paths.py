@@ -53,9 +53,9 @@ def test_resume_loads_the_checkpoint_on_the_cpu(
     seen: list[object] = []
     real = loop.load_checkpoint
 
-    def spy(out: object, map_location: object = "cpu") -> object:
+    def spy(out: object, map_location: object = "cpu", **kw: object) -> object:
         seen.append(map_location)
-        return real(out, map_location=map_location)  # type: ignore[arg-type]
+        return real(out, map_location=map_location, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loop, "load_checkpoint", spy)
     cfg = small_config(str(store), str(tmp_path / "r"), model=str(tiny_model_dir), max_steps=2, checkpoint_every=1)

@@ -307,7 +307,7 @@ def test_saved_encoder_matches_sentence_transformers(
     card = (out / "README.md").read_text()
     assert f"sentkit {method} encoder" in card and '"lr"' in card
     assert json.loads((out / "sentkit.json").read_text())["method"] == method
-    assert method in __import__("sentkit.methods", fromlist=["method_names"]).method_names()
+    assert method in __import__("sentkit.core.methods", fromlist=["method_names"]).method_names()
     CellSpec(name="c", method=method)  # a grid cell can name it
 
 
