@@ -287,7 +287,6 @@ def test_every_command_that_encodes_takes_precision(command: str) -> None:
 
 OWN_DIM = {  # commands that encode but whose --dim is not the cut of the model's vectors (or that lack it)
     "whiten": "its --dim is how many whitened directions the model it trains keeps (training/whiten.py)",
-    "explore": "explore/cli.py is not wired for --dim yet (the page loads models with --precision alone)",
 }
 
 
@@ -303,6 +302,21 @@ def test_every_command_that_encodes_takes_dim(command: str) -> None:
 def test_whitens_own_dim_says_how_it_differs() -> None:
     action = next(a for a in commands()["whiten"]._actions if "--dim" in a.option_strings)
     assert "whitened" in (action.help or "")
+
+
+def test_the_explore_page_cuts_every_model_to_its_dim(tiny_model_dir: Path) -> None:
+    """`sentkit explore --dim N`: every model of the page gives its first N dimensions, and its index is keyed on N."""
+    from sentkit.explore.core import Explorer
+    from sentkit.models.loading import used_settings
+
+    full = sentkit.load(str(tiny_model_dir)).encode(TEXTS)
+    explorer = Explorer([str(tiny_model_dir)], build=False, dim=8)
+    try:
+        enc = explorer.encoder(str(tiny_model_dir))
+        np.testing.assert_array_equal(enc.encode(TEXTS), full[:, :8])
+        assert used_settings(enc, {}) == {"dim": 8}
+    finally:
+        explorer.close()
 
 
 def test_the_explore_page_loads_every_model_in_its_precision(tiny_model_dir: Path) -> None:

@@ -66,6 +66,9 @@ def register(sub: Any) -> None:
         help="the arithmetic every transformer on the page encodes in (default fp32; auto: bf16 on a GPU with native "
         "bf16, else fp16, and on a CPU with AMX; docs/evaluation.md#precision)",
     )
+    from sentkit.models.loading import add_model_settings
+
+    add_model_settings(p, only=("dim",))  # the first N dimensions of every model on the page
     p.set_defaults(func=cmd_explore)
 
 
@@ -92,10 +95,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
             describe("")
         except ConfigError as e:
             raise ConfigError(f"--models {args.models!r}: {e}") from None
-    if args.precision is not None:
-        from sentkit.core.config import check_precision
+    from sentkit.models.loading import model_settings
 
-        check_precision(args.precision)
+    dim = model_settings(args).get("dim")  # --precision and --dim checked as every command checks them
     explorer = Explorer(
         models,
         args.corpus,
@@ -103,6 +105,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         max_sentences=args.max_sentences,
         precision=args.precision,
+        dim=dim,
     )
     for msg in explorer.messages:
         print(f"sentkit explore: {msg}", file=sys.stderr)

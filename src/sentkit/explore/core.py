@@ -199,9 +199,11 @@ class Explorer:
         build: bool = True,
         read_seconds: float = READ_SECONDS,
         precision: str | None = None,
+        dim: int | None = None,
     ) -> None:
         self.models: list[str] = []
         self.precision = precision  # every transformer the page loads computes in it (None: fp32)
+        self.dim = dim  # every model's vectors cut to their first `dim` dimensions (None: all)
         self.corpus: str | None = None
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
         self.max_sentences = max_sentences
@@ -323,8 +325,9 @@ class Explorer:
 
                 if model not in self._trusted:  # checked again: the folder may have changed since it was added
                     self._check_from_page(model)
-                arithmetic: dict[str, Any] = {"precision": self.precision} if self.precision is not None else {}
-                self._encoders[model] = load(model, allow_code=model in self._trusted, **arithmetic)
+                given = {"precision": self.precision, "dim": self.dim}
+                settings = {k: v for k, v in given.items() if v is not None}
+                self._encoders[model] = load(model, allow_code=model in self._trusted, **settings)
             return self._encoders[model]
 
     def _build(self, job: IndexJob) -> None:

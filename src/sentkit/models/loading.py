@@ -122,39 +122,39 @@ def _near(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- settings from the command line
-def add_model_settings(p: Any) -> None:
-    """``--pooling`` and ``--attention``: the same options, passed to `load`, on every command that encodes a model
-    it is given (`model_settings` reads them back)."""
-    p.add_argument(
-        "--pooling",
-        default=None,
+def add_model_settings(p: Any, only: tuple[str, ...] | None = None) -> None:
+    """``--pooling``, ``--attention``, ``--precision`` and ``--dim``: the same options, passed to `load`, on every
+    command that encodes a model it is given (`model_settings` reads them back); `only`: those of them a command
+    takes (``sentkit explore`` has its own ``--precision`` help, for every model of its page)."""
+    for name, kw in _SETTING_FLAGS.items():
+        if only is None or name in only:
+            p.add_argument(f"--{name}", default=None, **kw)
+
+
+_SETTING_FLAGS: dict[str, dict[str, Any]] = {
+    "pooling": dict(
         help="pool the model's token states another way: mean, cls, mean+max, first-last-avg, last-token or "
         "weighted-mean for a transformer; mean, max or mean+max for a model that averages word vectors (default: "
         "the model's own)",
-    )
-    p.add_argument(
-        "--attention",
-        default=None,
+    ),
+    "attention": dict(
         metavar="causal|bidirectional",
         help="a decoder language model's attention (GPT-2, Llama, Qwen2, ...): bidirectional reads it as LLM2Vec's "
         "first step does, with no training (default: the model's own, as its config.json says)",
-    )
-    p.add_argument(
-        "--precision",
-        default=None,
+    ),
+    "precision": dict(
         metavar="auto|fp32|bf16|fp16",
         help="the arithmetic a transformer encodes in (pooling and everything after it stay float32): auto picks "
         "bf16 on a GPU with native bf16 (else fp16) and on a CPU with AMX, else fp32 (default: fp32, the vectors "
         "sentence-transformers gives by default); word-vector and Hill models compute in float32 whatever is asked",
-    )
-    p.add_argument(
-        "--dim",
-        default=None,
+    ),
+    "dim": dict(
         metavar="N",
         help="keep the first N dimensions of the model's vectors (sentence-transformers' truncate_dim; meant for "
         "Matryoshka-trained models; any model can be cut): caches, indexes and results are kept per N (default: all). "
         "Not `sentkit whiten --dim`, which sets how many whitened directions a new model is trained to keep",
-    )
+    ),
+}
 
 
 SETTINGS = ("pooling", "attention", "precision", "dim")  # add_model_settings' options, as `load` keyword arguments
