@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from sentkit.core.errors import InputError, MissingInputError, SentkitError
-from sentkit.core.identity import file_digest, host_tag
+from sentkit.core.identity import file_digest, host_tag, long_name_id
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,18 @@ def temp_name(name: str) -> str:
     if len(raw) <= MAX_NAME_IN_TEMP:
         return name
     return raw[:MAX_NAME_IN_TEMP].decode("utf-8", "ignore")
+
+
+def sidecar_path(path: Path, suffix: str, *, after_stem: bool = False) -> Path:
+    """The file kept beside `path` under its name plus `suffix` (``X.npy`` -> ``X.npy<suffix>``, or
+    ``X<suffix>`` when `after_stem`); for a name too long to take the suffix, the name cut short and a hash of it
+    in full, so a valid output name always has a valid sidecar."""
+    path = Path(path)
+    base = path.stem if after_stem else path.name
+    raw = base.encode("utf-8", "surrogateescape")
+    if len(raw) + len(suffix.encode("utf-8")) <= 255:
+        return path.with_name(base + suffix)
+    return path.with_name(f"{temp_name(base)}-{long_name_id(path.name.encode('utf-8', 'surrogateescape'))}{suffix}")
 
 
 def temp_prefix(name: str) -> str:

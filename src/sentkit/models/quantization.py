@@ -250,8 +250,9 @@ class Calibration:
 
 def calibration_path(vectors: str | Path) -> Path:
     """Where the calibration of the codes at `vectors` (``X.npy``) is kept: ``X.quantization.json``."""
-    p = Path(vectors)
-    return p.with_name(p.stem + CALIBRATION_SUFFIX)
+    from sentkit.core.io import sidecar_path
+
+    return sidecar_path(Path(vectors), CALIBRATION_SUFFIX, after_stem=True)  # a name too long: cut, with its hash
 
 
 def calibration_of(vectors: str | Path) -> Calibration | None:

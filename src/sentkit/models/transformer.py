@@ -516,7 +516,7 @@ def read_st_truncate_dim(path: Path) -> int | None:
         return None
     value = json.loads(cfg_file.read_text()).get("truncate_dim")
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{cfg_file}: truncate_dim must be a whole number or null, got {value!r}")
+        raise InputError(f"{cfg_file}: truncate_dim must be a whole number or null, got {value!r}")
     return value
 
 

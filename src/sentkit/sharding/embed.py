@@ -121,13 +121,9 @@ def parts_folder(dst: Path) -> Path:
 def record_path(dst: Path) -> Path:
     """The record of a joined .npy output: `<output>.manifest.json` (for a name too long to take the
     suffix, the name cut short and a hash of it in full)."""
-    from sentkit.core.identity import long_name_id
-    from sentkit.core.io import temp_name
+    from sentkit.core.io import sidecar_path
 
-    raw = dst.name.encode("utf-8", "surrogateescape")
-    if len(raw) + len(RECORD_SUFFIX) <= 255:
-        return dst.with_name(dst.name + RECORD_SUFFIX)
-    return dst.with_name(f"{temp_name(dst.name)}-{long_name_id(raw)}{RECORD_SUFFIX}")
+    return sidecar_path(dst, RECORD_SUFFIX)
 
 
 def read_manifest(folder: Path, *, path: Path | None = None, fmt: str = FORMAT) -> dict[str, Any] | None:
