@@ -244,11 +244,16 @@ def test_every_run_starts_with_its_plan_line() -> None:
 
 
 # ----------------------------------------------------------------------------- against a measured peak
+# The child's peak is VmHWM, its own address space's high-water mark. Not ru_maxrss: Linux carries the parent's
+# resident size across fork and exec into it, so under a large pytest process (2.6 GB in the whole suite) every
+# child read the parent's size.
 CHILD = """
-import resource, sys
+import re, sys
+from pathlib import Path
 from sentkit.cli.main import main
 rc = main(sys.argv[1:])
-print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, rc)
+hwm = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1))
+print("PEAK", hwm * 1024, rc)
 """
 MEASURED = {  # activations well above the process's baseline, each in its own process, two steps
     "mlm": ("mlm", {"seq_len": 512, "batch_size": 8}),
@@ -259,7 +264,7 @@ MEASURED = {  # activations well above the process's baseline, each in its own p
 
 @pytest.fixture(scope="module")
 def measured(workspace: dict[str, Path]) -> dict[str, tuple[int, P.Plan]]:
-    """`sentkit train` of each setting in its own process (all at once), its peak RSS (ru_maxrss, in the child)
+    """`sentkit train` of each setting in its own process (all at once), its peak RSS (VmHWM, in the child)
     and the plan of the same run."""
     from sentkit.core.methods import get_method
 
