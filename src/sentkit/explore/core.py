@@ -325,8 +325,8 @@ class Explorer:
 
                 if model not in self._trusted:  # checked again: the folder may have changed since it was added
                     self._check_from_page(model)
-                given = {"precision": self.precision, "dim": self.dim}
-                settings = {k: v for k, v in given.items() if v is not None}
+                given: dict[str, Any] = {"precision": self.precision, "dim": self.dim}
+                settings: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
                 self._encoders[model] = load(model, allow_code=model in self._trusted, **settings)
             return self._encoders[model]
 
