@@ -103,6 +103,8 @@ INTERNAL_CONTRACT = {
     ("evaluation/report.py", "load_run", "TypeError"): "caught there, raised again as an InputError naming the file",
     ("evaluation/report.py", "_check_mteb", "TypeError"): "caught there, raised again as an InputError naming the file",
     ("explore/trust.py", "_module_dirs", "ValueError"): "caught by its caller, which says modules.json cannot be read",
+    ("objectives/matryoshka.py", "matryoshka", "ValueError"): "a pure loss called by code; the user's matryoshka_dims "
+    "and weights are refused first, in one line, by the config and the recipe's width check",
 }
 
 
