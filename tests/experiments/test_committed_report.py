@@ -28,6 +28,7 @@ EXPERIMENTS = (
     "experiments/laptop.toml",
     "experiments/probing.toml",
     "experiments/decoder.toml",
+    "experiments/smaller.toml",
 )
 
 
