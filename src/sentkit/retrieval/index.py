@@ -358,15 +358,8 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k cosine for query vectors [m, dim]: (int64 [m, k'], float32 [m, k']), best first,
         k' = min(k, n); the scores are exact (re-ranked from the vectors)."""
-        q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
-        if q.shape[1] != self.dim:
-            raise VectorIndexError(
-                f"queries are {q.shape[1]}-dimensional, the index {self.folder} {self.dim}-dimensional: "
-                "encode them with the model that made its vectors"
-            )
-        k = min(int(k), len(self))
-        if k < 1:
-            raise VectorIndexError(f"k must be >= 1, got {k}")
+        q = query_rows(queries, self.dim, f"the index {self.folder}")
+        k = top_count(k, len(self))
         self.index.nprobe = nprobe or self.nprobe
         c = min(max(k, candidates or self.settings.candidates), len(self))
         _, cand = self.index.search(q, c)
@@ -379,18 +372,33 @@ class VectorIndex:
         return ids, scores
 
 
+def query_rows(queries: Any, dim: int, what: str, *, normalise: bool = True) -> np.ndarray:
+    """Query vectors as float32 [m, dim] rows (L2-normalised unless `normalise` is False), refused in one line when
+    they are not `dim`-dimensional like `what` (the index, the vectors, the codes) they are searched against."""
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    if q.shape[1] != dim:
+        raise VectorIndexError(
+            f"queries are {q.shape[1]}-dimensional, {what} {dim}-dimensional: encode them with the model (and --dim) "
+            "that made them"
+        )
+    return normalise_rows(q) if normalise else q
+
+
+def top_count(k: int, n: int) -> int:
+    """`k` results of `n` rows: min(k, n), refused in one line below 1."""
+    k = min(int(k), n)
+    if k < 1:
+        raise VectorIndexError(f"k must be >= 1, got {k}")
+    return k
+
+
 # ----------------------------------------------------------------------------- exact and the entry point
 def exact_search(
     vectors: np.ndarray, queries: Any, k: int = 10, *, query_block: int = QUERY_BLOCK, row_block: int = ROW_BLOCK
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosine top-k over (possibly memory-mapped) rows, in blocks of ``query_block`` queries x
     ``row_block`` rows (:func:`sentkit.retrieval.neighbours.exact_top_k`): bounded memory; ties by row."""
-    q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
-    if q.shape[1] != vectors.shape[1]:
-        raise VectorIndexError(
-            f"queries are {q.shape[1]}-dimensional, the vectors {vectors.shape[1]}-dimensional: "
-            "encode them with the model that made the vectors"
-        )
+    q = query_rows(queries, vectors.shape[1], "the vectors")
     return exact_top_k(q, vectors, k, normalise=True, query_block=query_block, row_block=row_block)
 
 
@@ -615,15 +623,8 @@ class BinaryCodes:
 
         rescore, multiplier = check_rescore(rescore or self.rescore, multiplier or self.multiplier)
         self._check(rescore)
-        q = normalise_rows(np.atleast_2d(np.asarray(queries, dtype=np.float32)))
-        if q.shape[1] != self.dim:
-            raise VectorIndexError(
-                f"queries are {q.shape[1]}-dimensional, the binary codes {self.dim}-dimensional: encode them with the "
-                "model (and --dim) that made the vectors"
-            )
-        k = min(int(k), len(self))
-        if k < 1:
-            raise VectorIndexError(f"k must be >= 1, got {k}")
+        q = query_rows(queries, self.dim, "the binary codes")
+        k = top_count(k, len(self))
         c = min(len(self), k * multiplier)  # (none: the extra candidates settle ties at the k-th distance by row)
         dist, cand = self.index.search(np.packbits(q > 0, axis=-1), c)
         ids = np.zeros((len(q), k), np.int64)
@@ -797,12 +798,7 @@ def codes_search(
     from sentkit.models.quantization import SCALAR, dequantize
 
     rescore, multiplier = check_rescore(rescore, multiplier)
-    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    if q.shape[1] != calibration.dim:
-        raise VectorIndexError(
-            f"queries are {q.shape[1]}-dimensional, the codes {calibration.dim}-dimensional: encode them with the "
-            "model (and --dim) that made the codes"
-        )
+    q = query_rows(queries, calibration.dim, "the codes", normalise=False)
     qc = normalise_rows(calibration.floats(calibration.codes(q)))
     c = k if rescore == "none" else min(codes.shape[0], k * multiplier)
     cand, first = exact_top_k(qc, _Decoded(codes, calibration), c, normalise=True)
