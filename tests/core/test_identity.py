@@ -371,7 +371,11 @@ def test_ids_are_built_in_identity() -> None:
         rel = f.relative_to(SRC).as_posix()
         tree = ast.parse(f.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "sentkit.core.identity" and rel != "core/identity.py":
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "sentkit.core.identity"
+                and rel != "core/identity.py"
+            ):
                 for alias in node.names:
                     allowed = RAW_HASHING.get(alias.name)
                     if allowed is None:
