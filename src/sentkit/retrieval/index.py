@@ -313,20 +313,29 @@ def stale_reason(meta: dict[str, Any], vectors: Path) -> str | None:
     return None
 
 
+def open_source(
+    folder: Path, vectors: str | Path | None, check: bool, flags: str = ""
+) -> tuple[dict[str, Any], Path, np.ndarray]:
+    """An index folder's meta, the vectors file it was built from (`vectors`, else the one it names) and those
+    vectors memory-mapped; refused in one line, with the command that rebuilds it (`flags` of ``sentkit index``),
+    when `check` finds the file changed since the build."""
+    meta = read_meta(folder)
+    src = Path(vectors) if vectors is not None else Path(meta["source"]["path"])
+    why = stale_reason(meta, src) if check else None
+    if why is not None:
+        raise VectorIndexError(
+            f"index {folder} is stale: {why}; rebuild it: sentkit index {flags}--input {src} --output {folder}"
+        )
+    return meta, src, open_vectors(src, what="vectors")
+
+
 class VectorIndex:
     """A built index and its memory-mapped vectors: ``search(queries, k)`` -> (ids, exact cosines)."""
 
     def __init__(self, folder: str | Path, vectors: str | Path | None = None, *, check: bool = True) -> None:
         faiss = _faiss()
         self.folder = Path(folder)
-        self.meta = read_meta(self.folder)
-        src = Path(vectors) if vectors is not None else Path(self.meta["source"]["path"])
-        why = stale_reason(self.meta, src) if check else None
-        if why is not None:
-            raise VectorIndexError(
-                f"index {self.folder} is stale: {why}; rebuild it: sentkit index --input {src} --output {self.folder}"
-            )
-        self.vectors = open_vectors(src, what="vectors")
+        self.meta, src, self.vectors = open_source(self.folder, vectors, check)
         if tuple(self.vectors.shape) != (self.meta["n"], self.meta["dim"]):
             raise VectorIndexError(
                 f"index {self.folder} holds {self.meta['n']} x {self.meta['dim']} vectors, {src} "
@@ -739,15 +748,7 @@ class BinaryIndex(BinaryCodes):
     ) -> None:
         faiss = _faiss()
         self.folder = Path(folder)
-        self.meta = read_meta(self.folder)
-        src = Path(vectors) if vectors is not None else Path(self.meta["source"]["path"])
-        why = stale_reason(self.meta, src) if check else None
-        if why is not None:
-            raise VectorIndexError(
-                f"index {self.folder} is stale: {why}; rebuild it: sentkit index --quantize binary --input {src} "
-                f"--output {self.folder}"
-            )
-        floats = open_vectors(src, what="vectors")
+        self.meta, src, floats = open_source(self.folder, vectors, check, "--quantize binary ")
         try:
             bits = faiss.read_index_binary(str(self.folder / INDEX_FILE))
             int8 = np.load(self.folder / INT8_FILE, mmap_mode="r")
