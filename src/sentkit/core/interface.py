@@ -459,3 +459,44 @@ def prompt_load_kwargs(args: Any) -> dict[str, Any]:
     if getattr(args, "prompt_name", None) is not None:
         return {"default_prompt_name": args.prompt_name}
     return {}
+
+
+class PostProcessed:
+    """An encoder whose vectors are another's (`wrapped`), computed whole with the prompt asked, then changed by
+    `post` (a cut to the first N dimensions, quantized codes as floats). Other attributes are the wrapped encoder's;
+    the fingerprint is the wrapped one's with `tag` (None where that has none). Subclasses set `wrapped` and give
+    `post` and `tag`."""
+
+    wrapped: Any
+
+    def post(self, emb: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def tag(self) -> str:
+        raise NotImplementedError
+
+    def encode(
+        self,
+        texts: Any,
+        batch_size: int = 32,
+        *,
+        show_progress: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        items, single = as_text_list(texts)
+        args = {"batch_size": batch_size, "show_progress": show_progress}
+        if not takes_encoder_arguments(self.wrapped.encode):
+            args = {}
+        raw = encode_with_prompt(self.wrapped, items, prompt_name=prompt_name, prompt=prompt, **args, **kwargs)
+        out = self.post(np.asarray(raw, dtype=np.float32))
+        return out[0] if single else out
+
+    def fingerprint(self) -> str | None:
+        return derived_fingerprint(self.tag(), self.wrapped)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)

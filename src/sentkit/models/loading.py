@@ -40,7 +40,7 @@ from typing import Any
 from sentkit.core.config import ConfigError
 from sentkit.core.identity import content_id as folder_content_id
 from sentkit.core.identity import file_digest
-from sentkit.core.interface import Encoder, as_encoder
+from sentkit.core.interface import Encoder, PostProcessed, as_encoder
 from sentkit.core.methods import MARKER_FILE, final_phase, get_method, method_names, read_marker
 from sentkit.core.registry import Registry
 
@@ -396,7 +396,7 @@ def _pop_dim(kwargs: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     return kwargs, kwargs.pop("truncate_dim", None)
 
 
-class Truncated:
+class Truncated(PostProcessed):
     """The first `truncate_dim` dimensions of a model that is not a transformer (word vectors, Hill et al. models,
     whitened or SIF models, code): its vectors computed whole, then cut (the first N columns). Other attributes are
     the wrapped encoder's; its fingerprint is the wrapped one's with the cut (None where that has none)."""
@@ -417,43 +417,19 @@ class Truncated:
     def dim(self) -> int:
         return int(self.truncate_dim)  # type: ignore[arg-type]
 
-    def encode(
-        self,
-        texts: Any,
-        batch_size: int = 32,
-        *,
-        show_progress: bool = False,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        **kwargs: Any,
-    ) -> Any:
+    def post(self, emb: Any) -> Any:
         import numpy as np
 
-        from sentkit.core.interface import encode_with_prompt, takes_encoder_arguments
-
-        args = {"batch_size": batch_size, "show_progress": show_progress}
-        if not takes_encoder_arguments(self.wrapped.encode):
-            args = {}
-        out = np.asarray(
-            encode_with_prompt(self.wrapped, texts, prompt_name=prompt_name, prompt=prompt, **args, **kwargs)
-        )
         d = int(self.truncate_dim)  # type: ignore[arg-type]
-        if out.shape[-1] < d:
+        if emb.shape[-1] < d:
             raise ConfigError(
-                f"--dim {d} is more than {self.name}'s {out.shape[-1]} dimensions; give a --dim of 1 to "
-                f"{out.shape[-1]} (or leave it out)"
+                f"--dim {d} is more than {self.name}'s {emb.shape[-1]} dimensions; give a --dim of 1 to "
+                f"{emb.shape[-1]} (or leave it out)"
             )
-        return np.ascontiguousarray(out[..., :d], dtype=np.float32)
+        return np.ascontiguousarray(emb[..., :d], dtype=np.float32)
 
-    def fingerprint(self) -> str | None:
-        from sentkit.core.identity import derived_fingerprint
-
-        return derived_fingerprint(f"truncated|{self.truncate_dim}", self.wrapped)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.wrapped, name)
+    def tag(self) -> str:
+        return f"truncated|{self.truncate_dim}"
 
 
 def _truncated(encoder: Any, truncate_dim: int | None, text: str) -> Any:

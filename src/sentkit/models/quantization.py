@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from sentkit.core.config import ConfigError
+from sentkit.core.interface import PostProcessed
 
 QUANTIZE_CHOICES = ("int8", "binary")  # what the command-line flags offer
 PRECISIONS = ("int8", "uint8", "binary", "ubinary")  # what `quantize` computes (sentence-transformers' names)
@@ -262,7 +263,7 @@ def calibration_of(vectors: str | Path) -> Calibration | None:
 
 
 # ----------------------------------------------------------------------------- an encoder of codes
-class QuantizedEncoder:
+class QuantizedEncoder(PostProcessed):
     """An encoder whose vectors are the codes of another's (`Calibration`), as float32 (`as_float`): int8 values, or
     +1 / -1 bits, so that every task that scores float vectors scores the quantized ones unchanged. Other attributes
     are the wrapped encoder's; ``quantize`` names the precision (what keys and results record)."""
@@ -276,36 +277,11 @@ class QuantizedEncoder:
     def dim(self) -> int:
         return self.calibration.dim
 
-    def encode(
-        self,
-        texts: Any,
-        batch_size: int = 32,
-        *,
-        show_progress: bool = False,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        from sentkit.core.interface import as_text_list, encode_with_prompt, takes_encoder_arguments
+    def post(self, emb: np.ndarray) -> np.ndarray:
+        return self.calibration.floats(self.calibration.codes(emb))
 
-        items, single = as_text_list(texts)
-        args = {"batch_size": batch_size, "show_progress": show_progress}
-        if not takes_encoder_arguments(self.wrapped.encode):
-            args = {}
-        raw = encode_with_prompt(self.wrapped, items, prompt_name=prompt_name, prompt=prompt, **args, **kwargs)
-        emb = np.asarray(raw, dtype=np.float32)
-        out = self.calibration.floats(self.calibration.codes(emb))
-        return out[0] if single else out
-
-    def fingerprint(self) -> str | None:
-        from sentkit.core.identity import derived_fingerprint
-
-        return derived_fingerprint(f"quantized|{self.calibration.key()}", self.wrapped)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "wrapped":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.wrapped, name)
+    def tag(self) -> str:
+        return f"quantized|{self.calibration.key()}"
 
 
 def read_calibration_texts(path: Path, size: int, seed: int = 0) -> list[str]:
