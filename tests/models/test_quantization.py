@@ -156,28 +156,39 @@ def test_a_quantized_encoder_gives_the_codes_as_floats(tiny_model_dir: Path, cor
         sentkit.load(name, quantize="int8")
 
 
-def test_evaluate_quantized_records_it_and_keeps_its_cache_apart(
+def test_evaluate_quantized_records_it_and_reads_the_whole_vectors_cache(
     tiny_model_dir: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The codes and cuts of a model are scored from its float vectors' cache (encoded once: store_plan), and score
+    exactly as without any cache; the fingerprints they record stay apart."""
     from tests.evaluation.conftest import make_senteval_dir
 
     data = make_senteval_dir(tmp_path / "data")
     args = ["-q", "evaluate", "--model", str(tiny_model_dir), "--tasks", "STSB", "--data-dir", str(data)]
-    args += ["--cache-dir", str(tmp_path / "cache")]
     runs = {}
-    for name, extra in (
+    variants = (
         ("float", []),
         ("binary", ["--quantize", "binary"]),
         ("int8", ["--quantize", "int8", "--calibration", str(corpus)]),
-    ):
-        out = tmp_path / f"{name}.json"
-        assert main([*args, *extra, "-o", str(out)]) == 0
-        runs[name] = json.loads(out.read_text())
-    assert "settings" not in runs["float"]["model"]
-    assert runs["binary"]["model"]["settings"] == {"quantize": "binary"}
-    assert runs["int8"]["model"]["settings"] == {"quantize": "int8"}
-    for name in ("binary", "int8"):
-        assert runs[name]["timings"]["sentences_from_cache"] == 0  # never the float vectors' cache
+        ("cut", ["--dim", "8"]),
+        ("cut-binary", ["--dim", "8", "--quantize", "binary"]),
+    )
+    for name, extra in variants:
+        for cache in ("cache", "none"):
+            where = ["--cache-dir", str(tmp_path / "cache")] if cache == "cache" else ["--no-cache"]
+            out = tmp_path / f"{name}-{cache}.json"
+            assert main([*args, *where, *extra, "-o", str(out)]) == 0
+            runs[name, cache] = json.loads(out.read_text())
+    assert "settings" not in runs["float", "cache"]["model"]
+    assert runs["binary", "cache"]["model"]["settings"] == {"quantize": "binary"}
+    assert runs["int8", "cache"]["model"]["settings"] == {"quantize": "int8"}
+    assert runs["cut-binary", "cache"]["model"]["dim"] == 8
+    assert len({runs[name, "cache"]["model"]["fingerprint"] for name, _ in variants}) == len(variants)
+    for name, _ in variants[1:]:
+        timings = runs[name, "cache"]["timings"]
+        assert timings["sentences_encoded"] == 0 and timings["sentences_from_cache"] > 0  # the float run's vectors
+        assert runs[name, "cache"]["results"]["STSB"] == runs[name, "none"]["results"]["STSB"]
+        assert runs[name, "cache"]["results"]["STSB"] != runs["float", "cache"]["results"]["STSB"]
     capsys.readouterr()
     assert main([*args, "--quantize", "int8", "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -185,3 +196,81 @@ def test_evaluate_quantized_records_it_and_keeps_its_cache_apart(
     assert main([*args, "--quantize", "int4", "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--quantize must be one of int8, binary" in err[0]
+
+
+def _beir(folder: Path, n_docs: int = 80, n_queries: int = 20) -> Path:
+    """A BEIR folder of `n_docs` six-word documents; query i is the first three words of document 3i (relevant)."""
+    rng = np.random.default_rng(0)
+    words = ["river", "bank", "water", "fish", "boat", "stone", "tree", "leaf", "wind", "rain", "sun", "moon"]
+    docs = {f"d{i}": " ".join(rng.choice(words, 6).tolist()) for i in range(n_docs)}
+    queries = {f"q{i}": " ".join(docs[f"d{3 * i}"].split()[:3]) for i in range(n_queries)}
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{3 * i}\t1\n" for i in range(n_queries))
+    )
+    return folder
+
+
+def test_binary_rescored_retrieval_is_the_binary_search_in_sentkit_and_mteb(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`evaluate --quantize binary --rescore float` ranks a retrieval task as the binary index's search does: the
+    same nDCG@10 from sentkit's own retrieval task and from mteb's (RescoredSearch), equal to BEIR's metrics of
+    `rescored_ranking` over the float vectors (the oracle); a multiplier that makes every document a candidate gives
+    the float model's score; the codes alone score otherwise."""
+    pytest.importorskip("mteb")
+    from sentkit.evaluation import protocols as P
+    from sentkit.retrieval.index import BinaryCodes, rescored_ranking
+
+    beir = _beir(tmp_path / "beir")
+    args = ["-q", "evaluate", "--model", str(tiny_model_dir), "--tasks", "user", "--cache-dir", str(tmp_path / "c")]
+    args += ["--user-task", f"retrieval:faq={beir}", "--mteb", f"retrieval:faqm={beir}"]
+    scores = {}
+    for name, extra in (
+        ("float", []),
+        ("binary", ["--quantize", "binary"]),
+        ("rescored", ["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "2"]),
+        ("all", ["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "8"]),
+    ):
+        out = tmp_path / f"{name}.json"
+        assert main([*args, *extra, "-o", str(out)]) == 0
+        res = json.loads(out.read_text())
+        own, via_mteb = res["results"]["faq"]["ndcg_at_10"], res["mteb"]["tasks"]["faqm"]["main_score"]
+        assert own == pytest.approx(via_mteb, abs=1e-9)
+        scores[name] = own
+    assert res["model"]["settings"] == {"quantize": "binary", "rescore": "floatx8"}
+    rows = [json.loads(x) for x in (beir / "corpus.jsonl").read_text().splitlines()]
+    queries = [json.loads(x) for x in (beir / "queries.jsonl").read_text().splitlines()]
+    model = sentkit.load(str(tiny_model_dir))
+    docs, qs = model.encode([r["text"] for r in rows]), model.encode([q["text"] for q in queries])
+    ids, sims = rescored_ranking(BinaryCodes.of(docs, rescore="float", multiplier=2), qs, 80)
+    ranked = {q["_id"]: [(rows[j]["_id"], float(v)) for j, v in zip(ids[r], sims[r])] for r, q in enumerate(queries)}
+    qrels = {f"q{i}": {f"d{3 * i}": 1} for i in range(20)}
+    assert scores["rescored"] == pytest.approx(100 * P.ir_metrics(qrels, ranked)["ndcg_at_10"], abs=1e-9)
+    assert scores["all"] == pytest.approx(scores["float"], abs=1e-9)  # 80 candidates: every document rescored
+    assert scores["binary"] != pytest.approx(scores["rescored"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--rescore", "float"], "--rescore rescores a binary search: give --quantize binary too"),
+        (["--quantize", "int8", "--calibration", "CORPUS", "--rescore", "float"], "give --quantize binary, not int8"),
+        (["--quantize", "binary", "--rescore", "flaot"], "--rescore must be one of float, int8, none"),
+        (["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "0"], "a whole number >= 1"),
+        (["--quantize", "binary", "--rescore-multiplier", "3"], "--rescore-multiplier goes with --rescore float"),
+    ],
+)
+def test_rescore_bad_input_is_one_line(
+    tiny_model_dir: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], said: str
+) -> None:
+    extra = [str(corpus) if x == "CORPUS" else x for x in extra]
+    out = tmp_path / "r.json"
+    assert main(["-q", "evaluate", "--model", str(tiny_model_dir), "--tasks", "none", *extra, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="give --quantize binary, not int8"):
+        sentkit.load(str(tiny_model_dir), quantize="int8", calibration=corpus, rescore="float")

@@ -148,7 +148,11 @@ def test_evaluate_records_dim_caches_per_dim_and_the_report_labels_it(
     assert cut["timings"]["sentences_from_cache"] == 0
     p_all, whole = run()
     assert "settings" not in whole["model"] and whole["model"]["dim"] == 32
-    assert whole["timings"]["sentences_from_cache"] == 0  # the cut vectors never serve the whole model
+    assert cut["model"]["fingerprint"] != whole["model"]["fingerprint"]
+    # the cache holds whole vectors (store_plan): the cut run's encoding serves the whole model, as a fresh one would
+    assert whole["timings"]["sentences_encoded"] == 0 and whole["timings"]["sentences_from_cache"] > 0
+    _, fresh = run("--no-cache")
+    assert fresh["timings"]["sentences_encoded"] > 0 and fresh["results"] == whole["results"]
     _, again = run("--dim", "8")
     assert again["timings"]["sentences_encoded"] == 0 and again["results"] == cut["results"]
     capsys.readouterr()
@@ -182,3 +186,26 @@ def test_neighbour_indexes_are_one_per_dim(st_folder: Path, tmp_path: Path) -> N
         args = ["-q", "neighbours", "--model", str(st_folder), "--corpus", str(corpus), "--cache-dir", str(cache)]
         assert main([*args, *(["--dim", dim] if dim else []), "a cat"]) == 0
     assert len([p for p in cache.iterdir() if p.is_dir()]) == 2  # --dim 8's second run read its own index
+
+
+def test_a_cut_at_an_untrained_width_warns_once_and_a_refused_one_only_errs(
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import shutil
+
+    import sentkit
+    from sentkit.core.config import ConfigError
+
+    folder = tmp_path / "mat"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "sentkit.json").write_text(json.dumps({"method": "simcse", "matryoshka_dims": [32, 16]}))
+    with caplog.at_level(logging.WARNING, logger="sentkit.models.loading"):
+        sentkit.load(str(folder), truncate_dim=16)
+        assert not caplog.records  # a trained width
+        sentkit.load(str(folder), truncate_dim=8)
+        assert [r.getMessage() for r in caplog.records if "not trained to stand alone" in r.getMessage()]
+        caplog.clear()
+        with pytest.raises(ConfigError, match="--dim 999 is more than"):
+            sentkit.load(str(folder), truncate_dim=999)
+        assert not caplog.records  # the error alone, no warning before it

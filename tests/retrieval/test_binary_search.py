@@ -186,3 +186,36 @@ def test_neighbours_binary_and_its_flags(
         assert main([*base, *extra, "a cat"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("sentkit neighbours: error:") and said in err[0], err
+
+
+def test_an_evaluations_rescored_ranking_is_the_brute_force_one() -> None:
+    """rescored_ranking against numpy by hand: the best `top * multiplier` rows by Hamming distance (equal distances
+    by row), the best `top` of them by float cosine, lifted above the rest; then every other row by Hamming distance
+    (ties by row) with score 1 - 2h/dim. Queries whose candidate boundary falls inside a tie are left out (the index
+    may break such a tie either way)."""
+    from sentkit.retrieval.index import RESCORED_LIFT, BinaryCodes, rescored_ranking
+
+    rng = np.random.default_rng(3)
+    dim, n, top, multiplier, total = 512, 120, 5, 3, 30
+    docs = rng.standard_normal((n, dim)).astype(np.float32)
+    queries = (docs[:60] + 1.5 * rng.standard_normal((60, dim))).astype(np.float32)
+    codes = BinaryCodes.of(docs, rescore="float", multiplier=multiplier)
+    ids, scores = rescored_ranking(codes, queries, total, top=top)
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    checked = 0
+    for r, q in enumerate(queries):
+        ham = ((q > 0) != (docs > 0)).sum(axis=1)
+        order = np.lexsort((np.arange(n), ham))
+        c = top * multiplier
+        if ham[order[c - 1]] == ham[order[c]]:
+            continue
+        cand = order[:c]
+        cos = unit[cand] @ (q / np.linalg.norm(q))
+        best = cand[np.lexsort((cand, -cos))][:top]
+        rest = [i for i in order if i not in set(best.tolist())][: total - top]
+        np.testing.assert_array_equal(ids[r], np.concatenate([best, rest]))
+        np.testing.assert_allclose(scores[r, :top], np.sort(cos)[::-1][:top] + RESCORED_LIFT, rtol=1e-5)
+        np.testing.assert_allclose(scores[r, top:], 1 - 2 * ham[rest] / dim, rtol=1e-6)
+        checked += 1
+    assert checked >= 20, checked
+    assert (np.diff(scores, axis=1) <= 1e-6).all()  # sorting by score gives the ranking

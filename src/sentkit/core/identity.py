@@ -135,18 +135,21 @@ def with_precision(key: str, encoder: Any) -> str:
     if quantize is not None:
         parts.append(f"quantize={quantize}")
     for part in parts:
-        if part not in key.split("|")[1:]:
+        if f"|{part}|" not in f"{key}|":  # (a part may hold "|" itself: quantize=binary|rescore=floatx4)
             key = f"{key}|{part}"
     return key
 
 
 def quantized_key(encoder: Any) -> str | None:
     """What keys the codes an encoder's vectors are quantized to (`sentkit.models.quantization.QuantizedEncoder`):
-    the precision, with a digest of the int8 calibration ranges; None for float vectors."""
+    the precision, with a digest of the int8 calibration ranges, and a binary search's rescoring (``rescore``,
+    another ranking of a retrieval task); None for float vectors."""
     if not isinstance(getattr(encoder, "quantize", None), str):
         return None
     key = getattr(getattr(encoder, "calibration", None), "key", None)
-    return str(key()) if callable(key) else str(encoder.quantize)
+    out = str(key()) if callable(key) else str(encoder.quantize)
+    rescore = getattr(encoder, "rescore", None)
+    return f"{out}|rescore={rescore}x{encoder.rescore_multiplier}" if isinstance(rescore, str) else out
 
 
 def fingerprint(encoder: Any, name: str | None = None) -> str | None:

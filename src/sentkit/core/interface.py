@@ -500,3 +500,40 @@ class PostProcessed:
         if name == "wrapped":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.wrapped, name)
+
+
+Step = Callable[[np.ndarray], np.ndarray]
+
+
+def _identity_step(emb: np.ndarray) -> np.ndarray:
+    return emb
+
+
+def _then(first: Step, second: Step) -> Step:
+    return lambda emb: second(first(emb))
+
+
+class WholeVectors:
+    """`encoder`'s vectors are whole ones, changed after encoding into another encoder's (`whole_vectors`): `step`
+    turns them into that encoder's vectors; `float_step` into the float vectors its codes were made from (the same as
+    `step` for an encoder that is not quantized), what a binary search rescores candidates with."""
+
+    def __init__(self, encoder: Any, step: Step, float_step: Step) -> None:
+        self.encoder, self.step, self.float_step = encoder, step, float_step
+
+
+def whole_vectors(enc: Any) -> WholeVectors | None:
+    """How `enc`'s vectors are made from another encoder's whole ones, where they are: `PostProcessed` wrappers
+    (quantized codes, a cut of a model that is not a transformer) and a model's own cut to its first dimensions
+    (``truncate_dim``, through its ``whole()``: ``(encoder of the whole vectors, the cut)``); None for any other
+    encoder. What lets an evaluation cache one set of vectors and score every width and code of a model from it."""
+    if isinstance(enc, PostProcessed):
+        inner = whole_vectors(enc.wrapped)
+        base, before = (enc.wrapped, _identity_step) if inner is None else (inner.encoder, inner.step)
+        quantized = isinstance(getattr(enc, "quantize", None), str)
+        return WholeVectors(base, _then(before, enc.post), before if quantized else _then(before, enc.post))
+    whole = getattr(enc, "whole", None)
+    if callable(whole) and getattr(enc, "truncate_dim", None) is not None:
+        base, cut = whole()
+        return WholeVectors(base, cut, cut)
+    return None

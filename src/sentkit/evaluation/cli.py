@@ -47,6 +47,22 @@ def register(subparsers: Any) -> None:
         "sample of 10000 is encoded) or the .quantization.json `sentkit embed --quantize int8` wrote",
     )
     p.add_argument(
+        "--rescore",
+        default=None,
+        metavar="float|int8|none",
+        help="with --quantize binary: retrieval tasks rank as `sentkit index --quantize binary` searches, the best "
+        "10 of 10 x --rescore-multiplier Hamming candidates rescored with the float query against each candidate's "
+        "float vector (float) or int8 codes (int8), the rest in Hamming order; other tasks score the codes "
+        "(default: none, the codes alone)",
+    )
+    p.add_argument(
+        "--rescore-multiplier",
+        default=None,
+        type=int,
+        metavar="N",
+        help="candidates per result that --rescore rescores (default 4)",
+    )
+    p.add_argument(
         "--tasks",
         default=None,
         help="comma-separated task names, 'all' (every task whose data is present, and the user "
@@ -272,9 +288,12 @@ def _quantize_settings(args: argparse.Namespace) -> dict[str, Any]:
     from sentkit.models.quantization import check_quantize
 
     quantize, calibration = getattr(args, "quantize", None), getattr(args, "calibration", None)
+    rescore, multiplier = getattr(args, "rescore", None), getattr(args, "rescore_multiplier", None)
     if quantize is None:
         if calibration is not None:
             raise ConfigError("--calibration is for --quantize int8: give --quantize int8 too (or leave it out)")
+        if rescore is not None or multiplier is not None:
+            raise ConfigError("--rescore rescores a binary search: give --quantize binary too (or leave it out)")
         return {}
     quantize = check_quantize(quantize)
     if quantize == "int8" and calibration is None:
@@ -282,7 +301,18 @@ def _quantize_settings(args: argparse.Namespace) -> dict[str, Any]:
             "--quantize int8 needs ranges fitted on texts that are not the test data: give --calibration TEXTS.txt "
             "(a seeded sample is encoded) or the .quantization.json `sentkit embed --quantize int8` wrote"
         )
-    return {"quantize": quantize, "calibration": calibration}
+    out = {"quantize": quantize, "calibration": calibration}
+    if rescore is not None or multiplier is not None:
+        from sentkit.models.quantization import RESCORE_MULTIPLIER, check_rescore
+
+        if quantize != "binary":
+            raise ConfigError(f"--rescore rescores a binary search: give --quantize binary, not {quantize}")
+        if rescore in (None, "none") and multiplier is not None:
+            raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
+        how, times = check_rescore(rescore or "none", RESCORE_MULTIPLIER if multiplier is None else multiplier)
+        if how != "none":
+            out.update(rescore=how, rescore_multiplier=times)
+    return out
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -290,7 +320,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from sentkit.core.identity import fingerprint, with_precision
     from sentkit.evaluation import evaluate
     from sentkit.evaluation.report import markdown_table, plot_runs
-    from sentkit.evaluation.runner import EvaluationInterrupted
+    from sentkit.evaluation.runner import EvaluationInterrupted, whole_key
     from sentkit.models.loading import load, model_settings, used_settings
 
     check_outputs([(args.output, "--output"), (args.markdown, "--markdown"), (args.plot, "--plot")], plot=args.plot)
@@ -345,12 +375,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     nothing_to_run = tasks == "none" and checked is not None and len(checked.missing) == len(mteb_tasks)
     if nothing_to_run:  # every MTEB dataset is missing: say so without loading the model
         encoder: Any = _not_loaded
-        fp = None
+        fp = whole_fp = None
     else:
         from sentkit.core.interface import prompt_load_kwargs
 
         encoder = load(args.model, **settings, **prompt_load_kwargs(args), **quantized)
         fp = with_precision(args.fingerprint, encoder) if args.fingerprint else fingerprint(encoder, args.model)
+        whole_fp = whole_key(encoder, args.model, args.fingerprint)  # a cut or codes: the whole vectors' key
     progress = not getattr(args, "quiet", False)
     results: dict[str, Any] | None = None
     try:
@@ -360,12 +391,13 @@ def _evaluate(args: argparse.Namespace) -> int:
             preset=args.preset,
             data_dir=args.data_dir,
             fingerprint=fp,
+            whole_fingerprint=whole_fp,
             model_name=args.model,
             progress=progress and not nothing_to_run,
             **overrides,
         )
         if mteb_tasks:
-            results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args, fp, progress, checked)
+            results["mteb"] = _run_mteb(encoder, mteb_tasks, results, args, (fp, whole_fp), progress, checked)
     except KeyboardInterrupt as e:  # Ctrl-C: keep what was finished
         partial = e.results if isinstance(e, EvaluationInterrupted) else results
         if partial is None:
@@ -458,14 +490,15 @@ def _run_mteb(
     tasks: list[Any],
     results: dict[str, Any],
     args: argparse.Namespace,
-    fp: str | None,
+    keys: tuple[str | None, str | None],
     progress: bool,
     checked: Any,
 ) -> dict[str, Any]:
     """The MTEB tasks through mteb (sentkit.evaluation.mteb_adapter), with the run's encode batch
     size and embedding cache; mteb's results files in the folder of --output, under mteb/, filed
     under the model's identity (its weights' content hash; a published model's own name and
-    revision); tasks whose data `checked` found missing are listed, not run."""
+    revision); tasks whose data `checked` found missing are listed, not run. `keys`: the cache keys of the model's
+    vectors and of the whole ones a cut or quantized model is made from."""
     from sentkit.evaluation import mteb_adapter
     from sentkit.models.loading import used_settings
 
@@ -475,7 +508,7 @@ def _run_mteb(
     parts = [f"{k}={getattr(args, k)}" for k in ("pooling", "attention") if getattr(args, k, None) is not None]
     used = used_settings(encoder, {}) if encoder is not _not_loaded else {}
     # half precision as resolved, the first dimensions kept, the code vectors are quantized to
-    parts += [f"{k}={used[k]}" for k in ("precision", "dim", "quantize") if used.get(k) is not None]
+    parts += [f"{k}={used[k]}" for k in ("precision", "dim", "quantize", "rescore") if used.get(k) is not None]
     parts += [f"{k}={getattr(args, k)}" for k in ("prompt_name", "prompt") if getattr(args, k, None) is not None]
     variant = ";".join(parts)
     identity = mteb_adapter.model_identity(args.model, variant=variant) if encoder is not _not_loaded else None
@@ -484,7 +517,8 @@ def _run_mteb(
         tasks,
         output_dir=folder / mteb_adapter.RESULTS_FOLDER,
         model_name=args.model,
-        fingerprint=fp,
+        fingerprint=keys[0],
+        whole_fingerprint=keys[1],
         batch_size=cfg["encode_batch_size"],
         cache_dir=cfg["cache_dir"],
         use_cache=cfg["use_cache"],

@@ -213,9 +213,11 @@ class MTEBEncoder:
         use_cache: bool = True,
         progress: Any = None,
         identity: tuple[str, str] | None = None,
+        whole_fingerprint: str | None = None,
     ) -> None:
         from sentkit.core.interface import as_encoder
         from sentkit.evaluation.cache import EmbeddingCache, default_cache_root
+        from sentkit.evaluation.runner import store_plan
 
         self.encoder = as_encoder(encoder)
         self.name = name
@@ -223,8 +225,11 @@ class MTEBEncoder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
+        # a cut or quantized model: its whole vectors encoded and cached, its own made from them (store_plan)
+        self.source, self.cache_key, self.whole = store_plan(self.encoder, fingerprint, whole_fingerprint)
+        self.rescoring = getattr(self.encoder, "rescore", None) is not None  # binary search, candidates rescored
         self.cache = (
-            EmbeddingCache(cache_dir or default_cache_root(), fingerprint) if use_cache and fingerprint else None
+            EmbeddingCache(cache_dir or default_cache_root(), self.cache_key) if use_cache and self.cache_key else None
         )
         self.progress = progress
         self.dim: int | None = None
@@ -283,12 +288,16 @@ class MTEBEncoder:
 
         texts = [t for batch in inputs for t in batch["text"]]
         prompt = st_prompt(self.encoder, self._mteb_prompts(), task_metadata, prompt_type)
-        encode = self.encoder.encode if prompt is None else partial(encode_with_prompt, self.encoder, prompt=prompt)
-        store = EmbeddingStore(encode, self.batch_size, self._prompt_cache(prompt), self.progress)
-        store.dim = self.dim
+        source = self.source
+        encode = source.encode if prompt is None else partial(encode_with_prompt, source, prompt=prompt)
+        steps = {} if self.whole is None else {"post": self.whole.step, "float_post": self.whole.float_step}
+        store = EmbeddingStore(encode, self.batch_size, self._prompt_cache(prompt), self.progress, **steps)
         store.ensure(texts, task_metadata.name)
-        out = store.get(texts) if texts else np.zeros((0, self.dim or 0), np.float32)
-        self.dim = store.dim
+        # a search that rescores (RescoredSearch) gets the float vectors the codes are made of
+        floats = self.rescoring and searches(task_metadata)
+        out = store.get(texts, floats=floats) if texts else np.zeros((0, self.dim or 0), np.float32)
+        if not floats:
+            self.dim = store.out_dim() or self.dim
         self.counts["requested"] += store.n_requested
         self.counts["encoded"] += store.n_encoded
         self.counts["from_cache"] += store.n_cached
@@ -328,7 +337,7 @@ class MTEBEncoder:
             from sentkit.evaluation.cache import EmbeddingCache
 
             key = prompted_fingerprint(
-                self.fingerprint, text, include_prompt=bool(getattr(self.encoder, "include_prompt", True))
+                self.cache_key, text, include_prompt=bool(getattr(self.encoder, "include_prompt", True))
             )
             caches[text] = EmbeddingCache(self.cache.dir.parent, str(key))
         return caches[text]
@@ -344,6 +353,47 @@ class MTEBEncoder:
         from mteb.similarity_functions import pairwise_cos_sim
 
         return pairwise_cos_sim(embeddings1, embeddings2)
+
+
+def searches(task_metadata: Any) -> bool:
+    """Whether a task ranks a whole corpus for each query (mteb's Retrieval type), which a binary search with
+    rescoring can serve (`RescoredSearch`); other tasks score the codes themselves."""
+    return getattr(task_metadata, "type", None) == "Retrieval"
+
+
+class RescoredSearch:
+    """mteb's index backend (``IndexEncoderSearchProtocol``) for a model whose codes are binary and searched with
+    rescoring (`sentkit.models.quantization.QuantizedEncoder` with ``rescore``): the documents' float vectors are
+    kept, and each query's ranking is `sentkit.retrieval.index.rescored_search` (Hamming candidates, the best
+    rescored, then the rest in Hamming order). A task that gives candidates to rerank is refused."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.docs: list[np.ndarray] = []
+
+    def add_documents(self, embeddings: Any, idxs: list[str]) -> None:
+        self.docs.append(np.asarray(embeddings, dtype=np.float32))
+
+    def search(
+        self,
+        embeddings: Any,
+        top_k: int,
+        similarity_fn: Any = None,
+        top_ranked: Any = None,
+        query_idx_to_id: Any = None,
+    ) -> tuple[list[list[float]], list[list[int]]]:
+        if top_ranked is not None:
+            raise ConfigError("a binary search with rescoring ranks a whole corpus; this task reranks given candidates")
+        if not self.docs:
+            raise ConfigError("no documents were added to the binary search")
+        from sentkit.retrieval.index import rescored_search
+
+        queries = np.asarray(embeddings, dtype=np.float32)
+        ids, scores = rescored_search(self.encoder, queries, np.concatenate(self.docs), top_k)
+        return scores.tolist(), ids.tolist()
+
+    def clear(self) -> None:
+        self.docs = []
 
 
 def st_prompt(encoder: Any, model_prompts: dict[str, str], task_metadata: Any, prompt_type: Any) -> str | None:
@@ -1094,6 +1144,7 @@ def run(
     results_root: str | Path | None = None,
     identity: tuple[str, str] | None = None,
     checked: DataCheck | None = None,
+    whole_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """Run the mteb `tasks` (from :func:`resolve_tasks`) on `encoder` with ``mteb.evaluate``; mteb's
     results files go under `output_dir` (``results/<model>/<revision>/<task>.json``; `identity`: the
@@ -1102,7 +1153,9 @@ def run(
     the averages. `checked` (:func:`check_data`, run before the model loaded): tasks whose data is
     missing are not run (listed under ``errors``), local copies are recorded under ``local_copies``.
     File paths are relative to `results_root` (default: the parent of `output_dir`). No results
-    folder is left behind when no task wrote a file."""
+    folder is left behind when no task wrote a file. `whole_fingerprint`: the cache key of a cut or quantized
+    model's whole vectors (`sentkit.evaluation.runner.store_plan`). A binary model that rescores
+    (``QuantizedEncoder.rescore``) is searched on retrieval tasks by its own search (`RescoredSearch`)."""
     mteb = require_mteb()
     from sentkit.evaluation.progress import EvalProgress
 
@@ -1119,6 +1172,7 @@ def run(
         use_cache=use_cache,
         progress=bar,
         identity=identity,
+        whole_fingerprint=whole_fingerprint,
     )
     out_dir = Path(output_dir)
     root = Path(results_root) if results_root is not None else out_dir.parent
@@ -1139,8 +1193,13 @@ def run(
                     if not task.is_aggregate:  # an aggregate (e.g. CQADupstack) loads its subtasks in mteb.evaluate
                         load_task_data(task)
                     keep_unrounded(task)  # task_summary: the scores before mteb rounds its retrieval metrics
+                    target: Any = model
+                    if model.rescoring and searches(task.metadata):
+                        from mteb.models.search_wrappers import SearchEncoderWrapper
+
+                        target = SearchEncoderWrapper(model, index_backend=RescoredSearch(model.encoder))
                     res = mteb.evaluate(
-                        model,
+                        target,
                         task,
                         cache=cache,
                         overwrite_strategy="always",

@@ -79,6 +79,10 @@ class EmbeddingStore:
     dim: int | None = None
     _matrix: np.ndarray | None = None
     sides: dict[str, EmbeddingStore] = field(default_factory=dict)  # role -> the store of its prompt
+    # whole vectors kept (and cached) and the model's own made from them as they are read (whole_vectors: a cut, codes)
+    post: Callable[[np.ndarray], np.ndarray] | None = None
+    float_post: Callable[[np.ndarray], np.ndarray] | None = None  # the float vectors codes are made of
+    searcher: Any = None  # an encoder whose retrieval ranks by a search of its own (a binary search with rescoring)
 
     def side(self, role: str) -> EmbeddingStore:
         """The store of a retrieval side ("query", "document"): its own when its prompt differs."""
@@ -173,11 +177,19 @@ class EmbeddingStore:
         for i, t in enumerate(texts):
             self.rows[t] = base + i
 
-    def get(self, texts: list[str]) -> np.ndarray:
-        """[len(texts), dim] float32."""
+    def get(self, texts: list[str], *, floats: bool = False) -> np.ndarray:
+        """[len(texts), dim] float32: the model's vectors; `floats`: the float vectors its codes are made of."""
         if self._matrix is None:
             self._matrix = np.concatenate(self.chunks) if self.chunks else np.zeros((0, 0), np.float32)
-        return self._matrix[np.array([self.rows[t] for t in texts], dtype=np.int64)]
+        rows = self._matrix[np.array([self.rows[t] for t in texts], dtype=np.int64)]
+        step = self.float_post if floats else self.post
+        return rows if step is None else np.asarray(step(rows), dtype=np.float32)
+
+    def out_dim(self) -> int | None:
+        """The size of the vectors `get` gives (`dim` is that of the vectors kept)."""
+        if self.dim is None or self.post is None:
+            return self.dim
+        return int(self.post(np.ones((1, self.dim), np.float32)).shape[-1])
 
 
 def available_memory() -> int | None:
@@ -320,9 +332,14 @@ def _run_ranking(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[s
 def _run_retrieval(data: TaskData, emb: EmbeddingStore, cfg: EvalConfig) -> dict[str, Any]:
     """User tasks in BEIR's layout: exact cosine search; nDCG@10, MRR@10, Recall@100 (x 100)."""
     q, d = data.splits["queries"], data.splits["corpus"]
-    ranked = P.exact_search(
-        emb.side("query").get(q.a), emb.side("document").get(d.a), data.extra["query_ids"], data.extra["doc_ids"], k=100
-    )
+    qs, ds = emb.side("query"), emb.side("document")
+    if emb.searcher is not None:  # binary codes searched, the best candidates rescored (as `sentkit neighbours`)
+        from sentkit.retrieval.index import rescored_beir_ranking
+
+        floats = (qs.get(q.a, floats=True), ds.get(d.a, floats=True))
+        ranked = rescored_beir_ranking(emb.searcher, *floats, data.extra["query_ids"], data.extra["doc_ids"], k=100)
+    else:
+        ranked = P.exact_search(qs.get(q.a), ds.get(d.a), data.extra["query_ids"], data.extra["doc_ids"], k=100)
     res = P.ir_metrics(data.extra["qrels"], ranked)
     out = {k: (100 * v if k != "nqueries" else v) for k, v in res.items()}
     out["ndocs"] = len(d.a)
@@ -352,6 +369,7 @@ def evaluate(
     model_name: str | None = None,
     raise_errors: bool = False,
     progress: bool | EvalProgress = True,
+    whole_fingerprint: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Score `encoder` (an object with `encode(list[str]) -> array`, or a callable) on SentEval
@@ -362,6 +380,9 @@ def evaluate(
     A task that fails (missing or malformed data, bad encoder output, an undefined score) is
     reported under `errors` and the others still run; `raise_errors=True` re-raises instead.
     `progress`: bars on a terminal, else log lines (see `EvalProgress`); False for none.
+    `whole_fingerprint`: for a model whose vectors are made from whole ones after encoding (a cut to its first
+    dimensions, codes: `sentkit.core.interface.whole_vectors`), the key the whole vectors are cached under, so that
+    every width and code of one model is scored from one encoding (`store_plan`).
     """
     cfg = make_config(preset, **overrides)
     ddir = resolve_data_dir(data_dir)
@@ -378,7 +399,7 @@ def evaluate(
     if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))
-    store, prompts = prompted_stores(enc, fp, cfg, bar)
+    store, prompts = prompted_stores(enc, fp, cfg, bar, whole_fingerprint=whole_fingerprint)
     t_start = time.perf_counter()
     results: dict[str, Any] = {}
     errors: dict[str, str] = {}
@@ -412,7 +433,7 @@ def evaluate(
         "model": {
             "name": model_name or getattr(enc, "name", type(enc).__name__),
             "fingerprint": fp,
-            "dim": store.dim or next((s.dim for s in store.stores() if s.dim), None),
+            "dim": store.out_dim() or next((s.out_dim() for s in store.stores() if s.dim), None),
             "prompts": prompts,
             **({"precision": precision_of(enc)} if precision_of(enc) else {}),
             **({"quantize": quantized} if isinstance(quantized, str) else {}),
@@ -443,13 +464,45 @@ def evaluate(
     return out
 
 
+def store_plan(enc: Any, fp: str | None, whole_fingerprint: str | None = None) -> tuple[Any, str | None, Any]:
+    """What an embedding store of `enc` (cache key `fp`) encodes and caches under which key, and how its vectors
+    become `enc`'s: ``(encoder, key, WholeVectors | None)``. For a model whose vectors are made from whole ones after
+    encoding (`sentkit.core.interface.whole_vectors`: a cut, codes), the whole vectors under `whole_fingerprint` (else
+    the whole encoder's own fingerprint), so that one encoding serves every width and code of the model; with no key
+    for them, `enc` itself under `fp` (as before), unless its retrieval rescores with the float vectors."""
+    from sentkit.core.interface import whole_vectors
+
+    whole = whole_vectors(enc)
+    if whole is None:
+        return enc, fp, None
+    key = whole_fingerprint or own_fingerprint(whole.encoder)
+    if key is None and getattr(enc, "rescore", None) is None:
+        return enc, fp, None
+    return whole.encoder, key, whole
+
+
+def whole_key(enc: Any, name: str | None, given: str | None = None) -> str | None:
+    """The cache key of the whole vectors a cut or quantized `enc` is made from (`store_plan`), as a command keys a
+    model it loaded by `name`: the user's key `given` with the whole encoder's precision, else
+    `sentkit.core.identity.fingerprint` of the whole encoder and `name`; None for a model whose vectors are its own."""
+    from sentkit.core.interface import whole_vectors
+
+    whole = whole_vectors(enc)
+    if whole is None:
+        return None
+    if given:
+        return with_precision(given, whole.encoder)
+    return own_fingerprint(whole.encoder, name) if name else own_fingerprint(whole.encoder)
+
+
 def prompted_stores(
-    enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress | None
+    enc: Any, fp: str | None, cfg: EvalConfig, bar: EvalProgress | None, *, whole_fingerprint: str | None = None
 ) -> tuple[EmbeddingStore, dict[str, str | None]]:
     """The embedding store of `enc`'s default prompt, with a store of its own for each retrieval side
     whose prompt differs, each cached (``cfg.use_cache`` and a fingerprint `fp`) under a key of its
     prompt (`sentkit.core.interface.prompted_fingerprint`: `fp` itself without one); and the prompt texts
-    used: {"default": ..., "query": ..., "document": ...} (None: no prompt)."""
+    used: {"default": ..., "query": ..., "document": ...} (None: no prompt). A cut or quantized model's stores
+    keep its whole vectors (`store_plan`, `whole_fingerprint`)."""
     from functools import partial
 
     from sentkit.core.interface import (
@@ -460,19 +513,29 @@ def prompted_stores(
     )
 
     include = bool(getattr(enc, "include_prompt", True))
+    source, key, whole = store_plan(enc, fp, whole_fingerprint)
+    steps: dict[str, Any] = {}
+    if whole is not None:
+        steps = {"post": whole.step, "float_post": whole.float_step}
+        if getattr(enc, "rescore", None) is not None:
+            steps["searcher"] = enc
 
     def cache(text: str | None) -> EmbeddingCache | None:
-        key = prompted_fingerprint(fp, text, include_prompt=include)
-        return EmbeddingCache(cfg.cache_dir or default_cache_root(), key) if cfg.use_cache and key else None
+        k = prompted_fingerprint(key, text, include_prompt=include)
+        return EmbeddingCache(cfg.cache_dir or default_cache_root(), k) if cfg.use_cache and k else None
 
     texts = {"default": prompt_used(enc) or None}
-    store = EmbeddingStore(enc.encode, cfg.encode_batch_size, cache(texts["default"]), bar)
+    store = EmbeddingStore(source.encode, cfg.encode_batch_size, cache(texts["default"]), bar, **steps)
     for role in ("query", "document"):
         name = role_prompt_name(enc, role)
         texts[role] = prompt_used(enc, prompt_name=name) or None
         if texts[role] != texts["default"]:
             store.sides[role] = EmbeddingStore(
-                partial(encode_with_prompt, enc, prompt_name=name), cfg.encode_batch_size, cache(texts[role]), bar
+                partial(encode_with_prompt, source, prompt_name=name),
+                cfg.encode_batch_size,
+                cache(texts[role]),
+                bar,
+                **steps,
             )
     return store, texts
 

@@ -167,6 +167,20 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
     return f"{spec.name}/{run.cell.name}/seed-{run.seed}/{fp}"
 
 
+def whole_cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str | None:
+    """The cache key of the whole vectors a cut or quantized model is made from (sentkit.evaluation.runner.store_plan):
+    a cell scoring another cell's model (``"@cell"``) reads that cell's own cache, so that its widths and codes are
+    scored without encoding again; None for a model whose vectors are its own."""
+    from sentkit.core.interface import whole_vectors
+
+    whole = whole_vectors(encoder)
+    if whole is None:
+        return None
+    ref = run.cell.refs.get("model")
+    base = ref_run(spec, ref, run.seed) if ref is not None and ref.sub is None else run
+    return cache_key(spec, base, whole.encoder)
+
+
 def declared(run: CellRun) -> dict[str, Any]:
     """The (cell, seed, method, settings) a run folder must hold, as JSON writes them."""
     return {
@@ -231,17 +245,19 @@ def run_cell(run: CellRun, spec: ExperimentSpec, *, retrained: list[str] | None 
     encoder, train_s, earlier = train_model(run, spec)
     cpu1 = time.process_time()
     fingerprint = cache_key(spec, run, encoder)
+    whole = whole_cache_key(spec, run, encoder)
     res = sentkit.evaluate(
         encoder,
         tasks=spec.tasks,
         preset=spec.preset,
         data_dir=spec.data_dir,
         fingerprint=fingerprint,
+        whole_fingerprint=whole,
         model_name=run.cell.name,
         **spec.eval_settings,
     )
     if mteb_tasks:
-        res["mteb"] = _run_mteb(encoder, mteb_tasks, res, run, fingerprint)
+        res["mteb"] = _run_mteb(encoder, mteb_tasks, res, run, fingerprint, whole)
     # CPU seconds (all threads): what a run costs whatever else shares the machine; training across every process
     # of a resumed run (training_cpu). A model trained by an earlier process: unknown unless its folder recorded it.
     train_cpu = training_cpu(run.folder / "model", None if earlier else cpu1 - cpu0)
@@ -299,7 +315,9 @@ def _mteb_tasks(spec: ExperimentSpec, run: CellRun) -> list[Any]:
     return mteb_adapter.resolve_tasks(names)
 
 
-def _run_mteb(encoder: Any, tasks: list[Any], res: dict[str, Any], run: CellRun, fingerprint: str) -> dict[str, Any]:
+def _run_mteb(
+    encoder: Any, tasks: list[Any], res: dict[str, Any], run: CellRun, fingerprint: str, whole: str | None
+) -> dict[str, Any]:
     """The cell's MTEB tasks through mteb, with the encode batch size and embedding cache of its SentEval run;
     mteb's results files in the run folder, under mteb/."""
     from sentkit.evaluation import mteb_adapter
@@ -311,6 +329,7 @@ def _run_mteb(encoder: Any, tasks: list[Any], res: dict[str, Any], run: CellRun,
         output_dir=run.folder / mteb_adapter.RESULTS_FOLDER,
         model_name=run.cell.name,
         fingerprint=fingerprint,
+        whole_fingerprint=whole,
         batch_size=cfg["encode_batch_size"],
         cache_dir=cfg["cache_dir"],
         use_cache=cfg["use_cache"],

@@ -212,10 +212,12 @@ def used_settings(encoder: Any, given: dict[str, Any]) -> dict[str, Any]:
         out["precision"] = used
     if dim_of(encoder) is not None:
         out["dim"] = dim_of(encoder)
-    out.pop("quantize", None)
-    out.pop("calibration", None)
+    for key in ("quantize", "calibration", "rescore", "rescore_multiplier"):
+        out.pop(key, None)
     if isinstance(getattr(encoder, "quantize", None), str):  # codes (sentkit.models.quantization.QuantizedEncoder)
         out["quantize"] = encoder.quantize
+        if getattr(encoder, "rescore", None):  # a binary search rescored: another ranking on retrieval tasks
+            out["rescore"] = f"{encoder.rescore}x{encoder.rescore_multiplier}"
     return out
 
 
@@ -305,6 +307,8 @@ def load(
     default_prompt_name: str | None = None,
     quantize: str | None = None,
     calibration: str | Path | None = None,
+    rescore: str | None = None,
+    rescore_multiplier: int | None = None,
     **kwargs: Any,
 ) -> Encoder:
     """The encoder `spec` names (see the module docstring). `kwargs` (pooling, max_length, device,
@@ -321,14 +325,18 @@ def load(
 
     `quantize` ("int8" or "binary") gives the codes of the model's vectors as float32 (int8 values, +1 / -1 bits:
     `sentkit.models.quantization.QuantizedEncoder`), int8 with ranges from `calibration` (a .txt of texts, a seeded
-    sample encoded, or the .quantization.json `sentkit embed --quantize int8` wrote)."""
-    if quantize is not None or calibration is not None:
+    sample encoded, or the .quantization.json `sentkit embed --quantize int8` wrote). Binary codes searched with
+    rescoring (`rescore` "float" or "int8", `rescore_multiplier`: candidates per result, default 4) rank a retrieval
+    task's corpus as ``sentkit index --quantize binary`` searches it."""
+    if quantize is not None or calibration is not None or rescore is not None or rescore_multiplier is not None:
         from sentkit.models.quantization import QuantizedEncoder, calibrate
 
         if quantize is None:
-            raise ConfigError("a calibration was given without quantize: give quantize='int8' (or 'binary')")
+            what = "a calibration" if calibration is not None else "rescore"
+            raise ConfigError(f"{what} was given without quantize: give quantize='int8' (or 'binary')")
         enc = load(spec, allow_code=allow_code, prompts=prompts, default_prompt_name=default_prompt_name, **kwargs)
-        return QuantizedEncoder(enc, calibrate(enc, quantize, calibration=calibration))
+        cal = calibrate(enc, quantize, calibration=calibration)
+        return QuantizedEncoder(enc, cal, rescore=rescore, rescore_multiplier=rescore_multiplier)
     if prompts is None and default_prompt_name is None:
         return _load(spec, allow_code=allow_code, **kwargs)
     from sentkit.core.interface import PromptedEncoder, check_prompts
@@ -517,7 +525,7 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
     final = final_phase(p, marker)
     if final is not None and final.is_dir():
         return _load_folder(final, kwargs)  # a recipe's folder (llm2vec, raw-text): its last phase's model
-    _warn_untrained_dim(p, marker, kwargs.get("truncate_dim"))
+    asked_dim = kwargs.get("truncate_dim")
     if method not in TRANSFORMER_MARKERS and not (p / "modules.json").is_file():
         loader = get_method(str(method)).load
         passed: dict[str, Any] = {}
@@ -525,7 +533,9 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
             passed["precision"] = kwargs["precision"]
         kwargs, cut = _pop_dim(_drop_precision(str(p), kwargs))
         _bag_settings(str(p), kwargs)
-        return _truncated(_pooled(loader(p, **passed), str(p), kwargs), cut, str(p))
+        enc = _truncated(_pooled(loader(p, **passed), str(p), kwargs), cut, str(p))
+        _warn_untrained_dim(p, marker, asked_dim)  # after the load: a --dim refused there says its error alone
+        return enc
     # a transformer: any sentkit transformer method (its folder is a sentence-transformers one), or a
     # transformers / sentence-transformers folder; pooling and max_length may be overridden
     if not (p / "config.json").is_file():
@@ -535,7 +545,9 @@ def _load_folder(p: Path, kwargs: dict[str, Any]) -> Encoder:
         )
     from sentkit.models.transformer import TransformerEncoder
 
-    return TransformerEncoder.from_pretrained(str(p), **kwargs)
+    enc = TransformerEncoder.from_pretrained(str(p), **kwargs)
+    _warn_untrained_dim(p, marker, asked_dim)
+    return enc
 
 
 def _takes(fn: Callable[..., Any], name: str) -> bool:

@@ -37,6 +37,27 @@ CALIBRATION_FORMAT, CALIBRATION_VERSION = "sentkit-quantization", 1
 DEFAULT_CALIBRATION_ROWS = 10_000  # the sample the ranges are fitted on (sentence-transformers' examples: 10k-100k)
 
 
+# a binary search's rescoring (sentkit.retrieval.index.BinaryCodes): the best k * multiplier Hamming candidates rescored
+# with the float query against each one's float vector (`float`), its int8 codes (`int8`), or not at all (`none`)
+RESCORE = ("float", "int8", "none")
+RESCORE_MULTIPLIER = 4  # candidates per result that are rescored (sentence-transformers' default is 2)
+
+
+def check_rescore(rescore: Any, multiplier: Any) -> tuple[str, int]:
+    """`rescore` (float, int8, none) and the multiplier (a whole number >= 1), checked: one line each."""
+    from sentkit.core.registry import suggest
+
+    if rescore not in RESCORE:
+        raise ConfigError(
+            f"--rescore must be one of {', '.join(RESCORE)}, got {rescore!r}.{suggest(str(rescore), list(RESCORE))}"
+        )
+    if isinstance(multiplier, str) and multiplier.strip().isdigit():
+        multiplier = int(multiplier)
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
+        raise ConfigError(f"--rescore-multiplier must be a whole number >= 1, got {multiplier!r}")
+    return str(rescore), int(multiplier)
+
+
 def check_quantize(name: Any, *, choices: tuple[str, ...] = QUANTIZE_CHOICES) -> str:
     """`name` as a precision of `choices`; ConfigError, one line with the closest name, for anything else."""
     from sentkit.core.registry import suggest
@@ -266,12 +287,36 @@ def calibration_of(vectors: str | Path) -> Calibration | None:
 class QuantizedEncoder(PostProcessed):
     """An encoder whose vectors are the codes of another's (`Calibration`), as float32 (`as_float`): int8 values, or
     +1 / -1 bits, so that every task that scores float vectors scores the quantized ones unchanged. Other attributes
-    are the wrapped encoder's; ``quantize`` names the precision (what keys and results record)."""
+    are the wrapped encoder's; ``quantize`` names the precision (what keys and results record).
 
-    def __init__(self, encoder: Any, calibration: Calibration) -> None:
+    Binary codes may be searched with rescoring (`rescore` "float" or "int8", `rescore_multiplier`), as ``sentkit
+    index --quantize binary`` searches them: a retrieval task then ranks by that search
+    (`sentkit.retrieval.index.rescored_search`); every other task scores the codes themselves."""
+
+    def __init__(
+        self,
+        encoder: Any,
+        calibration: Calibration,
+        *,
+        rescore: str | None = None,
+        rescore_multiplier: int | None = None,
+    ) -> None:
         self.wrapped = encoder
         self.calibration = calibration
         self.quantize = calibration.precision
+        self.rescore: str | None = None
+        self.rescore_multiplier: int | None = None
+        if rescore is not None and rescore != "none":
+            if calibration.precision in SCALAR:
+                raise ConfigError(
+                    f"--rescore rescores the candidates of a binary search; give --quantize binary, not "
+                    f"{calibration.precision} (or leave --rescore out)"
+                )
+            self.rescore, self.rescore_multiplier = check_rescore(
+                rescore, RESCORE_MULTIPLIER if rescore_multiplier is None else rescore_multiplier
+            )
+        elif rescore_multiplier is not None:
+            raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
 
     @property
     def dim(self) -> int:
@@ -281,7 +326,8 @@ class QuantizedEncoder(PostProcessed):
         return self.calibration.floats(self.calibration.codes(emb))
 
     def tag(self) -> str:
-        return f"quantized|{self.calibration.key()}"
+        rescored = f"|rescore={self.rescore}x{self.rescore_multiplier}" if self.rescore else ""
+        return f"quantized|{self.calibration.key()}{rescored}"
 
 
 def read_calibration_texts(path: Path, size: int, seed: int = 0) -> list[str]:

@@ -258,6 +258,21 @@ class TransformerEncoder:
         """The size of the vectors `encode` returns."""
         return self.truncate_dim or self.full_dim
 
+    def whole(self) -> tuple[TransformerEncoder, Any]:
+        """(this model giving its whole vectors, the cut that makes this model's from them): ``encode`` cuts after
+        the model's Normalize and does not normalise again (`finish`), so the cut is the first columns. An
+        evaluation caches the whole vectors once for every width (sentkit.core.interface.whole_vectors)."""
+        import copy
+
+        whole = copy.copy(self)
+        whole.truncate_dim = None
+        d = self.truncate_dim
+
+        def cut(emb: np.ndarray) -> np.ndarray:
+            return emb if d is None or d >= emb.shape[-1] else np.ascontiguousarray(emb[..., :d], dtype=np.float32)
+
+        return whole, cut
+
     # ---------------------------------------------------------------- encoding
     @torch.inference_mode()
     def encode(

@@ -34,6 +34,9 @@ import numpy as np
 
 from sentkit.core.config import ConfigError, from_dict, to_dict
 from sentkit.core.identity import hasher
+from sentkit.models.quantization import RESCORE as RESCORE
+from sentkit.models.quantization import RESCORE_MULTIPLIER as RESCORE_MULTIPLIER
+from sentkit.models.quantization import check_rescore as check_rescore
 from sentkit.retrieval.neighbours import QUERY_BLOCK, ROW_BLOCK, exact_top_k, normalise_rows
 
 log = logging.getLogger(__name__)
@@ -546,25 +549,8 @@ def attach(index: Any, folder: str | Path, *, progress: bool = True) -> Any:
 # against each candidate's float vector (`float`: read from the vectors, memory-mapped) or its int8 codes
 # (`int8`: dequantized; the codes are kept in the index, a quarter of float32's bytes), or not at all (`none`:
 # the scores are the cosines of the +1/-1 vectors, ``1 - 2 * hamming / dim``).
-RESCORE = ("float", "int8", "none")
-RESCORE_MULTIPLIER = 4  # candidates per result that are rescored (sentence-transformers' default is 2)
 BINARY_KIND = "binary"
 INT8_FILE = "int8.npy"
-
-
-def check_rescore(rescore: Any, multiplier: Any) -> tuple[str, int]:
-    """`rescore` (float, int8, none) and the multiplier (a whole number >= 1), checked: one line each."""
-    from sentkit.core.registry import suggest
-
-    if rescore not in RESCORE:
-        raise VectorIndexError(
-            f"--rescore must be one of {', '.join(RESCORE)}, got {rescore!r}.{suggest(str(rescore), list(RESCORE))}"
-        )
-    if isinstance(multiplier, str) and multiplier.strip().isdigit():
-        multiplier = int(multiplier)
-    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
-        raise VectorIndexError(f"--rescore-multiplier must be a whole number >= 1, got {multiplier!r}")
-    return str(rescore), int(multiplier)
 
 
 class BinaryCodes:
@@ -654,6 +640,54 @@ class BinaryCodes:
             order = np.argsort(-sims, kind="stable")[:k]
             ids[r, : len(order)], scores[r, : len(order)] = rows[order], sims[order]
         return ids, scores
+
+
+RESCORED_TOP = 10  # the results an evaluation's binary search rescores: the cut-off of nDCG@10 and MRR@10
+RESCORED_LIFT = 4.0  # added to rescored cosines (<= 1) so that they rank above every Hamming score (>= -1)
+
+
+def rescored_ranking(
+    codes: BinaryCodes, queries: Any, total: int, top: int = RESCORED_TOP
+) -> tuple[np.ndarray, np.ndarray]:
+    """A binary search's ranking of `total` documents for each query, as an evaluation scores it: first the `top`
+    that ``codes.search`` returns (the best ``top * multiplier`` Hamming candidates rescored, as ``sentkit neighbours
+    -k 10`` gives them), their cosines raised by `RESCORED_LIFT`; then the other documents in Hamming order (equal
+    distances by row), scored ``1 - 2 * hamming / dim``, so that sorting by score gives the ranking. Metrics at a
+    cut-off above `top` (Recall@100) thus measure the Hamming search beyond the rescored results."""
+    total = top_count(total, len(codes))
+    top = min(int(top), total)
+    first, first_scores = codes.search(queries, top)
+    rest, rest_scores = codes.search(queries, min(len(codes), total + top), rescore="none")
+    ids = np.zeros((len(first), total), np.int64)
+    scores = np.full((len(first), total), -np.inf, np.float32)
+    for r in range(len(first)):
+        ids[r, :top], scores[r, :top] = first[r], first_scores[r] + RESCORED_LIFT
+        taken = set(first[r].tolist())
+        others = [i for i, v in enumerate(rest[r].tolist()) if v not in taken][: total - top]
+        ids[r, top : top + len(others)] = rest[r][others]
+        scores[r, top : top + len(others)] = rest_scores[r][others]
+    return ids, scores
+
+
+def rescored_search(encoder: Any, queries: Any, docs: Any, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """How an evaluation ranks float `docs` [n, dim] (the vectors binary codes are made of) for float `queries` by a
+    binary search with `encoder`'s rescoring (``QuantizedEncoder.rescore`` and ``rescore_multiplier``): ids
+    [m, total] and scores, `rescored_ranking`."""
+    codes = BinaryCodes.of(np.asarray(docs), rescore=encoder.rescore, multiplier=encoder.rescore_multiplier)
+    return rescored_ranking(codes, queries, total)
+
+
+def rescored_beir_ranking(
+    encoder: Any, queries: Any, docs: Any, query_ids: list[str], doc_ids: list[str], k: int
+) -> dict[str, list[tuple[str, float]]]:
+    """`rescored_search` as BEIR's evaluation takes a ranking: {query id: [(doc id, score), ...] best first}, at most
+    `k`, a document whose id is the query's left out (``ignore_identical_ids``)."""
+    ids, scores = rescored_search(encoder, queries, docs, k + 1)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for r, qid in enumerate(query_ids):
+        kept = [(doc_ids[j], float(v)) for j, v in zip(ids[r], scores[r]) if np.isfinite(v) and doc_ids[j] != qid]
+        out[qid] = kept[:k]
+    return out
 
 
 def build_binary(
