@@ -156,6 +156,16 @@ def test_a_quantized_encoder_gives_the_codes_as_floats(tiny_model_dir: Path, cor
         sentkit.load(name, quantize="int8")
 
 
+class Hidden:
+    """An encoder whose vectors are another's, computed by it: nothing says how they are made."""
+
+    def __init__(self, encoder: object) -> None:
+        self.encoder = encoder
+
+    def encode(self, texts: list[str], batch_size: int = 32, **kwargs: object) -> np.ndarray:
+        return np.asarray(self.encoder.encode(texts, batch_size=batch_size))  # type: ignore[attr-defined]
+
+
 def test_evaluate_quantized_records_it_and_reads_the_whole_vectors_cache(
     tiny_model_dir: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -189,6 +199,15 @@ def test_evaluate_quantized_records_it_and_reads_the_whole_vectors_cache(
         assert timings["sentences_encoded"] == 0 and timings["sentences_from_cache"] > 0  # the float run's vectors
         assert runs[name, "cache"]["results"]["STSB"] == runs[name, "none"]["results"]["STSB"]
         assert runs[name, "cache"]["results"]["STSB"] != runs["float", "cache"]["results"]["STSB"]
+    # the oracle: the cut or codes encoded directly, by an encoder that hides how they are made (no whole vectors)
+    for name, kwargs in (
+        ("binary", {"quantize": "binary"}),
+        ("int8", {"quantize": "int8", "calibration": corpus}),
+        ("cut-binary", {"truncate_dim": 8, "quantize": "binary"}),
+    ):
+        direct = Hidden(sentkit.load(str(tiny_model_dir), **kwargs))
+        res = sentkit.evaluate(direct, tasks=["STSB"], data_dir=data, use_cache=False, progress=False)
+        assert res["results"]["STSB"] == runs[name, "cache"]["results"]["STSB"], name
     capsys.readouterr()
     assert main([*args, "--quantize", "int8", "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -221,6 +240,7 @@ def test_binary_rescored_retrieval_is_the_binary_search_in_sentkit_and_mteb(
     `rescored_ranking` over the float vectors (the oracle); a multiplier that makes every document a candidate gives
     the float model's score; the codes alone score otherwise."""
     pytest.importorskip("mteb")
+    pytest.importorskip("faiss")
     from sentkit.evaluation import protocols as P
     from sentkit.retrieval.index import BinaryCodes, rescored_ranking
 
@@ -232,6 +252,7 @@ def test_binary_rescored_retrieval_is_the_binary_search_in_sentkit_and_mteb(
         ("float", []),
         ("binary", ["--quantize", "binary"]),
         ("rescored", ["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "2"]),
+        ("int8", ["--quantize", "binary", "--rescore", "int8"]),
         ("all", ["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "8"]),
     ):
         out = tmp_path / f"{name}.json"
@@ -272,5 +293,10 @@ def test_rescore_bad_input_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
     assert not out.exists()
+
+
+def test_load_refuses_rescoring_of_int8_codes(tiny_model_dir: Path, corpus: Path) -> None:
     with pytest.raises(ConfigError, match="give --quantize binary, not int8"):
         sentkit.load(str(tiny_model_dir), quantize="int8", calibration=corpus, rescore="float")
+    with pytest.raises(ConfigError, match="rescore was given without quantize"):
+        sentkit.load(str(tiny_model_dir), rescore="float")

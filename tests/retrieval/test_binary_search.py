@@ -214,8 +214,8 @@ def test_an_evaluations_rescored_ranking_is_the_brute_force_one() -> None:
         best = cand[np.lexsort((cand, -cos))][:top]
         rest = [i for i in order if i not in set(best.tolist())][: total - top]
         np.testing.assert_array_equal(ids[r], np.concatenate([best, rest]))
-        np.testing.assert_allclose(scores[r, :top], np.sort(cos)[::-1][:top] + RESCORED_LIFT, rtol=1e-5)
-        np.testing.assert_allclose(scores[r, top:], 1 - 2 * ham[rest] / dim, rtol=1e-6)
+        np.testing.assert_allclose(scores[r, :top], np.sort(cos)[::-1][:top] + RESCORED_LIFT, atol=1e-5)
+        np.testing.assert_allclose(scores[r, top:], 1 - 2 * ham[rest] / dim, atol=1e-6)
         checked += 1
     assert checked >= 20, checked
-    assert (np.diff(scores, axis=1) <= 1e-6).all()  # sorting by score gives the ranking
+    assert (np.diff(scores, axis=1) < 0).all()  # strictly: any sort by score (ties by id too) gives the ranking

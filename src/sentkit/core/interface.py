@@ -468,6 +468,7 @@ class PostProcessed:
     `post` and `tag`."""
 
     wrapped: Any
+    codes = False  # `post` makes codes of the float vectors (what a binary search rescores with is before it)
 
     def post(self, emb: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -529,11 +530,15 @@ def whole_vectors(enc: Any) -> WholeVectors | None:
     encoder. What lets an evaluation cache one set of vectors and score every width and code of a model from it."""
     if isinstance(enc, PostProcessed):
         inner = whole_vectors(enc.wrapped)
-        base, before = (enc.wrapped, _identity_step) if inner is None else (inner.encoder, inner.step)
-        quantized = isinstance(getattr(enc, "quantize", None), str)
-        return WholeVectors(base, _then(before, enc.post), before if quantized else _then(before, enc.post))
-    whole = getattr(enc, "whole", None)
-    if callable(whole) and getattr(enc, "truncate_dim", None) is not None:
-        base, cut = whole()
+        before: Step
+        floats: Step
+        if inner is None:
+            base, before, floats = enc.wrapped, _identity_step, _identity_step
+        else:
+            base, before, floats = inner.encoder, inner.step, inner.float_step
+        return WholeVectors(base, _then(before, enc.post), floats if enc.codes else _then(floats, enc.post))
+    # the class's own `whole` only: a wrapper that delegates attributes (a PromptedEncoder) changes the vectors
+    if callable(getattr(type(enc), "whole", None)) and getattr(enc, "truncate_dim", None) is not None:
+        base, cut = enc.whole()
         return WholeVectors(base, cut, cut)
     return None

@@ -36,8 +36,9 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="int8|binary",
         help="score the codes of the model's vectors, as sentence-transformers' quantize_embeddings gives them: int8 "
-        "values, or binary as +1/-1 (cosine = 1 - 2*hamming/dim, so tasks rank by Hamming distance); results, "
-        "caches and MTEB revisions are kept apart (docs/smaller_vectors.md)",
+        "values, or binary as +1/-1 (cosine = 1 - 2*hamming/dim, so tasks rank by Hamming distance), made from the "
+        "float vectors (cached once for every code and width); results and MTEB revisions are kept apart "
+        "(docs/smaller_vectors.md)",
     )
     p.add_argument(
         "--calibration",
@@ -311,6 +312,9 @@ def _quantize_settings(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
         how, times = check_rescore(rescore or "none", RESCORE_MULTIPLIER if multiplier is None else multiplier)
         if how != "none":
+            from sentkit.retrieval.index import _faiss
+
+            _faiss()  # the binary search's index: missing, one line before anything is encoded
             out.update(rescore=how, rescore_multiplier=times)
     return out
 

@@ -399,6 +399,8 @@ def evaluate(
     if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))
+    if whole_fingerprint is None and fingerprint:  # a key given for the model: its whole vectors' key (`whole_key`)
+        whole_fingerprint = whole_key(enc, None, fingerprint)
     store, prompts = prompted_stores(enc, fp, cfg, bar, whole_fingerprint=whole_fingerprint)
     t_start = time.perf_counter()
     results: dict[str, Any] = {}
@@ -426,7 +428,7 @@ def evaluate(
         if not isinstance(progress, EvalProgress):
             bar.close()
     from sentkit.evaluation.report import declutr_average
-    from sentkit.models.loading import precision_of
+    from sentkit.models.loading import precision_of, used_settings
 
     quantized = getattr(enc, "quantize", None)  # codes (sentkit.models.quantization.QuantizedEncoder)
     out = {
@@ -437,6 +439,7 @@ def evaluate(
             "prompts": prompts,
             **({"precision": precision_of(enc)} if precision_of(enc) else {}),
             **({"quantize": quantized} if isinstance(quantized, str) else {}),
+            **({"rescore": rescored} if (rescored := used_settings(enc, {}).get("rescore")) else {}),
         },
         "config": to_dict(cfg),
         "seed": cfg.seed,

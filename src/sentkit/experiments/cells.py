@@ -170,7 +170,9 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
 def whole_cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str | None:
     """The cache key of the whole vectors a cut or quantized model is made from (sentkit.evaluation.runner.store_plan):
     a cell scoring another cell's model (``"@cell"``) reads that cell's own cache, so that its widths and codes are
-    scored without encoding again; None for a model whose vectors are its own."""
+    scored without encoding again; None for a model whose vectors are its own, or whose whole vectors have no
+    fingerprint (the cell's own key then holds them)."""
+    from sentkit.core.identity import fingerprint
     from sentkit.core.interface import whole_vectors
 
     whole = whole_vectors(encoder)
@@ -178,6 +180,8 @@ def whole_cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str | N
         return None
     ref = run.cell.refs.get("model")
     base = ref_run(spec, ref, run.seed) if ref is not None and ref.sub is None else run
+    if fingerprint(whole.encoder, base.cell.name) is None:  # keyed by settings alone: another precision would share
+        return None
     return cache_key(spec, base, whole.encoder)
 
 

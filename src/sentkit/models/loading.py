@@ -151,7 +151,8 @@ _SETTING_FLAGS: dict[str, dict[str, Any]] = {
     "dim": dict(
         metavar="N",
         help="keep the first N dimensions of the model's vectors (sentence-transformers' truncate_dim; meant for "
-        "Matryoshka-trained models; any model can be cut): caches, indexes and results are kept per N (default: all). "
+        "Matryoshka-trained models; any model can be cut): indexes and results are kept per N, and an evaluation "
+        "scores every N from the whole vectors' cache (default: all). "
         "Not `sentkit whiten --dim`, which sets how many whitened directions a new model is trained to keep",
     ),
 }

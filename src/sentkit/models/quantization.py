@@ -293,6 +293,8 @@ class QuantizedEncoder(PostProcessed):
     index --quantize binary`` searches them: a retrieval task then ranks by that search
     (`sentkit.retrieval.index.rescored_search`); every other task scores the codes themselves."""
 
+    codes = True
+
     def __init__(
         self,
         encoder: Any,

@@ -36,7 +36,6 @@ from sentkit.core.config import ConfigError, from_dict, to_dict
 from sentkit.core.identity import hasher
 from sentkit.models.quantization import RESCORE as RESCORE
 from sentkit.models.quantization import RESCORE_MULTIPLIER as RESCORE_MULTIPLIER
-from sentkit.models.quantization import check_rescore as check_rescore
 from sentkit.retrieval.neighbours import QUERY_BLOCK, ROW_BLOCK, exact_top_k, normalise_rows
 
 log = logging.getLogger(__name__)
@@ -553,6 +552,16 @@ BINARY_KIND = "binary"
 INT8_FILE = "int8.npy"
 
 
+def check_rescore(rescore: Any, multiplier: Any) -> tuple[str, int]:
+    """`sentkit.models.quantization.check_rescore`, its refusal a VectorIndexError (one line)."""
+    from sentkit.models.quantization import check_rescore as checked
+
+    try:
+        return checked(rescore, multiplier)
+    except ConfigError as e:
+        raise VectorIndexError(str(e)) from None
+
+
 class BinaryCodes:
     """Rows as packed sign bits in a faiss IndexBinaryFlat, with what rescoring reads: `floats` (the rows, [n, dim],
     an array or a memory map) and / or `int8` codes with their `ranges`. ``search(queries, k)`` -> (ids, scores)
@@ -644,6 +653,7 @@ class BinaryCodes:
 
 RESCORED_TOP = 10  # the results an evaluation's binary search rescores: the cut-off of nDCG@10 and MRR@10
 RESCORED_LIFT = 4.0  # added to rescored cosines (<= 1) so that they rank above every Hamming score (>= -1)
+RANK_STEP = 1e-9  # taken off each rank's score in turn: equal scores (Hamming ties) keep the ranking's order
 
 
 def rescored_ranking(
@@ -652,21 +662,23 @@ def rescored_ranking(
     """A binary search's ranking of `total` documents for each query, as an evaluation scores it: first the `top`
     that ``codes.search`` returns (the best ``top * multiplier`` Hamming candidates rescored, as ``sentkit neighbours
     -k 10`` gives them), their cosines raised by `RESCORED_LIFT`; then the other documents in Hamming order (equal
-    distances by row), scored ``1 - 2 * hamming / dim``, so that sorting by score gives the ranking. Metrics at a
-    cut-off above `top` (Recall@100) thus measure the Hamming search beyond the rescored results."""
+    distances by row), scored ``1 - 2 * hamming / dim``; each rank's score is lowered by `RANK_STEP` times the rank
+    (float64), so that scores strictly decrease and any sort by score (pytrec_eval's, which breaks ties by document
+    id) gives this ranking. Metrics at a cut-off above `top` (Recall@100) measure the Hamming search beyond the
+    rescored results."""
     total = top_count(total, len(codes))
     top = min(int(top), total)
     first, first_scores = codes.search(queries, top)
     rest, rest_scores = codes.search(queries, min(len(codes), total + top), rescore="none")
     ids = np.zeros((len(first), total), np.int64)
-    scores = np.full((len(first), total), -np.inf, np.float32)
+    scores = np.full((len(first), total), -np.inf, np.float64)
     for r in range(len(first)):
         ids[r, :top], scores[r, :top] = first[r], first_scores[r] + RESCORED_LIFT
         taken = set(first[r].tolist())
         others = [i for i, v in enumerate(rest[r].tolist()) if v not in taken][: total - top]
         ids[r, top : top + len(others)] = rest[r][others]
         scores[r, top : top + len(others)] = rest_scores[r][others]
-    return ids, scores
+    return ids, scores - RANK_STEP * np.arange(total)
 
 
 def rescored_search(encoder: Any, queries: Any, docs: Any, total: int) -> tuple[np.ndarray, np.ndarray]:
