@@ -53,9 +53,11 @@ def test_a_cut_or_quantized_cell_reads_its_models_cache(tiny_model_dir: Path, tm
         f'[[cell]]\nname = "base"\nmethod = "mlm"\nsettings = {{ model = "{tiny_model_dir}", max_steps = 1 }}\n'
         '[[cell]]\nname = "cut"\nmethod = "pretrained"\nsettings = { model = "@base", dim = 16, quantize = "binary" }\n'
         '[[cell]]\nname = "plain"\nmethod = "pretrained"\nsettings = { model = "@base" }\n'
+        f'[[cell]]\nname = "given"\nmethod = "pretrained"\nsettings = {{ model = "{tiny_model_dir}" }}\n'
+        f'[[cell]]\nname = "given-cut"\nmethod = "pretrained"\nsettings = {{ model = "{tiny_model_dir}", dim = 8 }}\n'
     )
     spec = load_experiment(tmp_path / "g.toml")
-    base, cut, plain = plan(spec)
+    base, cut, plain, given, given_cut = plan(spec)
     shutil.copytree(tiny_model_dir, base.folder / "model")
     (base.folder / "model" / MARKER_FILE).write_text(json.dumps({"method": "mlm"}))
     trained = sentkit.load(str(base.folder / "model"))
@@ -63,6 +65,10 @@ def test_a_cut_or_quantized_cell_reads_its_models_cache(tiny_model_dir: Path, tm
     assert whole_cache_key(spec, cut, encoder) == cache_key(spec, base, trained)
     assert cache_key(spec, cut, encoder) != cache_key(spec, base, trained)
     assert whole_cache_key(spec, plain, AsIs.load(resolve_settings(spec, plain))) is None  # its vectors are its own
+    # a pretrained cell cutting the model another pretrained cell scores whole reads that cell's cache
+    whole = AsIs.load(resolve_settings(spec, given))
+    key = whole_cache_key(spec, given_cut, AsIs.load(resolve_settings(spec, given_cut)))
+    assert key == cache_key(spec, given, whole) and "/given/" in key
 
 
 def test_a_pretrained_cell_cuts_the_vectors(tiny_model_dir: Path) -> None:

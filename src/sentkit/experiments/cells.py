@@ -169,9 +169,9 @@ def cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str:
 
 def whole_cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str | None:
     """The cache key of the whole vectors a cut or quantized model is made from (sentkit.evaluation.runner.store_plan):
-    a cell scoring another cell's model (``"@cell"``) reads that cell's own cache, so that its widths and codes are
-    scored without encoding again; None for a model whose vectors are its own, or whose whole vectors have no
-    fingerprint (the cell's own key then holds them)."""
+    a cell scoring another cell's model (``"@cell"``), or the model a `pretrained` cell scores whole (`_uncut_run`),
+    reads that cell's own cache, so that its widths and codes are scored without encoding again; None for a model
+    whose vectors are its own, or whose whole vectors have no fingerprint (the cell's own key then holds them)."""
     from sentkit.core.identity import fingerprint
     from sentkit.core.interface import whole_vectors
 
@@ -179,10 +179,26 @@ def whole_cache_key(spec: ExperimentSpec, run: CellRun, encoder: Any) -> str | N
     if whole is None:
         return None
     ref = run.cell.refs.get("model")
-    base = ref_run(spec, ref, run.seed) if ref is not None and ref.sub is None else run
+    base = ref_run(spec, ref, run.seed) if ref is not None and ref.sub is None else _uncut_run(spec, run)
     if fingerprint(whole.encoder, base.cell.name) is None:  # keyed by settings alone: another precision would share
         return None
     return cache_key(spec, base, whole.encoder)
+
+
+CUT_SETTINGS = ("dim", "truncate_dim", "quantize", "calibration", "rescore", "rescore_multiplier")
+
+
+def _uncut_run(spec: ExperimentSpec, run: CellRun) -> CellRun:
+    """The run of another `pretrained` cell of `spec` that scores the same model as `run` whole (its settings but the
+    cut and the codes, the same seed), whose cache `run`'s whole vectors are: `run` itself when there is none."""
+    if run.cell.kind.trains:
+        return run
+    own = {k: v for k, v in run.cell.settings.items() if k not in CUT_SETTINGS}
+    for cell in spec.cells:
+        same = cell.name != run.cell.name and not cell.kind.trains and cell.settings == own
+        if same and run.seed in spec.cell_seeds(cell):
+            return CellRun(cell, run.seed, Path(spec.output) / cell.name / f"seed-{run.seed}")
+    return run
 
 
 def declared(run: CellRun) -> dict[str, Any]:
