@@ -1,7 +1,9 @@
 """Quantized embeddings (sentkit.models.quantization): codes identical to sentence-transformers' quantize_embeddings on
 the same calibration (the oracle), `sentkit embed --quantize` writing them with the calibration beside, evaluation of
-the codes (int8 values, bits as +1/-1) with calibration that never comes from the tasks, keys kept apart, and one-line
-errors for every new flag."""
+the codes (int8 values, bits as +1/-1) with calibration that never comes from the tasks, scored from the whole float
+vectors' cache exactly as when encoded directly, results' keys kept apart, a binary search with rescoring scoring
+retrieval tasks as the binary index searches (sentkit's tasks and mteb's alike), and one-line errors for every new
+flag."""
 
 from __future__ import annotations
 
