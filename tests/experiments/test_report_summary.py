@@ -178,3 +178,21 @@ def test_a_page_flags_an_average_over_fewer_tasks_in_its_all_scores_table() -> N
     assert "| failed |  | 1 | 60.0 (1 of 2) | 60.0 | — |" in lines
     assert "| full |  | 1 | 75.0 | 70.0 | 80.0 |" in lines
     assert any(ln.startswith("(n of m): ") and ln.endswith("failed lacks CR.") for ln in lines)
+
+
+def test_the_summary_leaves_out_a_model_stored_smaller() -> None:
+    """docs/results.md compares models: a pretrained cell scoring one cut (`dim`) or as codes (`quantize`, `rescore`)
+    is left out (results/smaller.md compares those); a method's own `dim` (a word2vec size) is another model."""
+    from pathlib import Path
+
+    from sentkit.experiments import load_experiment
+    from sentkit.experiments.report.summary import stored_smaller
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    cells = {c.name: c for f in ("smaller.toml", "rawtext.toml") for c in load_experiment(root / f).cells}
+    for name in ("glove-average-d12", "declutr-tiny-int8", "declutr-minilm-binary-rescored", "minilm-base-d96"):
+        assert stored_smaller(cells[name]), name
+    for name in ("declutr-tiny", "glove-average-whitened", "minilm-base", "skipgram-256-mean"):
+        assert not stored_smaller(cells[name]), name
+    summary = (root.parent / "docs" / "results.md").read_text()
+    assert "glove-average-d12" not in summary and "-int8]" not in summary and "-binary" not in summary

@@ -10,7 +10,8 @@ A cell's family is the method that trained its model and the pretrained model it
 evaluates another cell's model (whitened, SIF-weighted, pooled otherwise, or a snapshot) is of that cell's family;
 one that evaluates a phase of a recipe other than its last (``"@recipe/0-wordpiece-skipgram"``) is of the phase's
 method; a model another grid trained (``runs/experiments/<grid>/<cell>/seed-<k>/...``, the probing grid's) is of
-that grid's cell."""
+that grid's cell. A cell that scores a model cut to its first dimensions or as codes (`stored_smaller`) is left out:
+it is the same model stored in fewer bytes, compared on its study's page."""
 
 from __future__ import annotations
 
@@ -144,9 +145,18 @@ def entries(parts: Sequence[tuple[Runs, ExperimentSpec, object]]) -> list[Entry]
             continue
         summary = summarise(runs)
         chain = chain_train_cpu(spec, runs)
-        order = [c.name for c in spec.cells if c.name in summary]
+        order = [c.name for c in spec.cells if c.name in summary and not stored_smaller(c)]
         out += [Entry(spec.name, c, fams[c], summary[c], chain.get(c)) for c in order]
     return out
+
+
+def stored_smaller(cell: CellSpec) -> bool:
+    """Whether a `pretrained` cell scores a model cut to its first dimensions or as codes (``dim``, ``quantize``,
+    ...): the same model stored in fewer bytes, which its study's page compares; the summary compares models, and
+    leaves it out. (A method's own ``dim``, a word2vec size or whitened directions, is another model.)"""
+    from sentkit.experiments.cells import CUT_SETTINGS
+
+    return not cell.kind.trains and any(k in cell.settings for k in CUT_SETTINGS)
 
 
 def _label(fam: Family) -> str:
@@ -365,7 +375,8 @@ def summary_lines(parts: Sequence[tuple[Runs, ExperimentSpec, object]], pages: M
         "from, if any (its own pretraining is not in the cost; a method's fixed resources, such as DictRep's WordNet "
         "definitions and GloVe targets, are not listed: docs/hill_models.md); each "
         "score is the family's best cell across the experiments on that average (the cell named, whitened, "
-        "SIF-weighted and other versions of a model included; mean ± std over seeds), `downstream` the DeCLUTR "
+        "SIF-weighted and other versions of a model included, but not its vectors cut or quantized, which "
+        "results/smaller.md compares; mean ± std over seeds), `downstream` the DeCLUTR "
         "paper's average (classifiers and cosine STS), `unsupervised STS` cosine similarity alone, `classifiers "
         "(supervised)` the classifier-scored tasks alone, `probing` SentEval's probing tasks; the cost is the "
         "training CPU-hours of the costliest pick, the cells it continues included (`~`: a logged wall-clock stands "
