@@ -62,3 +62,19 @@ def tiny_corpus(tmp_path: Path) -> Path:
     for i, text in enumerate(make_docs(8, 300)):
         (folder / f"doc{i:02d}.txt").write_text(text, encoding="utf-8")
     return folder
+
+
+@pytest.fixture()
+def task_registry():  # type: ignore[no-untyped-def]
+    """The task registry and its groups as they were before the test: a test that adds a task, or runs a user task,
+    leaves it as it found it."""
+    from sentkit.evaluation import tasks as T
+
+    saved = dict(T.TASKS._items), dict(T._ALIASES), list(T.DOWNSTREAM), list(T.PROBING), list(T.ALL_TASKS)
+    yield T
+    for now, before in zip((T.TASKS._items, T._ALIASES, T.DOWNSTREAM, T.PROBING, T.ALL_TASKS), saved):
+        if isinstance(now, dict):
+            now.clear()
+            now.update(before)  # type: ignore[call-overload]
+        else:
+            now[:] = before

@@ -209,21 +209,6 @@ def test_a_method_added_as_the_page_says_trains_and_loads(
         register_method(name, entry.target, entry.description)
 
 
-@pytest.fixture()
-def task_registry():  # type: ignore[no-untyped-def]
-    """The task registry and its groups as they were before the test (the example adds a task)."""
-    from sentkit.evaluation import tasks as T
-
-    saved = dict(T.TASKS._items), dict(T._ALIASES), list(T.DOWNSTREAM), list(T.PROBING), list(T.ALL_TASKS)
-    yield T
-    for now, before in zip((T.TASKS._items, T._ALIASES, T.DOWNSTREAM, T.PROBING, T.ALL_TASKS), saved):
-        if isinstance(now, dict):
-            now.clear()
-            now.update(before)  # type: ignore[call-overload]
-        else:
-            now[:] = before
-
-
 LETTERS_PY = '''
 import numpy as np
 

@@ -233,7 +233,7 @@ def _beir(folder: Path, n_docs: int = 80, n_queries: int = 20) -> Path:
 
 
 def test_binary_rescored_retrieval_is_the_binary_search_in_sentkit_and_mteb(
-    tiny_model_dir: Path, tmp_path: Path
+    tiny_model_dir: Path, tmp_path: Path, task_registry: object
 ) -> None:
     """`evaluate --quantize binary --rescore float` ranks a retrieval task as the binary index's search does: the
     same nDCG@10 from sentkit's own retrieval task and from mteb's (RescoredSearch), equal to BEIR's metrics of

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -514,13 +515,15 @@ def _then(first: Step, second: Step) -> Step:
     return lambda emb: second(first(emb))
 
 
+@dataclass(frozen=True)
 class WholeVectors:
     """`encoder`'s vectors are whole ones, changed after encoding into another encoder's (`whole_vectors`): `step`
     turns them into that encoder's vectors; `float_step` into the float vectors its codes were made from (the same as
     `step` for an encoder that is not quantized), what a binary search rescores candidates with."""
 
-    def __init__(self, encoder: Any, step: Step, float_step: Step) -> None:
-        self.encoder, self.step, self.float_step = encoder, step, float_step
+    encoder: Any
+    step: Step
+    float_step: Step
 
 
 def whole_vectors(enc: Any) -> WholeVectors | None:

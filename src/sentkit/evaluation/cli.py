@@ -304,14 +304,10 @@ def _quantize_settings(args: argparse.Namespace) -> dict[str, Any]:
         )
     out = {"quantize": quantize, "calibration": calibration}
     if rescore is not None or multiplier is not None:
-        from sentkit.models.quantization import RESCORE_MULTIPLIER, check_rescore
+        from sentkit.models.quantization import check_rescoring
 
-        if quantize != "binary":
-            raise ConfigError(f"--rescore rescores a binary search: give --quantize binary, not {quantize}")
-        if rescore in (None, "none") and multiplier is not None:
-            raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
-        how, times = check_rescore(rescore or "none", RESCORE_MULTIPLIER if multiplier is None else multiplier)
-        if how != "none":
+        how, times = check_rescoring(quantize, rescore, multiplier)  # what QuantizedEncoder checks, before the load
+        if how is not None:
             from sentkit.retrieval.index import _faiss
 
             _faiss()  # the binary search's index: missing, one line before anything is encoded

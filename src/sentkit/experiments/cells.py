@@ -197,7 +197,7 @@ def _uncut_run(spec: ExperimentSpec, run: CellRun) -> CellRun:
     for cell in spec.cells:
         same = cell.name != run.cell.name and not cell.kind.trains and cell.settings == own
         if same and run.seed in spec.cell_seeds(cell):
-            return CellRun(cell, run.seed, Path(spec.output) / cell.name / f"seed-{run.seed}")
+            return ref_run(spec, f"@{cell.name}", run.seed)
     return run
 
 

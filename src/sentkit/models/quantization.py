@@ -58,6 +58,21 @@ def check_rescore(rescore: Any, multiplier: Any) -> tuple[str, int]:
     return str(rescore), int(multiplier)
 
 
+def check_rescoring(precision: str, rescore: Any, multiplier: Any) -> tuple[str | None, int | None]:
+    """The (rescore, multiplier) of codes of `precision` searched with rescoring, checked (one line each): only binary
+    codes are searched so; (None, None) for the codes alone (`rescore` None or "none", and no multiplier)."""
+    if rescore is None or rescore == "none":
+        if multiplier is not None:
+            raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
+        return None, None
+    if precision in SCALAR:
+        raise ConfigError(
+            f"--rescore rescores the candidates of a binary search; give --quantize binary, not {precision} "
+            "(or leave --rescore out)"
+        )
+    return check_rescore(rescore, RESCORE_MULTIPLIER if multiplier is None else multiplier)
+
+
 def check_quantize(name: Any, *, choices: tuple[str, ...] = QUANTIZE_CHOICES) -> str:
     """`name` as a precision of `choices`; ConfigError, one line with the closest name, for anything else."""
     from sentkit.core.registry import suggest
@@ -306,19 +321,7 @@ class QuantizedEncoder(PostProcessed):
         self.wrapped = encoder
         self.calibration = calibration
         self.quantize = calibration.precision
-        self.rescore: str | None = None
-        self.rescore_multiplier: int | None = None
-        if rescore is not None and rescore != "none":
-            if calibration.precision in SCALAR:
-                raise ConfigError(
-                    f"--rescore rescores the candidates of a binary search; give --quantize binary, not "
-                    f"{calibration.precision} (or leave --rescore out)"
-                )
-            self.rescore, self.rescore_multiplier = check_rescore(
-                rescore, RESCORE_MULTIPLIER if rescore_multiplier is None else rescore_multiplier
-            )
-        elif rescore_multiplier is not None:
-            raise ConfigError("--rescore-multiplier goes with --rescore float or int8; give one (or leave it out)")
+        self.rescore, self.rescore_multiplier = check_rescoring(calibration.precision, rescore, rescore_multiplier)
 
     @property
     def dim(self) -> int:
