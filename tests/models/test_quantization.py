@@ -198,6 +198,14 @@ def test_evaluate_quantized_records_it_and_reads_the_whole_vectors_cache(
         timings = runs[name, "cache"]["timings"]
         assert timings["sentences_encoded"] == 0 and timings["sentences_from_cache"] > 0  # the float run's vectors
         assert runs[name, "cache"]["results"]["STSB"] != runs["float", "cache"]["results"]["STSB"]
+    # in half precision too: the cut reads the bf16 vectors' cache (keyed with the precision, as the full run's)
+    for name, extra in (("bf16", []), ("bf16-cut", ["--dim", "8"])):
+        out = tmp_path / f"{name}.json"
+        assert main([*args, "--cache-dir", str(tmp_path / "cache"), "--precision", "bf16", *extra, "-o", str(out)]) == 0
+        runs[name, "cache"] = json.loads(out.read_text())
+    assert runs["bf16", "cache"]["timings"]["sentences_encoded"] > 0  # not the fp32 vectors
+    assert runs["bf16-cut", "cache"]["timings"]["sentences_encoded"] == 0
+    assert runs["bf16-cut", "cache"]["model"]["precision"] == "bf16"
     # the oracle: the cut or codes encoded directly, by an encoder that hides how they are made (no whole vectors)
     for name, kwargs in (
         ("binary", {"quantize": "binary"}),
@@ -282,6 +290,7 @@ def test_binary_rescored_retrieval_is_the_binary_search_in_sentkit_and_mteb(
         (["--quantize", "binary", "--rescore", "flaot"], "--rescore must be one of float, int8, none"),
         (["--quantize", "binary", "--rescore", "float", "--rescore-multiplier", "0"], "a whole number >= 1"),
         (["--quantize", "binary", "--rescore-multiplier", "3"], "--rescore-multiplier goes with --rescore float"),
+        (["--quantize", "binary", "--calibration", "CORPUS"], "binary codes need no calibration texts"),
     ],
 )
 def test_rescore_bad_input_is_one_line(

@@ -399,8 +399,9 @@ def evaluate(
     if cfg.use_cache and fp is None:
         logger.info("encoder has no fingerprint: embeddings are not cached (pass fingerprint=...)")
     bar = progress if isinstance(progress, EvalProgress) else EvalProgress(names, enabled=bool(progress))
-    if whole_fingerprint is None and fingerprint:  # a key given for the model: its whole vectors' key (`whole_key`)
-        whole_fingerprint = whole_key(enc, None, fingerprint)
+    given = whole_fingerprint or fingerprint  # the whole vectors' key, else the model's: with the whole vectors'
+    if given:  # precision, as `fp` takes the model's (`whole_key`)
+        whole_fingerprint = whole_key(enc, None, given)
     store, prompts = prompted_stores(enc, fp, cfg, bar, whole_fingerprint=whole_fingerprint)
     t_start = time.perf_counter()
     results: dict[str, Any] = {}

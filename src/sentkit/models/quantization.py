@@ -375,6 +375,10 @@ def calibrate(
         if cal.precision != precision:
             raise ConfigError(f"--calibration {p} quantizes to {cal.precision}, not {precision}")
         return cal
+    if precision not in SCALAR:
+        raise ConfigError(
+            f"--calibration {p}: binary codes need no calibration texts (the threshold is 0); leave --calibration out"
+        )
     texts = read_calibration_texts(p, rows, seed)
     emb = np.asarray(encoder.encode(texts), dtype=np.float32)
     return Calibration.fit(emb, precision, seed=seed, source=str(p))
